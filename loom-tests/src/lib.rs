@@ -1,0 +1,1 @@
+//! Loom models of limitcore's CAS protocols live in `tests/`; see the README there.

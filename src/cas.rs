@@ -1,0 +1,60 @@
+//! The single compare-and-swap loop that applies a pure rate transition to one `AtomicU64`.
+//!
+//! Every single-word limiter is a pure function `(old word, now, request) -> Result<new word,
+//! Denied>` plus this loop. Keeping the loop in one place means it is checked once, by loom,
+//! for every limiter built on it.
+//!
+//! # Orderings
+//!
+//! The state word is the limiter's entire shared state: no other memory is published through
+//! it and no decision depends on any other location. Read-modify-write operations on one
+//! location are totally ordered (its modification order) whatever their ordering argument,
+//! and a successful `compare_exchange` replaces exactly the value it read, the latest in that
+//! order. So every admission is a transition from the state the previous admission left, and
+//! `Relaxed` is enough for correctness (no permit can be created by a race). The limiter does
+//! **not** act as a memory fence for the caller's data; use a real synchronisation primitive
+//! for that.
+
+use crate::sync::{AtomicU64, Backoff, Ordering};
+use crate::Denied;
+
+/// Apply `transition` to `word` atomically: retry on interference, never write on denial.
+///
+/// `transition` is pure: given the current word it returns the word to store, or the denial.
+/// It may be called more than once (once per attempt), always with the freshest value.
+#[inline]
+pub(crate) fn apply<F>(word: &AtomicU64, transition: F) -> Result<(), Denied>
+where
+    F: Fn(u64) -> Result<u64, Denied>,
+{
+    // Relaxed: a stale value only makes the CAS below fail and retry with the fresh one;
+    // see the module's "Orderings" note.
+    let current = word.load(Ordering::Relaxed);
+    let next = transition(current)?;
+    // Relaxed on both sides: the RMW itself is what serialises admissions (module note).
+    match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => Ok(()),
+        Err(actual) => apply_contended(word, actual, transition),
+    }
+}
+
+/// The retry path: another thread (or a spurious weak-CAS failure) got in between.
+#[cold]
+#[inline(never)]
+fn apply_contended<F>(word: &AtomicU64, mut current: u64, transition: F) -> Result<(), Denied>
+where
+    F: Fn(u64) -> Result<u64, Denied>,
+{
+    let backoff = Backoff::new();
+    loop {
+        let next = transition(current)?;
+        // Relaxed: as in `apply`; a failure returns the value that beat us and we retry on it.
+        match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(actual) => {
+                current = actual;
+                backoff.spin();
+            }
+        }
+    }
+}

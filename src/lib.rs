@@ -1,0 +1,70 @@
+//! # limitcore
+//!
+//! A lock-free rate-limiter core for hot paths: proxies, databases, multi-threaded load
+//! generators, and any library that must decide "now or later?" on every request.
+//!
+//! - [`Gcra`]: the Generic Cell Rate Algorithm (ATM Forum TM 4.0); its whole state is one
+//!   `AtomicU64` (the theoretical arrival time) updated by one compare-and-swap loop.
+//! - [`TokenBucket`]: tokens and last refill time packed in one `AtomicU64`; decisions
+//!   identical to `Gcra`'s within its documented time window.
+//! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
+//!   validated with [`QuotaError`] instead of silent rounding.
+//! - [`clock`]: the [`Clock`](clock::Clock) trait, a fast TSC-based
+//!   [`MonotonicClock`](clock::MonotonicClock) (default), and a
+//!   [`ManualClock`](clock::ManualClock) for tests and replays.
+//! - [`reference`]: plain models the limiters are differentially tested against.
+//!
+//! Every limiter implements [`RateLimiter`], whose decisions can also be made at an
+//! explicit time (`try_acquire_n_at`).
+//!
+//! # Examples
+//!
+//! ```
+//! use limitcore::{Gcra, Quota, RateLimiter};
+//!
+//! let limiter = Gcra::new("100/s burst 10".parse()?);
+//! for _ in 0..10 {
+//!     assert!(limiter.try_acquire().is_ok());
+//! }
+//! let denied = limiter.try_acquire().unwrap_err();
+//! assert!(denied.retry_after().unwrap().as_millis() <= 10);
+//! # Ok::<(), limitcore::QuotaError>(())
+//! ```
+//!
+//! # Features
+//!
+//! - `std` (default): the OS clocks. Without it the crate is `no_std` + `alloc`, and the
+//!   default clock is [`ManualClock`](clock::ManualClock).
+//!
+//! # Checking
+//!
+//! `--cfg loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
+//! differential targets against [`reference`].
+#![cfg_attr(not(feature = "std"), no_std)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+extern crate alloc;
+
+mod cas;
+pub mod clock;
+mod gcra;
+mod limiter;
+mod quota;
+pub mod reference;
+mod sync;
+mod token_bucket;
+
+pub use gcra::Gcra;
+pub use limiter::{Denied, RateLimiter, Snapshot};
+pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};
+pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
+
+/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)
+/// with `std`, [`ManualClock`](clock::ManualClock) without it.
+#[cfg(feature = "std")]
+pub type DefaultClock = clock::MonotonicClock;
+
+/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)
+/// with `std`, [`ManualClock`](clock::ManualClock) without it.
+#[cfg(not(feature = "std"))]
+pub type DefaultClock = clock::ManualClock;

@@ -1,0 +1,401 @@
+//! [`TokenBucket`]: tokens and the time of the last refill, packed in one `AtomicU64`.
+//!
+//! The token bucket (Turner, "New directions in communications", IEEE Communications
+//! Magazine 24(10), 1986) with continuous refill is the dual of GCRA's virtual scheduling
+//! (ATM Forum TM 4.0, Annex C): a bucket holding `tokens` at time `last` is the GCRA state
+//! `TAT = last + (burst − tokens)·T`. This implementation keeps whole tokens and carries the
+//! fractional refill in the time field, which makes its decisions *exactly* GCRA's (same
+//! admissions, same `retry_after` to the nanosecond) inside the window described under
+//! "Time field" below.
+
+use crate::cas;
+use crate::clock::{Clock, Nanos};
+use crate::gcra::Schedule;
+use crate::limiter::{Denied, RateLimiter, Snapshot};
+use crate::sync::{AtomicU64, Ordering};
+use crate::DefaultClock;
+use crate::{Quota, QuotaError};
+use core::time::Duration;
+
+/// The most bits the token field can take: a burst is a `u32`.
+pub const MAX_TOKEN_BITS: u32 = 32;
+
+/// The fewest bits the time field gets (`64 − MAX_TOKEN_BITS`): its wrap period is at least
+/// 2^32 ns (4.29 s).
+pub const MIN_TIME_BITS: u32 = 64 - MAX_TOKEN_BITS;
+
+/// The most a clock reading may lag the stored refill time and still be read as *behind*
+/// (stale or stepped back, decided as strictly as [`Gcra`](crate::Gcra) would): 2^33 ns
+/// (8.59 s), or a quarter of the wrap period if that is shorter.
+pub const MAX_BACKWARD_TOLERANCE_NS: Nanos = 1 << 33;
+
+/// The bit layout of one bucket's word, fixed at construction from the burst.
+///
+/// ```text
+///  63                         token_bits  token_bits-1            0
+/// +-----------------------------------+---------------------------+
+/// | last refill time, ns, mod 2^W      | tokens at that time       |
+/// +-----------------------------------+---------------------------+
+///   W = time_bits = 64 − token_bits      token_bits = bit length of burst (1..=32)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Bit length of the burst: the low `token_bits` bits hold the token count.
+    pub(crate) token_bits: u32,
+    /// `2^token_bits − 1`.
+    pub(crate) token_mask: u64,
+    /// `2^W − 1`, W = `64 − token_bits`: the time field is kept modulo `2^W`.
+    pub(crate) time_mask: u64,
+    /// Readings up to this far behind the stored time are "behind"; the rest are "ahead".
+    pub(crate) backward_tolerance: u64,
+}
+
+impl Layout {
+    /// The layout for `burst`, or the error if a full refill (`span` ns) does not fit half
+    /// the wrap period.
+    pub(crate) fn new(burst: u32, span: Nanos) -> Result<Layout, QuotaError> {
+        let token_bits = (u32::BITS - burst.leading_zeros()).max(1);
+        let time_bits = 64 - token_bits;
+        let max_span = 1u64 << (time_bits - 1);
+        if span > max_span {
+            return Err(QuotaError::BurstTooLarge {
+                burst,
+                span_ns: u128::from(span),
+                max_span_ns: max_span,
+            });
+        }
+        Ok(Layout {
+            token_bits,
+            token_mask: (1u64 << token_bits) - 1,
+            time_mask: u64::MAX >> token_bits,
+            backward_tolerance: MAX_BACKWARD_TOLERANCE_NS.min(1u64 << (time_bits - 2)),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn pack(&self, time: Nanos, tokens: u64) -> u64 {
+        ((time & self.time_mask) << self.token_bits) | tokens
+    }
+
+    #[inline]
+    pub(crate) fn tokens(&self, word: u64) -> u64 {
+        word & self.token_mask
+    }
+
+    #[inline]
+    pub(crate) fn time(&self, word: u64) -> Nanos {
+        word >> self.token_bits
+    }
+
+    /// Where `now` stands relative to the stored time `last`: `Ok(d)` ahead by `d` ns, or
+    /// `Err(b)` behind by `1 ≤ b ≤ backward_tolerance` ns.
+    #[inline]
+    pub(crate) fn offset(&self, last: Nanos, now: Nanos) -> Result<Nanos, Nanos> {
+        let d = now.wrapping_sub(last) & self.time_mask;
+        if d > self.time_mask - self.backward_tolerance {
+            Err(self.time_mask - d + 1)
+        } else {
+            Ok(d)
+        }
+    }
+}
+
+/// The token bucket's rules: the GCRA schedule plus the word layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bucket {
+    pub(crate) schedule: Schedule,
+    pub(crate) layout: Layout,
+}
+
+impl Bucket {
+    pub(crate) fn new(quota: &Quota) -> Result<Bucket, QuotaError> {
+        let schedule = Schedule::new(quota);
+        let layout = Layout::new(schedule.burst, schedule.span)?;
+        Ok(Bucket { schedule, layout })
+    }
+
+    /// The word of a full, fresh bucket.
+    pub(crate) fn full(&self) -> u64 {
+        self.layout.pack(0, u64::from(self.schedule.burst))
+    }
+
+    /// The transition: refill from the stored time to `now`, then take `n` tokens, as one
+    /// new word; or the denial. Requires `1 ≤ n ≤ burst`.
+    ///
+    /// Refill adds `k = ⌊d / T⌋` whole tokens for `d` ns ahead and moves the stored time
+    /// forward by exactly `k·T`, so the fraction `d − k·T` stays in the clock and is never
+    /// lost. A bucket that reaches `burst` is full at `now` (the excess is dropped, as a
+    /// bucket overflows). A reading behind the stored time refills nothing and counts the
+    /// lag against the tokens, exactly as GCRA counts it against the TAT.
+    #[inline]
+    pub(crate) fn take(&self, word: u64, now: Nanos, n: u32) -> Result<u64, Denied> {
+        let (l, t) = (&self.layout, self.schedule.interval);
+        let burst = u64::from(self.schedule.burst);
+        let n = u64::from(n);
+        let tokens = l.tokens(word);
+        if tokens == burst {
+            // Only a fresh bucket is stored full (every write takes at least one token),
+            // and a fresh bucket is full at any time, like GCRA's TAT of 0.
+            return Ok(l.pack(now, burst - n));
+        }
+        let last = l.time(word);
+        match l.offset(last, now) {
+            Ok(ahead) => {
+                let k = ahead / t;
+                if k >= burst - tokens {
+                    return Ok(l.pack(now, burst - n));
+                }
+                let tokens = tokens + k;
+                if tokens >= n {
+                    Ok(l.pack(last.wrapping_add(k * t), tokens - n))
+                } else {
+                    // (n − tokens)·T ≤ span: no overflow; the fraction already accrued counts.
+                    Err(Denied::rate_limited((n - tokens) * t - (ahead - k * t)))
+                }
+            }
+            Err(behind) => {
+                // tokens·T and n·T are ≤ span ≤ 2^62; behind ≤ 2^33.
+                let (have, need) = (tokens * t, n * t + behind);
+                if have >= need {
+                    Ok(l.pack(last, tokens - n))
+                } else {
+                    Err(Denied::rate_limited(need - have))
+                }
+            }
+        }
+    }
+
+    /// The state at `now`, as [`Bucket::take`] would see it, consuming nothing.
+    pub(crate) fn snapshot(&self, word: u64, now: Nanos) -> Snapshot {
+        let (l, t) = (&self.layout, self.schedule.interval);
+        let burst = u64::from(self.schedule.burst);
+        let tokens = l.tokens(word);
+        // Time until full: the GCRA backlog.
+        let backlog = if tokens == burst {
+            0
+        } else {
+            let missing = (burst - tokens) * t;
+            match l.offset(l.time(word), now) {
+                Ok(ahead) => missing.saturating_sub(ahead),
+                Err(behind) => missing + behind,
+            }
+        };
+        let remaining = self.schedule.span.saturating_sub(backlog) / t;
+        Snapshot {
+            remaining: remaining as u32,
+            full_after: Duration::from_nanos(backlog),
+        }
+    }
+}
+
+/// A token bucket whose tokens and last refill time share one `AtomicU64`, so that refill
+/// and consumption are one compare-and-swap (never two atomics).
+///
+/// It holds up to `burst` tokens, gains one every emission interval T, and a request for `n`
+/// takes `n` tokens or is refused. Its decisions are **exactly** [`Gcra`](crate::Gcra)'s on
+/// the same quota and input (the crate's tests check this differentially) as long as the
+/// clock readings stay in the window described under "Time field"; prefer `Gcra` if you
+/// have no reason to think in tokens: its state covers the clock's whole 584-year range.
+///
+/// # Word layout
+///
+/// ```text
+///  63                          b  b-1                 0
+/// +------------------------------+---------------------+
+/// | last refill, ns mod 2^(64-b)  | whole tokens (b bits) |
+/// +------------------------------+---------------------+
+/// ```
+///
+/// `b` is the bit length of the burst (1 to [`MAX_TOKEN_BITS`]), so the time field gets
+/// `W = 64 − b` bits (at least [`MIN_TIME_BITS`]): for burst ≤ 1 023, W ≥ 54 (wraps every
+/// 208 days); ≤ 65 535, W ≥ 48 (3.26 days); ≤ 2^20 − 1, W ≥ 44 (4.9 h).
+///
+/// # Fractional tokens
+///
+/// Exact to 1 ns of refill, i.e. to `1/T` of a token: the token field holds whole tokens and
+/// the refill moves the stored time forward by exactly `k·T` for `k` whole tokens, so the
+/// fraction is carried by the clock and never lost or rounded.
+///
+/// # Time field
+///
+/// The time is kept modulo `2^W`. A reading is interpreted against the stored time: up to
+/// `R` ns behind it (`R` = 2^33 ns = 8.59 s, or `2^(W−2)` if smaller,
+/// [`MAX_BACKWARD_TOLERANCE_NS`]) is a stale or backwards reading and is decided exactly as
+/// strictly as GCRA would; anything else is ahead. Hence:
+/// - decisions equal GCRA's while every reading is less than `2^W − R` ns after the stored
+///   refill time and at most `R` ns before it, which covers any clock that does not step
+///   back more than `R` and any bucket used at least once per `2^W − R` ns;
+/// - after an idle of `2^W − R` ns or longer, a bucket that was not full when last used may
+///   (with probability at most `(R + burst·T) / 2^W`) make its next decision as if the idle
+///   had been shorter: stricter than GCRA, by at most `R + burst·T`, never more permissive;
+/// - a clock that steps back by more than `R` is read as having jumped forward.
+///
+/// A fresh bucket is full at any time. [`TokenBucket::with_clock`] refuses a quota whose
+/// full refill (`burst·T`) exceeds `2^(W−1)` ns.
+///
+/// # Contract
+///
+/// As [`RateLimiter`]: a fresh bucket admits `burst` at once, idle time never yields more;
+/// inclusive boundaries with exact `retry_after`; `n == 0` succeeds without change; `n >
+/// burst` is [`Denied::ExceedsCapacity`]; denials never write; no permit is created by a
+/// race (one CAS loop applies the transition).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Quota, RateLimiter, TokenBucket};
+/// use limitcore::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let bucket = TokenBucket::with_clock(Quota::per_second(4)?, clock.clone())?;
+/// bucket.try_acquire_n(4).unwrap();
+/// clock.advance(Duration::from_millis(375)); // 1.5 tokens' worth
+/// assert_eq!(bucket.snapshot().remaining, 1);
+/// bucket.try_acquire().unwrap();
+/// // The half token already accrued is not lost: only 125 ms more for the next one.
+/// assert_eq!(bucket.try_acquire().unwrap_err().retry_after(), Some(Duration::from_millis(125)));
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct TokenBucket<C = DefaultClock> {
+    /// `(last refill time mod 2^W) << b | tokens`; see the type's "Word layout".
+    word: AtomicU64,
+    bucket: Bucket,
+    quota: Quota,
+    clock: C,
+}
+
+#[cfg(feature = "std")]
+impl TokenBucket<DefaultClock> {
+    /// A full bucket for `quota` on the default [`MonotonicClock`](crate::clock::MonotonicClock).
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucket::with_clock`].
+    pub fn new(quota: Quota) -> Result<Self, QuotaError> {
+        TokenBucket::with_clock(quota, DefaultClock::new())
+    }
+}
+
+impl<C: Clock> TokenBucket<C> {
+    /// A full bucket for `quota` reading time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::BurstTooLarge`] if `burst·T` exceeds half the wrap period of the time
+    /// field (`2^(W−1)` ns, see "Time field"); for example a burst of 2^20 − 1 needs T ≤ 8.39 ms.
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        let bucket = Bucket::new(&quota)?;
+        Ok(TokenBucket {
+            word: AtomicU64::new(bucket.full()),
+            bucket,
+            quota,
+            clock,
+        })
+    }
+
+    /// The clock this bucket reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    fn load(&self) -> u64 {
+        // Relaxed: a read-only observation of the single state word (see `cas` "Orderings").
+        self.word.load(Ordering::Relaxed)
+    }
+}
+
+impl<C: Clock> RateLimiter for TokenBucket<C> {
+    #[inline]
+    fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
+        if !self.bucket.schedule.precheck(n)? {
+            return Ok(());
+        }
+        cas::apply(&self.word, |word| self.bucket.take(word, now, n))
+    }
+
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    fn snapshot_at(&self, now: Nanos) -> Snapshot {
+        self.bucket.snapshot(self.load(), now)
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(count: u32, period_ns: u64, burst: u32) -> Bucket {
+        let q = Quota::new(count, Duration::from_nanos(period_ns))
+            .unwrap()
+            .with_burst(burst)
+            .unwrap();
+        Bucket::new(&q).unwrap()
+    }
+
+    #[test]
+    fn layout_is_sized_by_the_burst() {
+        let b = bucket(1, 100, 3);
+        assert_eq!(b.layout.token_bits, 2);
+        assert_eq!(b.layout.time_mask, u64::MAX >> 2);
+        assert_eq!(b.layout.backward_tolerance, MAX_BACKWARD_TOLERANCE_NS);
+        let b = Layout::new(u32::MAX, 1).unwrap();
+        assert_eq!((b.token_bits, b.time_mask), (32, u64::from(u32::MAX)));
+        assert_eq!(b.backward_tolerance, 1 << 30);
+    }
+
+    #[test]
+    fn transition_matches_gcra_by_hand() {
+        let b = bucket(1, 100, 3); // T = 100
+        let w = b.full();
+        let w = b.take(w, 1_000, 1).unwrap(); // 2 left at 1000
+        assert_eq!((b.layout.tokens(w), b.layout.time(w)), (2, 1_000));
+        let w = b.take(w, 1_050, 2).unwrap(); // 0 left, stored time still 1000 (fraction 50)
+        assert_eq!((b.layout.tokens(w), b.layout.time(w)), (0, 1_000));
+        assert_eq!(b.take(w, 1_050, 1), Err(Denied::rate_limited(50)));
+        assert_eq!(b.take(w, 1_099, 1), Err(Denied::rate_limited(1)));
+        let w2 = b.take(w, 1_100, 1).unwrap(); // refill 1 exactly, take it
+        assert_eq!((b.layout.tokens(w2), b.layout.time(w2)), (0, 1_100));
+        // Behind the stored time: the lag counts against the tokens.
+        let w = b.take(b.full(), 1_000, 1).unwrap();
+        assert_eq!(b.take(w, 950, 2), Err(Denied::rate_limited(50)));
+        assert!(b.take(w, 1_000, 2).is_ok());
+    }
+
+    #[test]
+    fn fresh_bucket_is_full_at_any_time() {
+        let b = bucket(1, 100, 3);
+        for now in [0, 1, 1 << 40, u64::MAX - 1, u64::MAX] {
+            let w = b.take(b.full(), now, 3).unwrap();
+            assert_eq!(b.layout.tokens(w), 0);
+            assert_eq!(b.take(w, now, 1), Err(Denied::rate_limited(100)));
+            assert_eq!(b.snapshot(w, now.wrapping_add(300)).remaining, 3);
+        }
+    }
+
+    #[test]
+    fn too_long_a_refill_is_refused() {
+        // burst 2^20 − 1: 20 token bits, W = 44, refill must fit 2^43 ns: T ≤ 8.39 ms.
+        let q = Quota::new(1, Duration::from_millis(9))
+            .unwrap()
+            .with_burst((1 << 20) - 1)
+            .unwrap();
+        assert!(matches!(
+            Bucket::new(&q),
+            Err(QuotaError::BurstTooLarge { .. })
+        ));
+        let q = Quota::new(1, Duration::from_millis(8))
+            .unwrap()
+            .with_burst((1 << 20) - 1)
+            .unwrap();
+        assert!(Bucket::new(&q).is_ok());
+    }
+}
