@@ -55,22 +55,25 @@ impl Schedule {
     /// `max(tat, now) + n·T ≤ now + burst·T`, computed as `backlog ≤ span − n·T` with
     /// `backlog = tat − now` (0 if `tat ≤ now`), so no sum near `u64::MAX` can wrap into an
     /// admission. The new TAT is `max(tat, now) + n·T ≥ tat`: the state never moves back, and
-    /// a `now` behind the state only enlarges the backlog (stricter). A new TAT past
-    /// `u64::MAX` (within one burst span of the clock's 584-year horizon) cannot be stored,
-    /// and such requests are refused with `retry_after = Duration::MAX`.
+    /// a `now` behind the state only enlarges the backlog (stricter).
+    ///
+    /// The TAT a request would leave (`now + backlog + n·T`, whether it conforms now or after
+    /// waiting) must fit in `u64`; within one burst span of the clock's 584-year horizon it
+    /// may not, and such a request can never conform: it is refused with
+    /// `retry_after = Duration::MAX`.
     #[inline]
     pub(crate) fn gcra(&self, tat: Nanos, now: Nanos, n: u32) -> Result<Nanos, Denied> {
         // ≤ span ≤ 2^62 because n ≤ burst: no overflow.
         let cost = self.interval * u64::from(n);
         let backlog = tat.saturating_sub(now);
+        let Some(next) = backlog.checked_add(cost).and_then(|b| now.checked_add(b)) else {
+            return Err(Denied::NEVER);
+        };
         let allowance = self.span - cost;
         if backlog > allowance {
             return Err(Denied::rate_limited(backlog - allowance));
         }
-        // backlog + cost ≤ span: no overflow; only adding `now` can pass u64::MAX.
-        now.checked_add(backlog + cost).ok_or(Denied::RateLimited {
-            retry_after: Duration::MAX,
-        })
+        Ok(next)
     }
 
     /// What [`Schedule::gcra`] would allow at `now` from `tat`, consuming nothing.
@@ -115,8 +118,9 @@ impl Schedule {
 ///
 /// `n·T` cannot overflow (`n ≤ burst` and `burst·T ≤ 2^62` by [`Quota`]'s limits), so a
 /// quota of 1 per day with burst 10 refuses `n = 213 505` with `ExceedsCapacity` instead of
-/// wrapping into an admission. A TAT that would pass `u64::MAX` ns is refused with
-/// `retry_after = Duration::MAX`.
+/// wrapping into an admission. A request whose TAT would pass `u64::MAX` ns (possible only
+/// within one burst span of the clock's 584-year horizon) can never conform and is refused
+/// with `retry_after = Duration::MAX`.
 ///
 /// # Examples
 ///
@@ -237,6 +241,12 @@ mod tests {
         assert_eq!(s.gcra(0, end - 150, 1), Ok(end - 50));
         let denied = s.gcra(end - 50, end - 150, 1).unwrap_err();
         assert_eq!(denied.retry_after(), Some(Duration::MAX));
+        // Not "wait 100 ns": at end - 50 the TAT would still have to pass u64::MAX.
+        assert_eq!(s.gcra(end - 50, end - 250, 1), Err(Denied::NEVER));
+        assert_eq!(
+            s.gcra(end - 150, end - 400, 1),
+            Err(Denied::rate_limited(50))
+        );
         // The saturating bug this guards against: everything admitted at u64::MAX.
         assert!(s.gcra(end, end, 3).is_err());
     }

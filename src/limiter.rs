@@ -26,7 +26,8 @@ use core::time::Duration;
 pub enum Denied {
     /// Not now. The same request conforms once `retry_after` has passed, if nothing else
     /// consumes in between; asking any earlier is denied again. Exact to the nanosecond,
-    /// never rounded down.
+    /// never rounded down. `Duration::MAX` means the request can never conform within the
+    /// clock's range (its schedule would pass `u64::MAX` ns, 584 years from the epoch).
     RateLimited {
         /// How long to wait before the same request conforms.
         retry_after: Duration,
@@ -48,6 +49,12 @@ impl Denied {
             Denied::ExceedsCapacity { .. } => None,
         }
     }
+
+    /// The refusal of a request that can never conform because the state it would leave
+    /// lies past the clock's range (`u64::MAX` ns, 584 years): `retry_after = Duration::MAX`.
+    pub(crate) const NEVER: Denied = Denied::RateLimited {
+        retry_after: Duration::MAX,
+    };
 
     /// A [`Denied::RateLimited`] of `nanos` nanoseconds.
     #[inline]

@@ -72,15 +72,15 @@ impl GcraModel {
         let x = self.content_at(now_i);
         let limit = i128::from(self.burst) * self.t;
         let after = x + i128::from(n) * self.t;
-        if after > limit {
-            return Err(Denied::RateLimited {
-                retry_after: Duration::from_nanos((after - limit) as u64),
-            });
-        }
-        // The new TAT (`now + after`) must fit the limiters' u64 clock.
+        // The TAT this request would leave, now or after waiting, must fit the u64 clock.
         if now_i + after > i128::from(u64::MAX) {
             return Err(Denied::RateLimited {
                 retry_after: Duration::MAX,
+            });
+        }
+        if after > limit {
+            return Err(Denied::RateLimited {
+                retry_after: Duration::from_nanos((after - limit) as u64),
             });
         }
         // Never move the last conformance time backwards: keep TAT = lct + x monotone.
@@ -159,15 +159,17 @@ impl TokenBucketModel {
         let now_i = i128::from(now);
         let credit = self.credit_at(now_i);
         let cost = i128::from(n) * self.t;
-        if credit < cost {
-            return Err(Denied::RateLimited {
-                retry_after: Duration::from_nanos((cost - credit) as u64),
-            });
-        }
         let cap = i128::from(self.burst) * self.t;
+        // The time this request would leave the bucket full again, now or after waiting,
+        // must fit the u64 clock.
         if now_i + (cap - credit + cost) > i128::from(u64::MAX) {
             return Err(Denied::RateLimited {
                 retry_after: Duration::MAX,
+            });
+        }
+        if credit < cost {
+            return Err(Denied::RateLimited {
+                retry_after: Duration::from_nanos((cost - credit) as u64),
             });
         }
         // Never move `at` backwards: re-express the new credit at the later of the two times.

@@ -133,35 +133,57 @@ impl Bucket {
         let burst = u64::from(self.schedule.burst);
         let n = u64::from(n);
         let tokens = l.tokens(word);
-        if tokens == burst {
+        // Below, `missing` is the time until full that the new word would encode (its GCRA
+        // backlog); `now + missing` is the TAT GCRA would store, which must fit in u64
+        // exactly as GCRA requires (see `Schedule::gcra`), so both refuse the same requests
+        // at the end of the clock.
+        let (next, missing) = if tokens == burst {
             // Only a fresh bucket is stored full (every write takes at least one token),
             // and a fresh bucket is full at any time, like GCRA's TAT of 0.
-            return Ok(l.pack(now, burst - n));
-        }
-        let last = l.time(word);
-        match l.offset(last, now) {
-            Ok(ahead) => {
-                let k = ahead / t;
-                if k >= burst - tokens {
-                    return Ok(l.pack(now, burst - n));
+            (l.pack(now, burst - n), n * t)
+        } else {
+            let last = l.time(word);
+            match l.offset(last, now) {
+                Ok(ahead) => {
+                    let k = ahead / t;
+                    if k >= burst - tokens {
+                        (l.pack(now, burst - n), n * t)
+                    } else {
+                        let tokens = tokens + k;
+                        let fraction = ahead - k * t;
+                        if tokens < n {
+                            // (n − tokens)·T ≤ span: no overflow; the accrued fraction counts.
+                            let wait = (n - tokens) * t - fraction;
+                            let end = (burst - tokens) * t - fraction + n * t;
+                            return Err(match now.checked_add(end) {
+                                Some(_) => Denied::rate_limited(wait),
+                                None => Denied::NEVER,
+                            });
+                        }
+                        let left = tokens - n;
+                        (
+                            l.pack(last.wrapping_add(k * t), left),
+                            (burst - left) * t - fraction,
+                        )
+                    }
                 }
-                let tokens = tokens + k;
-                if tokens >= n {
-                    Ok(l.pack(last.wrapping_add(k * t), tokens - n))
-                } else {
-                    // (n − tokens)·T ≤ span: no overflow; the fraction already accrued counts.
-                    Err(Denied::rate_limited((n - tokens) * t - (ahead - k * t)))
+                Err(behind) => {
+                    // tokens·T and n·T are ≤ span ≤ 2^62; behind ≤ 2^33.
+                    let (have, need) = (tokens * t, n * t + behind);
+                    let missing = (burst - tokens + n) * t + behind;
+                    if have < need {
+                        return Err(match now.checked_add(missing) {
+                            Some(_) => Denied::rate_limited(need - have),
+                            None => Denied::NEVER,
+                        });
+                    }
+                    (l.pack(last, tokens - n), missing)
                 }
             }
-            Err(behind) => {
-                // tokens·T and n·T are ≤ span ≤ 2^62; behind ≤ 2^33.
-                let (have, need) = (tokens * t, n * t + behind);
-                if have >= need {
-                    Ok(l.pack(last, tokens - n))
-                } else {
-                    Err(Denied::rate_limited(need - have))
-                }
-            }
+        };
+        match now.checked_add(missing) {
+            Some(_) => Ok(next),
+            None => Err(Denied::NEVER),
         }
     }
 
@@ -373,11 +395,15 @@ mod tests {
     #[test]
     fn fresh_bucket_is_full_at_any_time() {
         let b = bucket(1, 100, 3);
-        for now in [0, 1, 1 << 40, u64::MAX - 1, u64::MAX] {
+        for now in [0, 1, 1 << 40, u64::MAX - 1_000] {
             let w = b.take(b.full(), now, 3).unwrap();
             assert_eq!(b.layout.tokens(w), 0);
             assert_eq!(b.take(w, now, 1), Err(Denied::rate_limited(100)));
-            assert_eq!(b.snapshot(w, now.wrapping_add(300)).remaining, 3);
+            assert_eq!(b.snapshot(w, now + 300).remaining, 3);
+        }
+        // At the very end of the clock a full burst's schedule no longer fits: refused as GCRA.
+        for now in [u64::MAX - 299, u64::MAX] {
+            assert_eq!(b.take(b.full(), now, 3), Err(Denied::NEVER));
         }
     }
 
