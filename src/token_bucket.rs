@@ -145,10 +145,13 @@ impl Bucket {
             let last = l.time(word);
             match l.offset(last, now) {
                 Ok(ahead) => {
-                    let k = ahead / t;
-                    if k >= burst - tokens {
+                    // Full once `ahead` covers the missing tokens; `(burst − tokens)·T ≤ span`.
+                    // Comparing first skips the division whenever the bucket refills
+                    // completely, and `ahead < T` skips it when no whole token accrued.
+                    if ahead >= (burst - tokens) * t {
                         (l.pack(now, burst - n), n * t)
                     } else {
+                        let k = if ahead < t { 0 } else { ahead / t };
                         let tokens = tokens + k;
                         let fraction = ahead - k * t;
                         if tokens < n {
