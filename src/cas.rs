@@ -20,20 +20,22 @@ use crate::Denied;
 
 /// Apply `transition` to `word` atomically: retry on interference, never write on denial.
 ///
-/// `transition` is pure: given the current word it returns the word to store, or the denial.
-/// It may be called more than once (once per attempt), always with the freshest value.
+/// `transition` is pure: given the current word it returns the word to store and a value for
+/// the caller (a reservation's delay, or `()`), or the denial. It may be called more than
+/// once (once per attempt), always with the freshest value; the value of the attempt whose
+/// CAS succeeded is returned.
 #[inline]
-pub(crate) fn apply<F>(word: &AtomicU64, transition: F) -> Result<(), Denied>
+pub(crate) fn apply<T, F>(word: &AtomicU64, transition: F) -> Result<T, Denied>
 where
-    F: Fn(u64) -> Result<u64, Denied>,
+    F: Fn(u64) -> Result<(u64, T), Denied>,
 {
     // Relaxed: a stale value only makes the CAS below fail and retry with the fresh one;
     // see the module's "Orderings" note.
     let current = word.load(Ordering::Relaxed);
-    let next = transition(current)?;
+    let (next, value) = transition(current)?;
     // Relaxed on both sides: the RMW itself is what serialises admissions (module note).
     match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(value),
         Err(actual) => apply_contended(word, actual, transition),
     }
 }
@@ -41,16 +43,16 @@ where
 /// The retry path: another thread (or a spurious weak-CAS failure) got in between.
 #[cold]
 #[inline(never)]
-fn apply_contended<F>(word: &AtomicU64, mut current: u64, transition: F) -> Result<(), Denied>
+fn apply_contended<T, F>(word: &AtomicU64, mut current: u64, transition: F) -> Result<T, Denied>
 where
-    F: Fn(u64) -> Result<u64, Denied>,
+    F: Fn(u64) -> Result<(u64, T), Denied>,
 {
     let backoff = Backoff::new();
     loop {
-        let next = transition(current)?;
+        let (next, value) = transition(current)?;
         // Relaxed: as in `apply`; a failure returns the value that beat us and we retry on it.
         match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return Ok(()),
+            Ok(_) => return Ok(value),
             Err(actual) => {
                 current = actual;
                 backoff.spin();

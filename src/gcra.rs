@@ -7,8 +7,9 @@
 //! each other.
 
 use crate::cas;
-use crate::clock::{Clock, Nanos};
+use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::limiter::{Denied, RateLimiter, Snapshot};
+use crate::reservation::{Reservation, Reserve};
 use crate::sync::{AtomicU64, Ordering};
 use crate::DefaultClock;
 use crate::Quota;
@@ -74,6 +75,51 @@ impl Schedule {
             return Err(Denied::rate_limited(backlog - allowance));
         }
         Ok(next)
+    }
+
+    /// A reservation of `n` permits at `now` from `tat`: `(new TAT, delay)`, where the
+    /// permits conform at `now + delay` and the TAT advances as if they had been admitted
+    /// then (`max(tat, now) + n·T`, the same new TAT as [`Schedule::gcra`]).
+    ///
+    /// With `pace == false` (GCRA) the delay is the wait until the request conforms,
+    /// `backlog − (span − n·T)` or 0, and there is no bound but `max_wait`. With `pace ==
+    /// true` (the leaky bucket as a queue) every request starts when the previous one's
+    /// slots end, so the delay is the whole backlog, and a request whose slots would end
+    /// more than `burst` slots from now is refused as [`Schedule::gcra`] refuses it.
+    /// A delay above `max_wait` is refused without any write; `retry_after` is the exact
+    /// wait after which both bounds (capacity and `max_wait`) hold.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        tat: Nanos,
+        now: Nanos,
+        n: u32,
+        max_wait: Nanos,
+        pace: bool,
+    ) -> Result<(Nanos, Nanos), Denied> {
+        let cost = self.interval * u64::from(n);
+        let backlog = tat.saturating_sub(now);
+        let Some(next) = backlog.checked_add(cost).and_then(|b| now.checked_add(b)) else {
+            return Err(Denied::NEVER);
+        };
+        let allowance = self.span - cost;
+        // Both constraints are bounds on the backlog, which shrinks 1 ns per ns, so one
+        // combined bound gives the exact `retry_after`: pacing needs the backlog within the
+        // capacity *and* within the wait; GCRA waits for conformance, then up to max_wait.
+        let limit = if pace {
+            allowance.min(max_wait)
+        } else {
+            allowance.saturating_add(max_wait)
+        };
+        if backlog > limit {
+            return Err(Denied::rate_limited(backlog - limit));
+        }
+        let delay = if pace {
+            backlog
+        } else {
+            backlog.saturating_sub(allowance)
+        };
+        Ok((next, delay))
     }
 
     /// What [`Schedule::gcra`] would allow at `now` from `tat`, consuming nothing.
@@ -185,7 +231,7 @@ impl<C: Clock> RateLimiter for Gcra<C> {
         if !self.schedule.precheck(n)? {
             return Ok(());
         }
-        cas::apply(&self.tat, |tat| self.schedule.gcra(tat, now, n))
+        cas::apply(&self.tat, |tat| Ok((self.schedule.gcra(tat, now, n)?, ())))
     }
 
     #[inline]
@@ -199,6 +245,23 @@ impl<C: Clock> RateLimiter for Gcra<C> {
 
     fn quota(&self) -> Quota {
         self.quota
+    }
+}
+
+impl<C: Clock> Reserve for Gcra<C> {
+    /// Take `n` permits now for the time they conform: the delay is the wait `try_acquire`
+    /// would report (0 if they conform now), and the TAT advances as if they were admitted
+    /// then, so later requests queue behind them.
+    #[inline]
+    fn reserve_n_at(&self, n: u32, now: Nanos, max_wait: Duration) -> Result<Reservation, Denied> {
+        if !self.schedule.precheck(n)? {
+            return Ok(Reservation::new(now, 0));
+        }
+        let max_wait = duration_to_nanos(max_wait);
+        let delay = cas::apply(&self.tat, |tat| {
+            self.schedule.reserve(tat, now, n, max_wait, false)
+        })?;
+        Ok(Reservation::new(now, delay))
     }
 }
 

@@ -337,7 +337,7 @@ impl<C: Clock> RateLimiter for TokenBucket<C> {
         if !self.bucket.schedule.precheck(n)? {
             return Ok(());
         }
-        cas::apply(&self.word, |word| self.bucket.take(word, now, n))
+        cas::apply(&self.word, |word| Ok((self.bucket.take(word, now, n)?, ())))
     }
 
     #[inline]

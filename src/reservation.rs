@@ -1,0 +1,118 @@
+//! Reservations: permits taken now for a start time that may lie in the future.
+
+use crate::clock::Nanos;
+use crate::limiter::{Denied, RateLimiter};
+use core::time::Duration;
+
+/// Permits that have been taken, with the time at which they may be used.
+///
+/// A reservation consumes its permits when it is made, so reservations are served in the
+/// order they were made (FIFO across threads): a load generator that sends each request at
+/// [`Reservation::start`] keeps its schedule and can measure its lateness against it,
+/// without coordinated omission.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{LeakyBucket, Quota, Reserve};
+/// use limitcore::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let pacer = LeakyBucket::with_clock(Quota::per_second(4)?, ManualClock::new());
+/// let delays: Vec<_> = (0..3).map(|_| pacer.reserve_n(1).unwrap().delay()).collect();
+/// assert_eq!(delays, [Duration::ZERO, Duration::from_millis(250), Duration::from_millis(500)]);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reservation {
+    /// When the permits may be used, ns on the limiter's clock.
+    start: Nanos,
+    /// How long after the time of the reservation that is.
+    delay: Nanos,
+}
+
+impl Reservation {
+    pub(crate) fn new(now: Nanos, delay: Nanos) -> Self {
+        Reservation {
+            // now + delay cannot overflow: the new TAT, at least this large, was checked.
+            start: now.saturating_add(delay),
+            delay,
+        }
+    }
+
+    /// How long to wait, from the time the reservation was made, before using the permits.
+    pub fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay)
+    }
+
+    /// When the permits may be used, in nanoseconds of the limiter's clock.
+    pub fn start(&self) -> Nanos {
+        self.start
+    }
+
+    /// Block the current thread until [`Reservation::start`] on `clock`'s time line, sleeping
+    /// (never spinning) and returning at once if it has passed.
+    #[cfg(feature = "std")]
+    pub fn wait<C: crate::clock::Clock + ?Sized>(&self, clock: &C) {
+        let now = clock.now();
+        if self.start > now {
+            std::thread::sleep(Duration::from_nanos(self.start - now));
+        }
+    }
+}
+
+/// Limiters that can take permits now for a later start: [`Gcra`](crate::Gcra) (the start is
+/// when the request conforms) and [`LeakyBucket`](crate::LeakyBucket) (the start is the
+/// request's slot in the queue).
+///
+/// # Errors (for every method)
+///
+/// [`Denied::ExceedsCapacity`] for `n > burst`; [`Denied::RateLimited`] when the delay would
+/// exceed `max_wait` (or, for the leaky bucket, its capacity), with `retry_after` the exact
+/// wait after which it would not. A refusal reserves nothing.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Gcra, Quota, Reserve};
+/// use limitcore::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let limiter = Gcra::with_clock(Quota::per_second(10)?.with_burst(1)?, ManualClock::new());
+/// assert_eq!(limiter.reserve_n_within(1, Duration::ZERO)?.delay(), Duration::ZERO);
+/// assert_eq!(limiter.reserve_n_within(1, Duration::from_secs(1))?.delay(), Duration::from_millis(100));
+/// // A third would wait 200 ms: more than allowed.
+/// let denied = limiter.reserve_n_within(1, Duration::from_millis(150)).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(50)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Reserve: RateLimiter {
+    /// Reserve `n` permits at the explicit time `now` (ns of the limiter's clock) if their
+    /// start is at most `max_wait` away.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn reserve_n_at(&self, n: u32, now: Nanos, max_wait: Duration) -> Result<Reservation, Denied>;
+
+    /// Reserve `n` permits now if their start is at most `max_wait` away.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[inline]
+    fn reserve_n_within(&self, n: u32, max_wait: Duration) -> Result<Reservation, Denied> {
+        self.reserve_n_at(n, self.now(), max_wait)
+    }
+
+    /// Reserve `n` permits now with no bound on the wait but the limiter's own (a leaky
+    /// bucket's capacity; none for GCRA, whose queue then grows without bound).
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[inline]
+    fn reserve_n(&self, n: u32) -> Result<Reservation, Denied> {
+        self.reserve_n_at(n, self.now(), Duration::MAX)
+    }
+}

@@ -1,0 +1,176 @@
+//! Waiting until admitted: [`Blocking`] for threads, [`Async`] (feature `tokio`) for tasks.
+//!
+//! Both are implemented for every [`RateLimiter`], including `dyn RateLimiter`. They sleep
+//! for exactly the `retry_after` the limiter reports (never spinning, never sleeping longer
+//! than the limiter says is needed), then ask again; with a deadline they fail at once with
+//! the [`Denied`] value if the reported wait would end after it, instead of sleeping first.
+//! A denial that waiting cannot cure ([`Denied::ExceedsCapacity`], or a `retry_after` of
+//! `Duration::MAX`) is returned at once.
+//!
+//! Sleeps use the real time of the OS (or tokio's timer), so a limiter on a
+//! [`ManualClock`](crate::clock::ManualClock) only makes progress if something advances the
+//! clock. Waiters are not queued: when several threads wait on one limiter, whichever asks
+//! first after a permit becomes available gets it. For first-come-first-served waiting, take
+//! a [`Reservation`](crate::Reservation) and sleep until its start.
+
+use crate::limiter::{Denied, RateLimiter};
+use core::time::Duration;
+use std::time::Instant;
+
+/// What to do after a denial: `Ok(wait)` to sleep and retry, `Err` to give up now.
+fn next_wait(denied: Denied, deadline: Option<Instant>) -> Result<Duration, Denied> {
+    let wait = match denied.retry_after() {
+        Some(wait) if wait != Duration::MAX => wait,
+        _ => return Err(denied),
+    };
+    match deadline {
+        Some(deadline)
+            if Instant::now()
+                .checked_add(wait)
+                .map_or(true, |t| t > deadline) =>
+        {
+            Err(denied)
+        }
+        _ => Ok(wait),
+    }
+}
+
+/// Blocking waits for any [`RateLimiter`].
+///
+/// # Errors (for every method)
+///
+/// [`Denied::ExceedsCapacity`] at once for `n > burst`; the [`Denied::RateLimited`] that
+/// could not be waited out before the deadline (at once, without sleeping); a
+/// `retry_after` of `Duration::MAX` (the request can never conform) at once.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Gcra, Quota, RateLimiter};
+/// use limitcore::wait::Blocking;
+/// use std::time::{Duration, Instant};
+///
+/// let limiter = Gcra::new(Quota::per_second(100)?.with_burst(1)?);
+/// let t0 = Instant::now();
+/// for _ in 0..3 {
+///     limiter.acquire()?; // the 2nd and 3rd sleep about 10 ms each
+/// }
+/// assert!(t0.elapsed() >= Duration::from_millis(19));
+/// // Cannot succeed within 1 ms: refused at once, not after sleeping.
+/// assert!(limiter.acquire_n_timeout(1, Duration::from_millis(1)).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Blocking: RateLimiter {
+    /// Take `n` permits, sleeping until they are available.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n(&self, n: u32) -> Result<(), Denied> {
+        self.acquire_n_until(n, None)
+    }
+
+    /// Take one permit, sleeping until it is available.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire(&self) -> Result<(), Denied> {
+        self.acquire_n_until(1, None)
+    }
+
+    /// Take `n` permits if that is possible within `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), Denied> {
+        self.acquire_n_until(n, Instant::now().checked_add(timeout))
+    }
+
+    /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
+        loop {
+            match self.try_acquire_n(n) {
+                Ok(()) => return Ok(()),
+                Err(denied) => std::thread::sleep(next_wait(denied, deadline)?),
+            }
+        }
+    }
+}
+
+impl<L: RateLimiter + ?Sized> Blocking for L {}
+
+/// Async waits for any [`RateLimiter`], sleeping on tokio's timer (feature `tokio`).
+///
+/// # Errors (for every method)
+///
+/// As [`Blocking`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use limitcore::{Gcra, Quota};
+/// use limitcore::wait::Async;
+/// use std::time::Duration;
+///
+/// let limiter = Gcra::new(Quota::per_second(1_000)?.with_burst(1)?);
+/// limiter.acquire_n(1).await?;
+/// limiter.acquire_n(1).await?; // about 1 ms later
+/// assert!(limiter.acquire_n_timeout(1, Duration::ZERO).await.is_err());
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+pub trait Async: RateLimiter {
+    /// Take `n` permits, sleeping (asynchronously) until they are available.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n(&self, n: u32) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.acquire_n_until(n, None)
+    }
+
+    /// Take `n` permits if that is possible within `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n_timeout(
+        &self,
+        n: u32,
+        timeout: Duration,
+    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.acquire_n_until(n, Instant::now().checked_add(timeout))
+    }
+
+    /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n_until(
+        &self,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        async move {
+            loop {
+                match self.try_acquire_n(n) {
+                    Ok(()) => return Ok(()),
+                    Err(denied) => tokio::time::sleep(next_wait(denied, deadline)?).await,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<L: RateLimiter + ?Sized> Async for L {}
