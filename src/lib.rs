@@ -47,22 +47,28 @@ extern crate alloc;
 
 mod cas;
 pub mod clock;
+mod fixed_window;
 mod gcra;
 mod leaky_bucket;
 mod limiter;
 mod quota;
 pub mod reference;
 mod reservation;
+#[cfg(feature = "std")]
+mod sliding_log;
 mod sync;
 mod token_bucket;
 #[cfg(feature = "std")]
 pub mod wait;
 
+pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::{Denied, RateLimiter, Snapshot};
 pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};
 pub use reservation::{Reservation, Reserve};
+#[cfg(feature = "std")]
+pub use sliding_log::{SlidingLog, MAX_LOG_ENTRIES};
 pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
 
 /// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)

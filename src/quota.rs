@@ -336,6 +336,22 @@ pub enum QuotaError {
         /// The most this limiter can hold, in nanoseconds.
         max_span_ns: Nanos,
     },
+    /// A fixed window shorter than `2^(bit length of count)` ns: its window number and count
+    /// share one 64-bit word, and the window number would not fit (only quotas faster than
+    /// one permit per 2 ns are refused).
+    WindowTooShort {
+        /// The requested period in nanoseconds.
+        period_ns: Nanos,
+        /// The shortest window this count allows, in nanoseconds.
+        min_period_ns: Nanos,
+    },
+    /// A count larger than the limiter can hold (a sliding log keeps one entry per permit).
+    CountTooLarge {
+        /// The requested count.
+        count: u32,
+        /// The largest count this limiter accepts.
+        max: u32,
+    },
     /// The text form could not be parsed.
     Syntax {
         /// What was given.
@@ -366,6 +382,18 @@ impl fmt::Display for QuotaError {
                 f,
                 "invalid quota: a burst of {burst} takes {span_ns} ns to refill, more than the \
                  {max_span_ns} ns the 64-bit state can hold"
+            ),
+            QuotaError::WindowTooShort {
+                period_ns,
+                min_period_ns,
+            } => write!(
+                f,
+                "invalid quota: a window of {period_ns} ns is too short for this count; the \
+                 window number and count share 64 bits, which needs at least {min_period_ns} ns"
+            ),
+            QuotaError::CountTooLarge { count, max } => write!(
+                f,
+                "invalid quota: a count of {count} is more than this limiter's maximum of {max}"
             ),
             QuotaError::Syntax { input, reason } => {
                 write!(f, "invalid quota {input:?}: {reason}")

@@ -33,3 +33,10 @@ impl Backoff {
         loom::hint::spin_loop();
     }
 }
+
+/// The lock of the one limiter that needs one ([`SlidingLog`](crate::SlidingLog)).
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use std::sync::Mutex;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
