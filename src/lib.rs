@@ -56,6 +56,7 @@ pub mod reference;
 mod reservation;
 #[cfg(feature = "std")]
 mod sliding_log;
+mod sliding_window;
 mod sync;
 mod token_bucket;
 #[cfg(feature = "std")]
@@ -69,6 +70,7 @@ pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};
 pub use reservation::{Reservation, Reserve};
 #[cfg(feature = "std")]
 pub use sliding_log::{SlidingLog, MAX_LOG_ENTRIES};
+pub use sliding_window::{SlidingWindow, MAX_SLIDING_WINDOW_COUNT};
 pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
 
 /// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)
