@@ -70,7 +70,7 @@ pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};
 pub use reservation::{Reservation, Reserve};
 #[cfg(feature = "std")]
 pub use sliding_log::{SlidingLog, MAX_LOG_ENTRIES};
-pub use sliding_window::{SlidingWindow, MAX_SLIDING_WINDOW_COUNT};
+pub use sliding_window::{SlidingWindow, MAX_SLIDING_WINDOW_COUNT, STALE_TOLERANCE_NS};
 pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
 
 /// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)

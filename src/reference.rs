@@ -192,3 +192,377 @@ impl TokenBucketModel {
         }
     }
 }
+
+/// A fixed window as a map from window number to permits used. A reading from a window
+/// before the latest one seen counts against the latest one (the limiter's rule for stale
+/// readings).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::reference::FixedWindowModel;
+/// use limitcore::Quota;
+/// let mut m = FixedWindowModel::new(Quota::per_second(1)?);
+/// assert!(m.acquire(1, 0).is_ok());
+/// assert_eq!(m.acquire(1, 400_000_000).unwrap_err().retry_after().unwrap().as_millis(), 600);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FixedWindowModel {
+    used: alloc::collections::BTreeMap<u64, u32>,
+    period: u64,
+    count: u32,
+}
+
+impl FixedWindowModel {
+    /// A fresh model of `quota` (capacity `count` per window).
+    pub fn new(quota: Quota) -> Self {
+        FixedWindowModel {
+            used: alloc::collections::BTreeMap::new(),
+            period: quota.period_ns(),
+            count: quota.count(),
+        }
+    }
+
+    /// The window a request at `now` is counted in.
+    fn window(&self, now: Nanos) -> u64 {
+        let k = now / self.period;
+        self.used
+            .keys()
+            .next_back()
+            .map_or(k, |&latest| latest.max(k))
+    }
+
+    /// Decide `n` permits at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As the limiter.
+    pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        if n > self.count {
+            return Err(Denied::ExceedsCapacity {
+                capacity: self.count,
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let k = self.window(now);
+        let used = self.used.get(&k).copied().unwrap_or(0);
+        if used + n <= self.count {
+            self.used.insert(k, used + n);
+            return Ok(());
+        }
+        let end = u128::from(k + 1) * u128::from(self.period);
+        Err(match u64::try_from(end) {
+            Ok(end) => Denied::RateLimited {
+                retry_after: Duration::from_nanos(end - now),
+            },
+            Err(_) => Denied::RateLimited {
+                retry_after: Duration::MAX,
+            },
+        })
+    }
+
+    /// Permits left in the window of `now`.
+    pub fn remaining(&self, now: Nanos) -> u32 {
+        let k = self.window(now);
+        self.count - self.used.get(&k).copied().unwrap_or(0)
+    }
+}
+
+/// The sliding log as a plain list of every admission time, scanned in full for each
+/// decision; `retry_after` found by trying every time at which an entry leaves.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::reference::SlidingLogModel;
+/// use limitcore::Quota;
+/// let mut m = SlidingLogModel::new(Quota::per_second(1)?);
+/// assert!(m.acquire(1, 5).is_ok());
+/// assert_eq!(m.acquire(1, 6).unwrap_err().retry_after().unwrap().as_nanos(), 999_999_999);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SlidingLogModel {
+    times: alloc::collections::VecDeque<u64>,
+    period: u64,
+    count: u32,
+}
+
+impl SlidingLogModel {
+    /// An empty model of `quota`.
+    pub fn new(quota: Quota) -> Self {
+        SlidingLogModel {
+            times: alloc::collections::VecDeque::new(),
+            period: quota.period_ns(),
+            count: quota.count(),
+        }
+    }
+
+    /// The time a request at `now` is recorded at: never before the latest entry.
+    fn recorded(&self, now: Nanos) -> Nanos {
+        self.times.back().map_or(now, |&last| last.max(now))
+    }
+
+    /// Entries in the half-open window of length `period` ending at `t` inclusive.
+    fn inside(&self, t: Nanos) -> usize {
+        self.times
+            .iter()
+            .filter(|&&e| u128::from(e) + u128::from(self.period) > u128::from(t))
+            .count()
+    }
+
+    /// Decide `n` permits at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As the limiter.
+    pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        if n > self.count {
+            return Err(Denied::ExceedsCapacity {
+                capacity: self.count,
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // Entries at or before `newest − period` can never be inside a window again (times
+        // are recorded at or after the newest): forget them.
+        if let Some(&newest) = self.times.back() {
+            while self
+                .times
+                .front()
+                .is_some_and(|&e| u128::from(e) + u128::from(self.period) <= u128::from(newest))
+            {
+                self.times.pop_front();
+            }
+        }
+        let fits = |m: &Self, t: Nanos| m.inside(m.recorded(t)) + n as usize <= m.count as usize;
+        if fits(self, now) {
+            let t = self.recorded(now);
+            self.times.extend(core::iter::repeat(t).take(n as usize));
+            return Ok(());
+        }
+        // The earliest later time at which it fits is when some entry leaves.
+        let mut candidates: alloc::vec::Vec<u128> = self
+            .times
+            .iter()
+            .map(|&e| u128::from(e) + u128::from(self.period))
+            .filter(|&c| c > u128::from(now))
+            .collect();
+        candidates.sort_unstable();
+        for c in candidates {
+            match u64::try_from(c) {
+                Ok(c) if fits(self, c) => {
+                    return Err(Denied::RateLimited {
+                        retry_after: Duration::from_nanos(c - now),
+                    })
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        Err(Denied::RateLimited {
+            retry_after: Duration::MAX,
+        })
+    }
+
+    /// Permits that would fit now.
+    pub fn remaining(&self, now: Nanos) -> u32 {
+        self.count - self.inside(self.recorded(now)) as u32
+    }
+}
+
+/// The sliding-window counter's formula on exact per-window counts (no shards, no leases),
+/// with `retry_after` found by binary search over time instead of solved in closed form.
+/// A reading from a window before the latest one seen is decided at the latest window's
+/// start (the limiter's rule for stale readings).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::reference::SlidingWindowModel;
+/// use limitcore::Quota;
+/// let mut m = SlidingWindowModel::new(Quota::per_second(10)?);
+/// assert!(m.acquire(10, 0).is_ok());
+/// // Halfway into the next window, half of the previous 10 still count.
+/// assert!(m.acquire(5, 1_500_000_000).is_ok());
+/// assert!(m.acquire(1, 1_500_000_000).is_err());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SlidingWindowModel {
+    counts: alloc::collections::BTreeMap<u64, u64>,
+    period: u64,
+    count: u32,
+}
+
+impl SlidingWindowModel {
+    /// A fresh model of `quota`.
+    pub fn new(quota: Quota) -> Self {
+        SlidingWindowModel {
+            counts: alloc::collections::BTreeMap::new(),
+            period: quota.period_ns(),
+            count: quota.count(),
+        }
+    }
+
+    /// The time a decision at `now` is made at.
+    fn effective(&self, now: Nanos) -> Nanos {
+        match self.counts.keys().next_back() {
+            Some(&latest) if now / self.period < latest => latest * self.period,
+            _ => now,
+        }
+    }
+
+    /// Does the formula admit `n` more at time `t` (already effective)?
+    fn fits(&self, t: u128, n: u32) -> bool {
+        let p = u128::from(self.period);
+        let k = t / p;
+        let e = t - k * p;
+        let get = |w: u128| {
+            u64::try_from(w)
+                .ok()
+                .and_then(|w| self.counts.get(&w))
+                .copied()
+                .unwrap_or(0)
+        };
+        let prev = if k == 0 { 0 } else { get(k - 1) };
+        // prev·(P − e)/P + curr + n ≤ count, in integers.
+        u128::from(prev) * (p - e) + (u128::from(get(k)) + u128::from(n)) * p
+            <= u128::from(self.count) * p
+    }
+
+    /// Decide `n` permits at `now`.
+    ///
+    /// # Errors
+    ///
+    /// As the limiter.
+    pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        if n > self.count {
+            return Err(Denied::ExceedsCapacity {
+                capacity: self.count,
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let t = self.effective(now);
+        if self.fits(u128::from(t), n) {
+            *self.counts.entry(t / self.period).or_insert(0) += u64::from(n);
+            return Ok(());
+        }
+        // The estimate never rises as time passes, so "fits" is monotone: binary search
+        // the first time it holds, within two windows.
+        let (mut lo, mut hi) = (u128::from(t), u128::from(t) + 2 * u128::from(self.period));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.fits(mid, n) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Err(match u64::try_from(lo) {
+            Ok(at) => Denied::RateLimited {
+                retry_after: Duration::from_nanos(at - now),
+            },
+            Err(_) => Denied::RateLimited {
+                retry_after: Duration::MAX,
+            },
+        })
+    }
+
+    /// Permits the formula admits now.
+    pub fn remaining(&self, now: Nanos) -> u32 {
+        let t = u128::from(self.effective(now));
+        (0..=self.count)
+            .rev()
+            .find(|&n| self.fits(t, n))
+            .unwrap_or(0)
+    }
+}
+
+/// The leaky bucket as an explicit queue of reserved slots `(start, end)`: a request starts
+/// when the last queued one ends (or now), and is refused if the queue, with it, would reach
+/// more than `capacity` slots past now.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::reference::LeakyBucketModel;
+/// use limitcore::Quota;
+/// let mut m = LeakyBucketModel::new(Quota::per_second(2)?);
+/// assert_eq!(m.reserve(1, 0, u64::MAX).unwrap(), 0);
+/// assert_eq!(m.reserve(1, 0, u64::MAX).unwrap(), 500_000_000);
+/// assert!(m.reserve(1, 0, u64::MAX).is_err());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeakyBucketModel {
+    queue: alloc::collections::VecDeque<(u128, u128)>,
+    t: u128,
+    capacity: u32,
+}
+
+impl LeakyBucketModel {
+    /// An empty queue for `quota` (capacity = burst).
+    pub fn new(quota: Quota) -> Self {
+        LeakyBucketModel {
+            queue: alloc::collections::VecDeque::new(),
+            t: u128::from(quota.emission_interval_ns()),
+            capacity: quota.burst(),
+        }
+    }
+
+    /// Reserve `n` slots at `now` if they start within `max_wait` ns; returns the delay.
+    ///
+    /// # Errors
+    ///
+    /// As [`Reserve`](crate::Reserve) on the limiter.
+    pub fn reserve(&mut self, n: u32, now: Nanos, max_wait: Nanos) -> Result<Nanos, Denied> {
+        if n > self.capacity {
+            return Err(Denied::ExceedsCapacity {
+                capacity: self.capacity,
+            });
+        }
+        let now_w = u128::from(now);
+        let last_end = self.queue.back().map_or(0, |&(_, end)| end);
+        if n == 0 {
+            return Ok(0);
+        }
+        let start = last_end.max(now_w);
+        let end = start + u128::from(n) * self.t;
+        if end > u128::from(u64::MAX) {
+            return Err(Denied::RateLimited {
+                retry_after: Duration::MAX,
+            });
+        }
+        // Slots queued past now, with this one, against the capacity; and the wait.
+        let over_capacity = (end - now_w).saturating_sub(u128::from(self.capacity) * self.t);
+        let over_wait = (start - now_w).saturating_sub(u128::from(max_wait));
+        let wait = over_capacity.max(over_wait);
+        if wait > 0 {
+            return Err(Denied::RateLimited {
+                retry_after: Duration::from_nanos(wait as u64),
+            });
+        }
+        while self.queue.front().is_some_and(|&(_, e)| e <= now_w) && self.queue.len() > 1 {
+            self.queue.pop_front();
+        }
+        self.queue.push_back((start, end));
+        Ok((start - now_w) as u64)
+    }
+
+    /// A request that must start now: admitted only if the queue has drained.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire_n_at`](crate::RateLimiter::try_acquire_n_at) on the
+    /// limiter.
+    pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.reserve(n, now, 0).map(|_| ())
+    }
+}

@@ -90,7 +90,7 @@ impl Log {
         let (mut lo, mut hi) = (0, self.len);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.get(mid).saturating_add(self.period) > t {
+            if u128::from(self.get(mid)) + u128::from(self.period) > u128::from(t) {
                 hi = mid;
             } else {
                 lo = mid + 1;

@@ -29,9 +29,10 @@ use crossbeam_utils::CachePadded;
 /// each) and a 16-bit window number share the global word.
 pub const MAX_SLIDING_WINDOW_COUNT: u32 = (1 << 24) - 1;
 
-/// How many windows behind the stored one a reading may be and still be taken as stale
-/// (decided against the stored window, stricter) rather than as a wrap of the window field.
-const BEHIND_WINDOWS: u64 = 4;
+/// How far behind the stored window a reading may be and still be taken as stale (decided
+/// against the stored window, stricter) rather than as a wrap of the window field:
+/// 2^33 ns (8.59 s) worth of windows, at least 4, at most a quarter of the field's range.
+pub const STALE_TOLERANCE_NS: Nanos = 1 << 33;
 
 /// The arithmetic and the two word layouts, fixed at construction.
 ///
@@ -44,7 +45,7 @@ const BEHIND_WINDOWS: u64 = 4;
 /// windows `k − 1` and `k` (every admitted permit was leased first, so they never
 /// under-count admissions). A shard's window number is exact (`period ≥ 2^b`, as for
 /// [`FixedWindow`](crate::FixedWindow)); the global one is kept modulo `2^(64−2b)` (at
-/// least 2^16 windows): a reading up to [`BEHIND_WINDOWS`] windows earlier than it is stale,
+/// least 2^16 windows): a reading up to [`STALE_TOLERANCE_NS`] earlier than it is stale,
 /// anything else is a later window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Counter {
@@ -56,6 +57,9 @@ pub(crate) struct Counter {
     pub(crate) batch: u32,
     /// The number of shards (a power of two).
     pub(crate) shards: usize,
+    /// Windows a reading may lag the stored window and still be stale (see
+    /// [`STALE_TOLERANCE_NS`]).
+    pub(crate) behind: u64,
 }
 
 /// The global word, unpacked and brought to the window of the reading.
@@ -92,12 +96,17 @@ impl Counter {
         }
         let shards = shards.max(1).next_power_of_two();
         let batch = batch.unwrap_or(count / (16 * shards as u32)).min(count);
+        let window_mask = u64::MAX >> (2 * bits);
+        let behind = STALE_TOLERANCE_NS
+            .div_ceil(quota.period_ns())
+            .clamp(4, (window_mask >> 2).max(4));
         Ok(Counter {
             period: quota.period_ns(),
             count,
             bits,
             batch,
             shards,
+            behind,
         })
     }
 
@@ -149,7 +158,7 @@ impl Counter {
                 curr: 0,
                 at: now,
             },
-            d if d > self.window_mask() - BEHIND_WINDOWS => {
+            d if d > self.window_mask() - self.behind => {
                 // Stale: the stored window is `behind` windows after now's; decide at its start.
                 let k = k + (self.window_mask() - d + 1);
                 Window {
@@ -245,11 +254,14 @@ impl Counter {
 /// ```
 ///
 /// `b` is the bit length of `count`, at most 24 ([`MAX_SLIDING_WINDOW_COUNT`]), so the
-/// global window number has at least 16 bits; it is compared modulo its width, a reading up
-/// to 4 windows earlier than the stored window counts against the stored window (stricter),
-/// and a limiter idle for a multiple of `2^(64−2b)` windows (18 hours at 1 s and 16-bit
-/// numbers) may, with probability `6 / 2^(64−2b)`, treat old counts as current for one
-/// window (stricter, never more permissive). The shard's window number is exact: the period
+/// global window number has at least 16 bits and is compared modulo its width. A reading
+/// from an earlier window than the stored one, by up to [`STALE_TOLERANCE_NS`] (8.59 s; at
+/// least 4 windows, at most a quarter of the field's range), is stale and counts against the
+/// stored window at its start (stricter); so a thread preempted between reading the clock
+/// and deciding can never reset the counts. A limiter left idle for about a multiple of
+/// `2^(64−2b)` windows (18 hours at 1 s with 16-bit numbers) may read its old counts as
+/// current or stale: stricter for at most the tolerance plus one window, never more
+/// permissive. The shard's window number is exact: the period
 /// must be at least `2^b` ns ([`QuotaError::WindowTooShort`]).
 ///
 /// # Contract
