@@ -1,15 +1,16 @@
-//! limitcore against governor, in the same run, on the same quotas.
+//! limitcore against governor, in the same run, on equivalent quotas.
 //!
 //! ```text
-//! cargo bench --bench limiters            # everything
-//! cargo bench --bench limiters -- single  # one group
-//! python3 benches/report.py               # the BENCHMARKS.md table from the results
+//! cargo bench --bench limiters              # everything (about 8 minutes on 2 cores)
+//! cargo bench --bench limiters -- single    # one group
+//! python3 benches/report.py                 # the BENCHMARKS.md tables from the results
 //! ```
 //!
-//! Groups (each limiter on the same quota, default clocks unless named):
-//! - `single/allow`, `single/deny`: one thread, ns per `try_acquire` (`check` for governor).
-//! - `contended/allow`, `contended/deny`: every core on one shared limiter; the time is per
-//!   check *per thread*, and criterion's throughput line gives total checks per second.
+//! Groups (default clocks everywhere):
+//! - `single/allow`, `single/deny`: one thread, time per `try_acquire` (`check` for governor).
+//! - `threads/allow`, `threads/deny`: 1, 2 and 8 threads on one shared limiter; the time is
+//!   per check *per thread*, and `report.py` turns it into total checks per second. This
+//!   machine has 2 cores, so 8 threads shows oversubscription.
 //! - `clock`: one reading of each clock.
 
 // `criterion_group!` generates an undocumented public function.
@@ -18,56 +19,87 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
 use limitcore::clock::{Clock, CoarseClock, MonotonicClock, StdClock};
-use limitcore::{Gcra, Quota, RateLimiter, TokenBucket};
+use limitcore::{
+    FixedWindow, Gcra, LeakyBucket, Quota, RateLimiter, SlidingLog, SlidingWindow, TokenBucket,
+};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 type Governor = governor::RateLimiter<NotKeyed, InMemoryState, GovClock>;
+type Check = Box<dyn Fn() -> bool + Send + Sync>;
 
-/// A quota that always admits at benchmark speed: 10^9/s (one permit per ns), burst 10^6.
-const ALLOW: (u32, u32) = (1_000_000_000, 1_000_000);
-/// A quota that is exhausted after one permit: 1/h, burst 1.
-const DENY_PERIOD: Duration = Duration::from_secs(3600);
-
-fn governor(per_second: u32, burst: u32, period: Option<Duration>) -> Governor {
-    let q = match period {
-        Some(p) => governor::Quota::with_period(p).unwrap(),
-        None => governor::Quota::per_second(NonZeroU32::new(per_second).unwrap()),
-    };
-    governor::RateLimiter::direct(q.allow_burst(NonZeroU32::new(burst).unwrap()))
+/// Quotas that always admit at benchmark speed (≥ 8·10^8 per second, far above what 2 cores
+/// can ask), within each limiter's limits.
+fn allow_quota(name: &str) -> Quota {
+    match name {
+        // count ≤ 2^24 − 1 and period ≥ 2^24 ns.
+        "sliding-window" => Quota::new(16_000_000, Duration::from_millis(20)).unwrap(),
+        // 8 bytes per entry: 2^20 entries, 8 MiB.
+        "sliding-log" => Quota::new(1 << 20, Duration::from_millis(1)).unwrap(),
+        _ => Quota::per_second(1_000_000_000)
+            .unwrap()
+            .with_burst(1_000_000)
+            .unwrap(),
+    }
 }
 
-/// The three limiters on one quota: (name, check).
-fn contenders(deny: bool) -> Vec<(&'static str, Box<dyn Fn() -> bool + Send + Sync>)> {
-    let quota = if deny {
-        Quota::new(1, DENY_PERIOD).unwrap()
-    } else {
-        Quota::per_second(ALLOW.0)
-            .unwrap()
-            .with_burst(ALLOW.1)
-            .unwrap()
+/// One permit per hour, taken at set-up, so every check is refused.
+fn deny_quota() -> Quota {
+    Quota::per_hour(1).unwrap()
+}
+
+/// Every contender as a check closure, each calling its concrete type (no dynamic dispatch
+/// on the limiter: the `dyn Fn` costs all of them the same one indirect call).
+fn contenders(deny: bool) -> Vec<(&'static str, Check)> {
+    macro_rules! concrete {
+        ($t:expr) => {{
+            let l = $t;
+            if deny {
+                assert!(l.try_acquire().is_ok() && l.try_acquire().is_err());
+            }
+            Box::new(move || l.try_acquire().is_ok()) as Check
+        }};
+    }
+    let q = |name: &str| {
+        if deny {
+            deny_quota()
+        } else {
+            allow_quota(name)
+        }
     };
-    let gcra = Gcra::new(quota);
-    let bucket = TokenBucket::new(quota).unwrap();
-    let gov = if deny {
-        governor(1, 1, Some(DENY_PERIOD))
+    let gov: Governor = if deny {
+        governor::RateLimiter::direct(governor::Quota::per_hour(NonZeroU32::new(1).unwrap()))
     } else {
-        governor(ALLOW.0, ALLOW.1, None)
+        governor::RateLimiter::direct(
+            governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+                .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
+        )
     };
     if deny {
-        assert!(gcra.try_acquire().is_ok() && gcra.try_acquire().is_err());
-        assert!(bucket.try_acquire().is_ok() && bucket.try_acquire().is_err());
         assert!(gov.check().is_ok() && gov.check().is_err());
     }
     vec![
+        ("gcra", concrete!(Gcra::new(q("gcra")))),
         (
-            "limitcore-gcra",
-            Box::new(move || gcra.try_acquire().is_ok()),
+            "token-bucket",
+            concrete!(TokenBucket::new(q("token-bucket")).unwrap()),
         ),
         (
-            "limitcore-token-bucket",
-            Box::new(move || bucket.try_acquire().is_ok()),
+            "fixed-window",
+            concrete!(FixedWindow::new(q("fixed-window")).unwrap()),
+        ),
+        (
+            "sliding-window",
+            concrete!(SlidingWindow::new(q("sliding-window")).unwrap()),
+        ),
+        (
+            "sliding-log",
+            concrete!(SlidingLog::new(q("sliding-log")).unwrap()),
+        ),
+        (
+            "leaky-bucket",
+            concrete!(LeakyBucket::new(q("leaky-bucket"))),
         ),
         ("governor", Box::new(move || gov.check().is_ok())),
     ]
@@ -85,41 +117,40 @@ fn single(c: &mut Criterion) {
 }
 
 /// `threads` threads each run `iters` checks on the shared limiter; the sample's time is the
-/// wall time of the slowest, so time/iter is per check per thread.
-fn contended(c: &mut Criterion) {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+/// wall time of the slowest thread, so time per iteration is per check per thread.
+fn run_threads(check: &(dyn Fn() -> bool + Sync), threads: usize, iters: u64) -> Duration {
+    let start = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    let t0 = Instant::now();
+                    for _ in 0..iters {
+                        black_box(check());
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap()
+    })
+}
+
+fn threads(c: &mut Criterion) {
     for (path, deny) in [("allow", false), ("deny", true)] {
-        let mut g = c.benchmark_group(format!("contended/{path}"));
-        g.throughput(Throughput::Elements(threads as u64));
+        let mut g = c.benchmark_group(format!("threads/{path}"));
         for (name, check) in contenders(deny) {
-            g.bench_with_input(
-                BenchmarkId::new(name, format!("{threads}-threads")),
-                &threads,
-                |b, &threads| {
-                    b.iter_custom(|iters| {
-                        let start = std::sync::Barrier::new(threads);
-                        std::thread::scope(|s| {
-                            let handles: Vec<_> = (0..threads)
-                                .map(|_| {
-                                    s.spawn(|| {
-                                        start.wait();
-                                        let t0 = Instant::now();
-                                        for _ in 0..iters {
-                                            black_box(check());
-                                        }
-                                        t0.elapsed()
-                                    })
-                                })
-                                .collect();
-                            handles
-                                .into_iter()
-                                .map(|h| h.join().unwrap())
-                                .max()
-                                .unwrap()
-                        })
-                    })
-                },
-            );
+            for threads in [1usize, 2, 8] {
+                g.throughput(Throughput::Elements(threads as u64));
+                g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
+                    b.iter_custom(|iters| run_threads(&*check, threads, iters))
+                });
+            }
         }
         g.finish();
     }
@@ -143,6 +174,6 @@ fn clocks(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = single, contended, clocks
+    targets = single, threads, clocks
 }
 criterion_main!(benches);

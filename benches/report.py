@@ -1,54 +1,68 @@
 #!/usr/bin/env python3
 """Print the BENCHMARKS.md tables from criterion's results (target/criterion).
 
-Run after `cargo bench --bench limiters`. Medians in ns per check (per thread for the
-contended groups), the ratio to governor in the same run (< 1 is faster than governor),
-and for contended groups the total checks per second across all threads.
+Run after `cargo bench --bench limiters`. Single-thread tables: median ns per check and the
+ratio to governor's median in the same run (< 1.00 is faster). Thread tables: total checks
+per second across all threads (threads x 1e9 / median ns per check per thread), the ratio
+to governor at the same thread count (> 1.00 is faster), and the scaling from 1 to 2 threads.
 """
-import json, os, sys
+import json
+import os
 
-root = os.path.join(os.path.dirname(__file__), "..", "target", "criterion")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "criterion")
 
-def median(group, bench):
-    path = os.path.join(root, group, bench, "new", "estimates.json")
+
+def median(*parts):
+    path = os.path.join(ROOT, *parts, "new", "estimates.json")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         return json.load(f)["median"]["point_estimate"]
 
-def bench_dirs(group):
-    d = os.path.join(root, group)
+
+def names(*parts):
+    d = os.path.join(ROOT, *parts)
     return sorted(x for x in os.listdir(d) if x != "report") if os.path.isdir(d) else []
 
-def table(group, threads=None):
-    rows = []
-    names = bench_dirs(group)
-    gov = None
-    results = {}
-    for name in names:
-        sub = bench_dirs(os.path.join(group, name))
-        key = os.path.join(name, sub[0]) if threads and sub else name
-        m = median(group, key)
-        if m is not None:
-            results[name] = m
-    gov = results.get("governor")
-    print(f"\n### {group}\n")
-    if threads:
-        print("| limiter | median ns/check/thread | × governor's time | total checks/s |")
-        print("|---|---:|---:|---:|")
-    else:
-        print("| limiter | median ns/check | × governor's time |")
-        print("|---|---:|---:|")
-    for name, m in results.items():
-        ratio = f"{m / gov:.2f}" if gov else "-"
-        if threads:
-            print(f"| {name} | {m:.2f} | {ratio} | {threads * 1e9 / m / 1e6:.1f} M |")
-        else:
-            print(f"| {name} | {m:.2f} | {ratio} |")
 
-threads = os.cpu_count() or 2
-for g in ["single/allow", "single/deny"]:
-    table(g.replace("/", "_"))
-for g in ["contended/allow", "contended/deny"]:
-    table(g.replace("/", "_"), threads)
-table("clock")
+def single(group):
+    rows = {n: median(group, n) for n in names(group)}
+    gov = rows.get("governor")
+    print(f"\n#### {group.replace('_', '/')} (1 thread)\n")
+    print("| limiter | median ns/check | time ÷ governor's |")
+    print("|---|---:|---:|")
+    for n, m in sorted(rows.items(), key=lambda kv: kv[1] or 0):
+        if m is not None:
+            print(f"| {n} | {m:.1f} | {m / gov:.2f} |" if gov else f"| {n} | {m:.1f} | - |")
+
+
+def threads(group):
+    counts = [1, 2, 8]
+    table = {}
+    for n in names(group):
+        for t in counts:
+            m = median(group, n, str(t))
+            if m is not None:
+                table.setdefault(n, {})[t] = t * 1e9 / m / 1e6  # M checks/s
+    gov = table.get("governor", {})
+    print(f"\n#### {group.replace('_', '/')} (total M checks/s; this machine has 2 cores)\n")
+    print("| limiter | 1 thread | 2 threads | 8 threads | 2 threads ÷ governor's | 2 threads ÷ own 1 thread |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for n, row in sorted(table.items(), key=lambda kv: -kv[1].get(2, 0)):
+        cells = [f"{row[t]:.1f}" if t in row else "-" for t in counts]
+        vs_gov = f"{row[2] / gov[2]:.2f}" if 2 in row and 2 in gov else "-"
+        scale = f"{row[2] / row[1]:.2f}" if 1 in row and 2 in row else "-"
+        print(f"| {n} | {' | '.join(cells)} | {vs_gov} | {scale} |")
+
+
+single("single_allow")
+single("single_deny")
+threads("threads_allow")
+threads("threads_deny")
+rows = {n: median("clock", n) for n in names("clock")}
+print("\n#### clock reads (1 thread)\n")
+print("| clock | median ns/read |")
+print("|---|---:|")
+for n, m in sorted(rows.items(), key=lambda kv: kv[1] or 0):
+    if m is not None:
+        print(f"| {n} | {m:.2f} |")
