@@ -38,7 +38,7 @@ impl Backoff {
 #[cfg(all(feature = "std", not(loom)))]
 pub(crate) use std::sync::Mutex;
 
-#[cfg(loom)]
+#[cfg(all(feature = "std", loom))]
 pub(crate) use loom::sync::Mutex;
 
 /// The index of the per-CPU shard the current thread should use, before masking.
