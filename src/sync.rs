@@ -44,13 +44,33 @@ pub(crate) use loom::sync::Mutex;
 /// The index of the per-CPU shard the current thread should use, before masking.
 ///
 /// On Linux with `std`, the CPU the thread is running on (`sched_getcpu`, about 5 ns on the
-/// reference VM); elsewhere, a per-thread index handed out round-robin; under loom a fixed 0,
-/// so the models explore the shard and lease protocol rather than the scheduler.
+/// reference VM), cached per thread and read again every [`CPU_REFRESH`] calls, since threads
+/// rarely migrate (a stale index only makes two CPUs share a shard for a while: slower, never
+/// wrong); elsewhere, a per-thread index handed out round-robin; under loom a fixed 0, so the
+/// models explore the shard and lease protocol rather than the scheduler.
 #[cfg(all(not(loom), feature = "std", target_os = "linux"))]
 #[inline]
 pub(crate) fn shard_hint() -> usize {
-    nix::sched::sched_getcpu().unwrap_or_else(|_| thread_index())
+    use std::cell::Cell;
+    std::thread_local! {
+        /// (cached CPU, calls left before asking the kernel again).
+        static CPU: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+    }
+    CPU.with(|c| {
+        let (cpu, left) = c.get();
+        if left > 0 {
+            c.set((cpu, left - 1));
+            return cpu;
+        }
+        let cpu = nix::sched::sched_getcpu().unwrap_or_else(|_| thread_index());
+        c.set((cpu, CPU_REFRESH));
+        cpu
+    })
 }
+
+/// How many calls reuse a thread's cached CPU number before `sched_getcpu` again.
+#[cfg(all(not(loom), feature = "std", target_os = "linux"))]
+const CPU_REFRESH: u32 = 64;
 
 /// See the Linux version.
 #[cfg(all(not(loom), feature = "std", not(target_os = "linux")))]
