@@ -7,7 +7,6 @@ use common::{cases, quota, run, start_time, steps, Model};
 use limitcore::reference::{GcraModel, TokenBucketModel};
 use limitcore::{Denied, Gcra, Quota, RateLimiter, TokenBucket, MAX_BACKWARD_TOLERANCE_NS};
 use proptest::prelude::*;
-use std::time::Duration;
 
 fn gcra_model(q: Quota) -> Model<GcraModel> {
     Model {

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use std::time::Duration;
 
 /// 512 cases per property, or `PROPTEST_CASES` for a longer campaign.
-pub fn cases() -> u32 {
+pub(crate) fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -16,7 +16,7 @@ pub fn cases() -> u32 {
 }
 
 /// Quotas of 1..=1000 per 1 ns..10 s (valid ones), bursts small or up to 2000.
-pub fn quota() -> impl Strategy<Value = Quota> {
+pub(crate) fn quota() -> impl Strategy<Value = Quota> {
     (
         1u32..=1_000,
         1u64..=10_000_000_000,
@@ -31,12 +31,12 @@ pub fn quota() -> impl Strategy<Value = Quota> {
 }
 
 /// A request size biased to the interesting range `0..=cap + 1`.
-pub fn request(cap: u32) -> impl Strategy<Value = u32> {
+pub(crate) fn request(cap: u32) -> impl Strategy<Value = u32> {
     prop_oneof![6 => 0..=cap.saturating_add(1), 1 => any::<u32>()]
 }
 
 #[derive(Debug, Clone)]
-pub enum Step {
+pub(crate) enum Step {
     /// Move time by a signed amount (backwards allowed).
     Shift(i64),
     /// Jump to an absolute offset from the start.
@@ -45,7 +45,7 @@ pub enum Step {
 }
 
 /// Steps moving time back at most `max_back` and forward at most `max_forward` ns at a time.
-pub fn steps(cap: u32, max_back: i64, max_forward: i64) -> impl Strategy<Value = Vec<Step>> {
+pub(crate) fn steps(cap: u32, max_back: i64, max_forward: i64) -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(
         prop_oneof![
             3 => (-max_back..=max_forward).prop_map(Step::Shift),
@@ -56,12 +56,12 @@ pub fn steps(cap: u32, max_back: i64, max_forward: i64) -> impl Strategy<Value =
     )
 }
 
-pub fn start_time() -> impl Strategy<Value = Nanos> {
+pub(crate) fn start_time() -> impl Strategy<Value = Nanos> {
     prop_oneof![Just(0u64), any::<u64>(), (u64::MAX - (1 << 40))..=u64::MAX]
 }
 
 /// One limiter or model under test.
-pub trait Subject {
+pub(crate) trait Subject {
     fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied>;
     /// Permits available at `now`.
     fn remaining(&self, now: Nanos) -> u32;
@@ -84,11 +84,11 @@ impl<L: RateLimiter> Subject for L {
 }
 
 /// Wrap a reference model as a `Subject` with closures for its three operations.
-pub struct Model<M> {
-    pub model: M,
-    pub acquire: fn(&mut M, u32, Nanos) -> Result<(), Denied>,
-    pub remaining: fn(&M, Nanos) -> u32,
-    pub full_after: Option<fn(&M, Nanos) -> Duration>,
+pub(crate) struct Model<M> {
+    pub(crate) model: M,
+    pub(crate) acquire: fn(&mut M, u32, Nanos) -> Result<(), Denied>,
+    pub(crate) remaining: fn(&M, Nanos) -> u32,
+    pub(crate) full_after: Option<fn(&M, Nanos) -> Duration>,
 }
 
 impl<M> Subject for Model<M> {
@@ -107,7 +107,7 @@ impl<M> Subject for Model<M> {
 /// probing every finite `retry_after` at its boundary (one ns early: denied with 1 ns left;
 /// exactly then: admitted). Every time stays within `[start, start + window]`.
 /// Returns the admitted `(time, n)` pairs.
-pub fn run(
+pub(crate) fn run(
     subjects: &mut [&mut dyn Subject],
     start: Nanos,
     window: u64,
