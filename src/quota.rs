@@ -74,6 +74,18 @@ impl Quota {
         Quota::from_parts(count, period, count)
     }
 
+    /// `count` permits per `period` with `burst` at once, in one step: the way to build a
+    /// quota whose default burst (`count`) would be too large for the 64-bit state but whose
+    /// own burst is not (for example 4 per 200 000 days with burst 1).
+    ///
+    /// # Errors
+    ///
+    /// As [`Quota::new`] and [`Quota::with_burst`].
+    pub fn new_with_burst(count: u32, period: Duration, burst: u32) -> Result<Quota, QuotaError> {
+        let period = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLarge)?;
+        Quota::from_parts(count, period, burst)
+    }
+
     /// `count` permits per second (burst `count`).
     ///
     /// # Errors
@@ -502,6 +514,14 @@ mod tests {
             "1/99999999999999999d".parse::<Quota>(),
             Err(QuotaError::PeriodTooLarge)
         );
+    }
+
+    #[test]
+    fn a_small_burst_makes_a_slow_quota_possible() {
+        let parsed: Quota = "4/200000d burst 1".parse().unwrap();
+        let period = Duration::from_secs(200_000 * 86_400);
+        assert!(matches!(Quota::new(4, period), Err(QuotaError::BurstTooLarge { .. })));
+        assert_eq!(Quota::new_with_burst(4, period, 1), Ok(parsed));
     }
 
     #[test]

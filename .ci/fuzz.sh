@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Short cargo-fuzz campaign over every target in fuzz/ (nightly only).
+#
+#   .ci/fuzz.sh [extra libFuzzer flags...]
+#
+# Environment: FUZZ_SECONDS (default 40) per target; FUZZ_TARGETS (default: all three,
+# space separated). New corpus entries go to fuzz/corpus/TARGET (gitignored); the
+# committed inputs in fuzz/regressions/TARGET are read as a second corpus, never written.
+# Crashes land in fuzz/artifacts/TARGET (gitignored) and fail the script.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+seconds="${FUZZ_SECONDS:-40}"
+targets="${FUZZ_TARGETS:-gcra_differential token_bucket_differential quota_parse}"
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "fuzz.sh: no nightly toolchain (\`cargo +nightly --version\` failed): skipping the fuzz campaign." >&2
+    echo "fuzz.sh: install one with \`rustup toolchain install nightly\` to run it." >&2
+    exit 0
+fi
+
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz.sh: installing cargo-fuzz" >&2
+    cargo install cargo-fuzz --locked
+fi
+
+for target in $targets; do
+    mkdir -p "fuzz/corpus/$target"
+    echo "fuzz.sh: $target for ${seconds}s" >&2
+    # libFuzzer writes new inputs to the FIRST corpus directory only.
+    cargo +nightly fuzz run "$target" "fuzz/corpus/$target" "fuzz/regressions/$target" -- \
+        -max_total_time="$seconds" -print_final_stats=1 "$@"
+done
