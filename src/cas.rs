@@ -16,18 +16,18 @@
 //! for that.
 
 use crate::sync::{AtomicU64, Backoff, Ordering};
-use crate::Denied;
 
 /// Apply `transition` to `word` atomically: retry on interference, never write on denial.
 ///
 /// `transition` is pure: given the current word it returns the word to store and a value for
-/// the caller (a reservation's delay, or `()`), or the denial. It may be called more than
+/// the caller (a reservation's delay, or `()`), or the error (a denial; for keyed
+/// limiters also "this state was retired"). It may be called more than
 /// once (once per attempt), always with the freshest value; the value of the attempt whose
 /// CAS succeeded is returned.
 #[inline]
-pub(crate) fn apply<T, F>(word: &AtomicU64, transition: F) -> Result<T, Denied>
+pub(crate) fn apply<T, E, F>(word: &AtomicU64, transition: F) -> Result<T, E>
 where
-    F: Fn(u64) -> Result<(u64, T), Denied>,
+    F: Fn(u64) -> Result<(u64, T), E>,
 {
     // Relaxed: a stale value only makes the CAS below fail and retry with the fresh one;
     // see the module's "Orderings" note.
@@ -43,9 +43,9 @@ where
 /// The retry path: another thread (or a spurious weak-CAS failure) got in between.
 #[cold]
 #[inline(never)]
-fn apply_contended<T, F>(word: &AtomicU64, mut current: u64, transition: F) -> Result<T, Denied>
+fn apply_contended<T, E, F>(word: &AtomicU64, mut current: u64, transition: F) -> Result<T, E>
 where
-    F: Fn(u64) -> Result<(u64, T), Denied>,
+    F: Fn(u64) -> Result<(u64, T), E>,
 {
     let backoff = Backoff::new();
     loop {

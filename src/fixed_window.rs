@@ -29,7 +29,7 @@ pub(crate) struct Windows {
 }
 
 /// Where a time falls relative to the stored window `k`.
-enum Position {
+pub(crate) enum Position {
     /// In window `k`.
     Same,
     /// In a later window: the stored count no longer applies.
@@ -58,7 +58,7 @@ impl Windows {
     }
 
     #[inline]
-    fn unpack(&self, word: u64) -> (u64, u64) {
+    pub(crate) fn unpack(&self, word: u64) -> (u64, u64) {
         (
             word >> self.used_bits,
             word & ((1u64 << self.used_bits) - 1),
@@ -67,7 +67,7 @@ impl Windows {
 
     /// `now` against window `k`, with one multiplication (no division) on the hot path.
     #[inline]
-    fn position(&self, k: u64, now: Nanos) -> Position {
+    pub(crate) fn position(&self, k: u64, now: Nanos) -> Position {
         // k·period ≤ now for some earlier reading, so it fits in u64.
         let start = k * self.period;
         if now < start {

@@ -49,6 +49,8 @@ mod cas;
 pub mod clock;
 mod fixed_window;
 mod gcra;
+#[cfg(feature = "std")]
+mod keyed;
 mod leaky_bucket;
 mod limiter;
 mod quota;
@@ -64,6 +66,8 @@ pub mod wait;
 
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+#[cfg(feature = "std")]
+pub use keyed::{Algorithm, KeyRule, Keyed, EVICTION_GRACE_NS};
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::{Denied, RateLimiter, Snapshot};
 pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};

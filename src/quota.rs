@@ -520,7 +520,10 @@ mod tests {
     fn a_small_burst_makes_a_slow_quota_possible() {
         let parsed: Quota = "4/200000d burst 1".parse().unwrap();
         let period = Duration::from_secs(200_000 * 86_400);
-        assert!(matches!(Quota::new(4, period), Err(QuotaError::BurstTooLarge { .. })));
+        assert!(matches!(
+            Quota::new(4, period),
+            Err(QuotaError::BurstTooLarge { .. })
+        ));
         assert_eq!(Quota::new_with_burst(4, period, 1), Ok(parsed));
     }
 

@@ -186,6 +186,39 @@ impl Counter {
         (u128::from(self.count)).saturating_sub(u128::from(w.curr) + weighted) as u64
     }
 
+    /// The global-word transition: `n` permits plus up to `batch` extra for a shard, if the
+    /// formula admits them now. Returns the new word, the window decided in, and the extra.
+    #[inline]
+    pub(crate) fn lease(
+        &self,
+        global: u64,
+        now: Nanos,
+        n: u64,
+    ) -> Result<(u64, Window, u64), Denied> {
+        let w = self.window(global, now);
+        let available = self.available(&w);
+        if available < n {
+            return Err(self.retry_after(&w, now, n));
+        }
+        // Leave most of what is left for the other shards as the budget runs low.
+        let extra = u64::from(self.batch).min((available - n) / self.shards as u64);
+        Ok((self.pack_global(w.k, w.prev, w.curr + n + extra), w, extra))
+    }
+
+    /// Time from `now` until both counts have aged out of the formula (the limiter is full):
+    /// the end of window `k` if only `prev` is left, of window `k + 1` if `curr` is not 0.
+    pub(crate) fn full_after(&self, w: &Window, now: Nanos) -> Duration {
+        let windows_left = if w.curr > 0 { 2 } else { u64::from(w.prev > 0) };
+        if windows_left == 0 {
+            return Duration::ZERO;
+        }
+        (w.k + windows_left)
+            .checked_mul(self.period)
+            .map_or(Duration::MAX, |end| {
+                Duration::from_nanos(end.saturating_sub(now))
+            })
+    }
+
     /// The exact wait from `now` until the formula admits `n` (requires `n ≤ count` and
     /// `available < n`), or [`Denied::NEVER`] past the clock's range.
     pub(crate) fn retry_after(&self, w: &Window, now: Nanos, n: u64) -> Denied {
@@ -400,14 +433,7 @@ impl<C: Clock> SlidingWindow<C> {
         let mut global = self.global.load(Ordering::Relaxed);
         let backoff = Backoff::new();
         let (w, extra) = loop {
-            let w = c.window(global, now);
-            let available = c.available(&w);
-            if available < n {
-                return Err(c.retry_after(&w, now, n));
-            }
-            // Leave most of what is left for the other shards as the budget runs low.
-            let extra = u64::from(c.batch).min((available - n) / c.shards as u64);
-            let next = c.pack_global(w.k, w.prev, w.curr + n + extra);
+            let (next, w, extra) = c.lease(global, now, n)?;
             // Relaxed: the RMW on the global word is what serialises leases.
             match self.global.compare_exchange_weak(
                 global,
@@ -489,12 +515,7 @@ impl<C: Clock> RateLimiter for SlidingWindow<C> {
             .map(|(_, lease)| lease)
             .sum();
         let remaining = (c.available(&w) + leased).min(u64::from(c.count)) as u32;
-        let windows_left = if w.curr > 0 { 2 } else { u64::from(w.prev > 0) };
-        let full_after = (w.k + windows_left)
-            .checked_mul(c.period)
-            .map_or(Duration::MAX, |end| {
-                Duration::from_nanos(end.saturating_sub(now))
-            });
+        let full_after = c.full_after(&w, now);
         Snapshot {
             remaining,
             full_after,

@@ -1,0 +1,265 @@
+//! Keyed limiters: per-key decisions equal a map of reference models, eviction changes no
+//! decision, memory stays bounded under a flood of fresh keys, and threads agree.
+
+mod common;
+
+use common::cases;
+use limitcore::clock::{ManualClock, Nanos};
+use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
+use limitcore::{
+    Denied, FixedWindow, Gcra, Keyed, Quota, SlidingWindow, TokenBucket, EVICTION_GRACE_NS,
+};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Move time forward (or back by less than the eviction grace).
+    Shift(i64),
+    Acquire(u8, u32),
+    Evict,
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            3 => (-(EVICTION_GRACE_NS as i64) / 2..=1i64 << 36).prop_map(Op::Shift),
+            6 => (0u8..8, 0u32..=4).prop_map(|(k, n)| Op::Acquire(k, n)),
+            1 => Just(Op::Evict),
+        ],
+        1..300,
+    )
+}
+
+/// Run `ops` on a keyed limiter and on a map of models (never evicted): every decision
+/// must agree, so eviction changed nothing.
+fn agree<M>(
+    keyed: &Keyed<u8, impl limitcore::Algorithm, ManualClock>,
+    mut model: impl FnMut() -> M,
+    acquire: fn(&mut M, u32, Nanos) -> Result<(), Denied>,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let mut models: HashMap<u8, M> = HashMap::new();
+    let mut now: u64 = 1 << 40;
+    let mut latest = now;
+    for op in ops {
+        match *op {
+            // Never more than half the grace behind the latest reading.
+            Op::Shift(d) => {
+                now = now
+                    .saturating_add_signed(d)
+                    .max(latest.saturating_sub(EVICTION_GRACE_NS / 2))
+            }
+            Op::Acquire(k, n) => {
+                let got = keyed.try_acquire_n_at(&k, n, now);
+                let want = acquire(models.entry(k).or_insert_with(&mut model), n, now);
+                prop_assert_eq!(got, want, "key {} n {} at {}", k, n, now);
+            }
+            Op::Evict => {
+                keyed.evict_idle_at(latest);
+            }
+        }
+        latest = latest.max(now);
+    }
+    Ok(())
+}
+
+fn quota() -> impl Strategy<Value = Quota> {
+    (1u32..=50, 1_000_000u64..=10_000_000_000, 1u32..=8).prop_filter_map("valid", |(c, p, b)| {
+        Quota::new(c, Duration::from_nanos(p))
+            .ok()?
+            .with_burst(b)
+            .ok()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn keyed_gcra_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, Gcra, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        agree(&keyed, || GcraModel::new(q), GcraModel::acquire, &ops)?;
+    }
+
+    #[test]
+    fn keyed_token_bucket_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, TokenBucket, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        agree(&keyed, || TokenBucketModel::new(q), TokenBucketModel::acquire, &ops)?;
+    }
+
+    #[test]
+    fn keyed_fixed_window_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, FixedWindow, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        agree(&keyed, || FixedWindowModel::new(q), FixedWindowModel::acquire, &ops)?;
+    }
+}
+
+/// A flood of 2 million fresh keys with `max_keys` = 10 000: the map never holds more than
+/// the bound, limited keys are never reset, and keys beyond the bound share one overflow
+/// limiter. (A per-hour quota keeps every flood key busy for the whole test, so no eviction
+/// frees room and the count is exact.)
+#[test]
+fn key_flood_is_bounded_and_never_resets_a_limited_key() {
+    let q = Quota::per_hour(10).unwrap();
+    let clock = ManualClock::starting_at(1 << 40);
+    let keyed: Keyed<u64, Gcra, ManualClock> = Keyed::with_clock(q, clock.clone())
+        .unwrap()
+        .with_max_keys(10_000);
+    // 100 limited clients, each exhausted.
+    for k in 0..100u64 {
+        keyed.try_acquire_n(&k, 10).unwrap();
+        assert!(keyed.try_acquire(&k).is_err());
+    }
+    let mut admitted = 0u64;
+    for k in 1_000..2_001_000u64 {
+        if k % 1000 == 0 {
+            clock.advance(Duration::from_millis(1)); // 2 s over the flood, many sweeps
+        }
+        admitted += u64::from(keyed.try_acquire(&k).is_ok());
+        assert!(keyed.len() <= 10_000, "len {} at key {k}", keyed.len());
+    }
+    // 9 900 keys got a slot of their own; the rest shared one limiter of 10 per hour.
+    assert_eq!(admitted, 9_900 + 10);
+    for k in 0..100u64 {
+        assert!(keyed.try_acquire(&k).is_err(), "limited key {k} was reset");
+    }
+    assert_eq!(keyed.len(), 10_000);
+}
+
+/// With a per-second quota, flood keys go idle and are evicted while the flood runs, and
+/// the map still never exceeds its bound.
+#[test]
+fn key_flood_with_evictions_stays_bounded() {
+    let clock = ManualClock::starting_at(1 << 40);
+    let keyed: Keyed<u64, Gcra, ManualClock> =
+        Keyed::with_clock(Quota::per_second(10).unwrap(), clock.clone())
+            .unwrap()
+            .with_max_keys(5_000);
+    for k in 0..1_000_000u64 {
+        if k % 100 == 0 {
+            clock.advance(Duration::from_millis(1));
+        }
+        let _ = keyed.try_acquire(&k);
+        assert!(keyed.len() <= 5_000);
+    }
+    // 10 s passed: everything but the last ~1.2 s of keys is idle.
+    let left = keyed.len();
+    keyed.evict_idle();
+    assert!(keyed.len() < left || left == 0);
+}
+
+/// A limited key is never evicted while limited, even by an explicit sweep, and an idle one
+/// is evicted exactly once it has been idle for the grace.
+#[test]
+fn eviction_waits_for_idle_plus_grace() {
+    let q = Quota::per_second(1).unwrap();
+    let keyed: Keyed<&str, Gcra, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+    let t0 = 5_000_000_000;
+    keyed.try_acquire_n_at(&"a", 1, t0).unwrap(); // TAT = t0 + 1 s
+    assert_eq!(
+        keyed.evict_idle_at(t0 + 1_000_000_000 + EVICTION_GRACE_NS - 1),
+        0
+    );
+    assert_eq!(keyed.len(), 1);
+    assert_eq!(
+        keyed.evict_idle_at(t0 + 1_000_000_000 + EVICTION_GRACE_NS),
+        1
+    );
+    assert_eq!(keyed.len(), 0);
+}
+
+/// Per-key quotas: a tenant with its own allowance, applied at once for GCRA with its
+/// history kept.
+#[test]
+fn set_quota_gives_a_key_its_own_allowance() {
+    let keyed: Keyed<&str, Gcra, ManualClock> =
+        Keyed::with_clock(Quota::per_second(1).unwrap(), ManualClock::new()).unwrap();
+    keyed.try_acquire_n_at(&"big", 1, 0).unwrap();
+    keyed
+        .set_quota("big", Quota::per_second(100).unwrap())
+        .unwrap();
+    // The TAT (1 s) carries over: 100 − 100 = 0 left, then 99 after 10 ms.
+    assert_eq!(keyed.snapshot_at(&"big", 0).remaining, 0);
+    assert_eq!(keyed.snapshot_at(&"big", 10_000_000).remaining, 1);
+    assert!(keyed.try_acquire_n_at(&"big", 99, 990_000_000).is_ok());
+    assert_eq!(
+        keyed.try_acquire_n_at(&"small", 2, 0),
+        Err(Denied::ExceedsCapacity { capacity: 1 })
+    );
+    assert_eq!(
+        keyed.try_acquire_n_at(&"big", 101, 0),
+        Err(Denied::ExceedsCapacity { capacity: 100 })
+    );
+}
+
+/// Threads on hot keys and many cold keys with a frozen clock: every key admits exactly its
+/// burst in total, even while another thread sweeps.
+#[test]
+fn threads_many_keys_and_hot_keys() {
+    let q = Quota::per_hour(1).unwrap().with_burst(50).unwrap();
+    let keyed: Arc<Keyed<u32, SlidingWindow, ManualClock>> = Arc::new(
+        Keyed::with_clock(
+            Quota::per_hour(50).unwrap(),
+            ManualClock::starting_at(1 << 40),
+        )
+        .unwrap(),
+    );
+    let gcra: Arc<Keyed<u32, Gcra, ManualClock>> =
+        Arc::new(Keyed::with_clock(q, ManualClock::starting_at(1 << 40)).unwrap());
+    let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..1_000).map(|_| AtomicU64::new(0)).collect());
+    let admitted_sw: Arc<Vec<AtomicU64>> =
+        Arc::new((0..1_000).map(|_| AtomicU64::new(0)).collect());
+    let mut handles = Vec::new();
+    for t in 0..6u32 {
+        let (g, s, a, b) = (
+            gcra.clone(),
+            keyed.clone(),
+            admitted.clone(),
+            admitted_sw.clone(),
+        );
+        handles.push(std::thread::spawn(move || {
+            for i in 0..40_000u32 {
+                // Half the traffic on 4 hot keys, the rest spread over 1 000.
+                let key = if i % 2 == 0 {
+                    i % 4
+                } else {
+                    (i * 7 + t * 13) % 1_000
+                };
+                if g.try_acquire(&key).is_ok() {
+                    a[key as usize].fetch_add(1, Ordering::Relaxed);
+                }
+                if s.try_acquire(&key).is_ok() {
+                    b[key as usize].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let sweeper = {
+        let g = gcra.clone();
+        std::thread::spawn(move || (0..200).map(|_| g.evict_idle()).sum::<usize>())
+    };
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(
+        sweeper.join().unwrap(),
+        0,
+        "nothing is idle with a frozen clock"
+    );
+    for k in 0..1_000 {
+        assert!(admitted[k].load(Ordering::Relaxed) <= 50, "key {k}");
+        assert!(admitted_sw[k].load(Ordering::Relaxed) <= 50, "key {k}");
+    }
+    for k in 0..4 {
+        assert_eq!(
+            admitted[k].load(Ordering::Relaxed),
+            50,
+            "hot key {k} admits exactly its burst"
+        );
+        assert_eq!(admitted_sw[k].load(Ordering::Relaxed), 50, "hot key {k}");
+    }
+}
