@@ -218,6 +218,14 @@ impl<C: Clock> Gcra<C> {
         &self.clock
     }
 
+    pub(crate) fn state(&self) -> &AtomicU64 {
+        &self.tat
+    }
+
+    pub(crate) fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
     /// The current theoretical arrival time, ns since the clock's epoch (0 when fresh).
     pub fn tat(&self) -> Nanos {
         // Relaxed: a read-only observation of the single state word (see `cas` "Orderings").

@@ -94,6 +94,14 @@ impl<C: Clock> LeakyBucket<C> {
         self.schedule.burst
     }
 
+    pub(crate) fn state(&self) -> &AtomicU64 {
+        &self.drain
+    }
+
+    pub(crate) fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
     fn drain_time(&self) -> Nanos {
         // Relaxed: a read-only observation of the single state word (see `cas` "Orderings").
         self.drain.load(Ordering::Relaxed)

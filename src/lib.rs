@@ -45,6 +45,7 @@
 
 extern crate alloc;
 
+mod all;
 mod cas;
 pub mod clock;
 mod fixed_window;
@@ -64,6 +65,7 @@ mod token_bucket;
 #[cfg(feature = "std")]
 pub mod wait;
 
+pub use all::{All, DynRefund, Receipt, Refund};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 #[cfg(feature = "std")]
