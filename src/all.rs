@@ -150,7 +150,10 @@ impl<C: Clock> Refund for LeakyBucket<C> {
 ///
 /// `All` is itself a [`RateLimiter`] (its `quota` is the first limit's) and can be shared
 /// by threads; the limits can be shared with other `All`s (the refund rule holds under any
-/// interleaving).
+/// interleaving). Between a charge and its refund, the charge is visible to other threads:
+/// a concurrent request may be refused because of a request that is about to be refused
+/// itself. That only ever makes a decision stricter, for the nanoseconds between the two
+/// steps; no interleaving admits more than every limit allows.
 ///
 /// # Examples
 ///

@@ -115,7 +115,7 @@ proptest! {
 /// With the global limit first, every channel refusal refunds the global limit: it must end
 /// charged with exactly what was admitted, no more (a refund missed) and no less (a refund
 /// doubled). With a global limit smaller than the channels' total, its refusals refund the
-/// channels, and the total admitted is exactly the global burst.
+/// channels, and the total admitted never exceeds the global burst.
 #[test]
 fn concurrent_refusals_leak_nothing() {
     for global_burst in [1_000u32, 200] {
@@ -155,7 +155,13 @@ fn concurrent_refusals_leak_nothing() {
         }
         let admitted = admitted.load(Ordering::Relaxed);
         let channel_total: u64 = (0..6).map(|t| 50 + t).sum();
-        assert_eq!(admitted, channel_total.min(u64::from(global_burst)));
+        // A charge about to be refunded is briefly visible to other threads, so near the end
+        // a thread may be refused for it and stop asking: stricter, never more permissive.
+        let most = channel_total.min(u64::from(global_burst));
+        assert!(
+            admitted <= most && admitted + 6 >= most,
+            "admitted {admitted} of {most}"
+        );
         assert_eq!(
             global.tat(),
             (1 << 40) + admitted * 3_600_000_000_000,
