@@ -12,7 +12,7 @@
 //! - [`clock`]: the [`Clock`](clock::Clock) trait, a fast TSC-based
 //!   [`MonotonicClock`](clock::MonotonicClock) (default), and a
 //!   [`ManualClock`](clock::ManualClock) for tests and replays.
-//! - [`reference`]: plain models the limiters are differentially tested against.
+//! - [`reference`](mod@reference): plain models the limiters are differentially tested against.
 //!
 //! Every limiter implements [`RateLimiter`], whose decisions can also be made at an
 //! explicit time (`try_acquire_n_at`).
@@ -39,7 +39,7 @@
 //! # Checking
 //!
 //! `--cfg loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
-//! differential targets against [`reference`].
+//! differential targets against [`reference`](mod@reference).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
