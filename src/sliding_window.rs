@@ -267,8 +267,11 @@ impl Counter {
 ///   window at most `count` permits are admitted, with a frozen clock or not, under any
 ///   interleaving, and every admission satisfies the formula on the true counts.
 /// - **Under-admission: at most `shards × (batch + n_max − 1)` per window**, where `n_max`
-///   is the largest request: leases stranded on other CPUs' shards, counted but unused. They
-///   also count in the next window's `prev`. The default batch is
+///   is the largest request: leases counted in the global word but not (yet) used, stranded
+///   on other CPUs' shards or still on their way to a shard (a request that runs between
+///   another thread's global CAS and its hand-off to the shard can be refused though some
+///   order of the two would admit both; so with `batch > 0` decisions are not linearizable,
+///   only ever stricter). Such leases also count in the next window's `prev`. The default batch is
 ///   `count / (16 × shards)`, so with `n = 1` at most `count / 16` (6.25 %) is stranded;
 ///   [`SlidingWindow::with_batch`] sets it (0: every request goes to the global word, no
 ///   stranding, no scaling).

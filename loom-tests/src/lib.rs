@@ -1,4 +1,4 @@
-//! Loom models of limitcore's CAS protocols live in `tests/`; see `README.md` next to this
+//! Loom models of limitcore's CAS (and lock) protocols live in `tests/`; see `README.md` next to this
 //! crate's `Cargo.toml`. This library only holds the harness they share, and only under
 //! `--cfg loom`: a normal build of this crate is empty.
 //!
@@ -10,7 +10,9 @@ pub use harness::*;
 #[cfg(loom)]
 mod harness {
     use limitcore::clock::{Clock, ManualClock, Nanos};
-    use limitcore::reference::{GcraModel, TokenBucketModel};
+    use limitcore::reference::{
+        FixedWindowModel, GcraModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel,
+    };
     use limitcore::{Denied, Gcra, Quota, RateLimiter, Snapshot, TokenBucket};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -440,5 +442,312 @@ mod harness {
             }
         }
         admitted
+    }
+
+    // ---- Window limiters and reservations: requests at explicit times. ----
+
+    /// A request at an explicit time: `(permits, now)`.
+    pub type Ask = (u32, Nanos);
+
+    /// `count` permits per `period` ns (burst `count`): the window limiters' quota.
+    pub fn window_quota(count: u32, period: Nanos) -> Quota {
+        Quota::new(count, Duration::from_nanos(period)).expect("valid quota")
+    }
+
+    /// The reference models of the window limiters: `FixedWindowModel`, `SlidingLogModel`
+    /// and `SlidingWindowModel`, which only report `remaining` (no `full_after`).
+    pub trait WindowModel: Sized {
+        /// A fresh model.
+        fn new(quota: Quota) -> Self;
+        /// Decide `n` at `now`.
+        fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied>;
+        /// Permits that would fit at `now`.
+        fn remaining(&self, now: Nanos) -> u32;
+    }
+
+    macro_rules! window_model {
+        ($($m:ty),*) => {$(
+            impl WindowModel for $m {
+                fn new(quota: Quota) -> Self {
+                    <$m>::new(quota)
+                }
+                fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+                    <$m>::acquire(self, n, now)
+                }
+                fn remaining(&self, now: Nanos) -> u32 {
+                    <$m>::remaining(self, now)
+                }
+            }
+        )*};
+    }
+    window_model!(FixedWindowModel, SlidingLogModel, SlidingWindowModel);
+
+    /// The concurrent part of an explicit-time model: `limiter`, `prefix` admitted in order
+    /// by the main thread, then one loom thread per entry of `asks`, each calling
+    /// `try_acquire_n_at(n, now)`. Returns the limiter and each thread's result.
+    pub fn race_at<L: RateLimiter + Send + Sync + 'static>(
+        limiter: L,
+        prefix: &[Ask],
+        asks: &[Ask],
+    ) -> (loom::sync::Arc<L>, Vec<Result<(), Denied>>) {
+        let limiter = loom::sync::Arc::new(limiter);
+        for &(n, now) in prefix {
+            limiter
+                .try_acquire_n_at(n, now)
+                .expect("prefix is admitted");
+        }
+        let handles: Vec<_> = asks
+            .iter()
+            .map(|&(n, now)| {
+                let limiter = limiter.clone();
+                loom::thread::spawn(move || limiter.try_acquire_n_at(n, now))
+            })
+            .collect();
+        let results = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread panicked"))
+            .collect();
+        (limiter, results)
+    }
+
+    /// A thread's decision and the `snapshot_at` its own reading time it took right after.
+    pub type Observed = (Result<(), Denied>, Snapshot);
+
+    /// As [`race_at`], but each thread, right after its decision, also takes
+    /// `snapshot_at` its own reading time, while the other threads may still be running.
+    pub fn race_at_observing<L: RateLimiter + Send + Sync + 'static>(
+        limiter: L,
+        prefix: &[Ask],
+        asks: &[Ask],
+    ) -> (loom::sync::Arc<L>, Vec<Observed>) {
+        let limiter = loom::sync::Arc::new(limiter);
+        for &(n, now) in prefix {
+            limiter
+                .try_acquire_n_at(n, now)
+                .expect("prefix is admitted");
+        }
+        let handles: Vec<_> = asks
+            .iter()
+            .map(|&(n, now)| {
+                let limiter = limiter.clone();
+                loom::thread::spawn(move || {
+                    let result = limiter.try_acquire_n_at(n, now);
+                    (result, limiter.snapshot_at(now))
+                })
+            })
+            .collect();
+        let results = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread panicked"))
+            .collect();
+        (limiter, results)
+    }
+
+    /// A sequential execution at explicit times on `limiter`: `prefix` (all must be
+    /// admitted), then `asks[order[0]]`, `asks[order[1]]`, … Returns the limiter and each
+    /// ask's result, indexed like `asks`.
+    pub fn replay<L: RateLimiter>(
+        limiter: L,
+        prefix: &[Ask],
+        asks: &[Ask],
+        order: &[usize],
+    ) -> (L, Vec<Result<(), Denied>>) {
+        for &(n, now) in prefix {
+            limiter
+                .try_acquire_n_at(n, now)
+                .expect("prefix is admitted");
+        }
+        let mut results = vec![Ok(()); asks.len()];
+        for &i in order {
+            let (n, now) = asks[i];
+            results[i] = limiter.try_acquire_n_at(n, now);
+        }
+        (limiter, results)
+    }
+
+    /// The same sequential execution on a window reference model.
+    pub fn replay_model<M: WindowModel>(
+        quota: Quota,
+        prefix: &[Ask],
+        asks: &[Ask],
+        order: &[usize],
+    ) -> (M, Vec<Result<(), Denied>>) {
+        let mut model = M::new(quota);
+        for &(n, now) in prefix {
+            model.acquire(n, now).expect("prefix is admitted");
+        }
+        let mut results = vec![Ok(()); asks.len()];
+        for &i in order {
+            let (n, now) = asks[i];
+            results[i] = model.acquire(n, now);
+        }
+        (model, results)
+    }
+
+    /// Snapshots of a limiter at each of `probes`.
+    pub fn probe_at<L: RateLimiter>(limiter: &L, probes: &[Nanos]) -> Vec<Snapshot> {
+        probes.iter().map(|&t| limiter.snapshot_at(t)).collect()
+    }
+
+    /// The first sequential order of `asks` (after `prefix`) that a fresh limiter from
+    /// `build` turns into exactly the concurrent `results` (retry-after included) and the
+    /// concurrent final state (`snapshot_at` every probe time), or `None`.
+    pub fn linearization<L: RateLimiter>(
+        build: impl Fn() -> L,
+        prefix: &[Ask],
+        asks: &[Ask],
+        results: &[Result<(), Denied>],
+        concurrent: &L,
+        probes: &[Nanos],
+    ) -> Option<Vec<usize>> {
+        let state = probe_at(concurrent, probes);
+        permutations(asks.len()).into_iter().find(|order| {
+            let (seq, seq_results) = replay(build(), prefix, asks, order);
+            seq_results == results && probe_at(&seq, probes) == state
+        })
+    }
+
+    /// Linearizability at explicit times against the limiter *and* its reference model:
+    /// some sequential order of `asks` gives exactly the concurrent `results` and final state
+    /// on a fresh limiter from `build` (snapshots at every probe) and on `M` (`remaining` at
+    /// every probe). Returns that order.
+    pub fn assert_linearizable_at<L: RateLimiter, M: WindowModel>(
+        quota: Quota,
+        build: impl Fn() -> L,
+        prefix: &[Ask],
+        asks: &[Ask],
+        results: &[Result<(), Denied>],
+        concurrent: &L,
+        probes: &[Nanos],
+    ) -> Vec<usize> {
+        let state = probe_at(concurrent, probes);
+        let remaining: Vec<u32> = state.iter().map(|s| s.remaining).collect();
+        let found = permutations(asks.len()).into_iter().find(|order| {
+            let (seq, seq_results) = replay(build(), prefix, asks, order);
+            let (model, model_results) = replay_model::<M>(quota, prefix, asks, order);
+            seq_results == results
+                && model_results == results
+                && probe_at(&seq, probes) == state
+                && probes
+                    .iter()
+                    .map(|&t| model.remaining(t))
+                    .collect::<Vec<_>>()
+                    == remaining
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "no sequential order of {asks:?} (after {prefix:?}) explains results \
+                 {results:?} and final state {state:?}"
+            )
+        })
+    }
+
+    /// Permits admitted by `asks` (those whose result is `Ok`).
+    pub fn admitted(asks: &[Ask], results: &[Result<(), Denied>]) -> u32 {
+        asks.iter()
+            .zip(results)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(&(n, _), _)| n)
+            .sum()
+    }
+
+    /// The aligned window each admitted request of `prefix` then `asks[order[..]]` is
+    /// counted in by the fixed- and sliding-window rule for stale readings: its own reading's
+    /// window, or the latest window an earlier admission was counted in, whichever is later
+    /// (a reading behind the state's window was taken before the admission that moved it,
+    /// so it is decided, and happens, in that later window). Returns `(window, n)` per
+    /// admission.
+    pub fn counted_windows(
+        period: Nanos,
+        prefix: &[Ask],
+        asks: &[Ask],
+        results: &[Result<(), Denied>],
+        order: &[usize],
+    ) -> Vec<(u64, u32)> {
+        let admitted = prefix.iter().copied().chain(
+            order
+                .iter()
+                .filter(|&&i| results[i].is_ok())
+                .map(|&i| asks[i]),
+        );
+        let mut latest = 0;
+        admitted
+            .map(|(n, now)| {
+                latest = latest.max(now / period);
+                (latest, n)
+            })
+            .collect()
+    }
+
+    /// Every admitted request (`prefix` and the admitted `asks`), replayed alone on a fresh
+    /// model `M` in the order of its reading times (ties in `prefix`-then-`asks` order), is
+    /// admitted there too: the admissions satisfy the model's rule at their own times.
+    ///
+    /// Only meaningful where a reading taken earlier but decided later cannot be counted
+    /// differently from the time order (see the callers).
+    pub fn assert_admitted_in_time_order<M: WindowModel>(
+        quota: Quota,
+        prefix: &[Ask],
+        asks: &[Ask],
+        results: &[Result<(), Denied>],
+    ) {
+        let mut admitted: Vec<Ask> = prefix
+            .iter()
+            .copied()
+            .chain(
+                asks.iter()
+                    .zip(results)
+                    .filter(|(_, r)| r.is_ok())
+                    .map(|(&a, _)| a),
+            )
+            .collect();
+        admitted.sort_by_key(|&(_, now)| now);
+        let mut model = M::new(quota);
+        for &(n, now) in &admitted {
+            assert_eq!(
+                model.acquire(n, now),
+                Ok(()),
+                "{n} at {now} admitted, but not by the model in time order {admitted:?} \
+                 (results {results:?})"
+            );
+        }
+    }
+
+    /// Permits per window in a list of `(window, n)`.
+    pub fn per_window(admissions: &[(u64, u32)]) -> std::collections::BTreeMap<u64, u32> {
+        let mut totals = std::collections::BTreeMap::new();
+        for &(k, n) in admissions {
+            *totals.entry(k).or_insert(0) += n;
+        }
+        totals
+    }
+
+    /// The admitted/denied patterns seen across all the executions of a model (one `bool`
+    /// per thread, `true` = admitted), kept in a std `Mutex` that loom does not see, so a
+    /// test can check that every outcome it expects was explored and no other occurred.
+    #[derive(Debug, Clone, Default)]
+    pub struct Outcomes(Arc<std::sync::Mutex<std::collections::BTreeSet<Vec<bool>>>>);
+
+    impl Outcomes {
+        /// Record one execution's results.
+        pub fn record<T>(&self, results: &[Result<T, Denied>]) {
+            let pattern = results.iter().map(Result::is_ok).collect();
+            self.0.lock().expect("not poisoned").insert(pattern);
+        }
+
+        /// Every pattern recorded, as strings of `Y` (admitted) and `N` (denied).
+        pub fn seen(&self) -> Vec<String> {
+            let seen = self.0.lock().expect("not poisoned");
+            seen.iter()
+                .map(|p| p.iter().map(|&ok| if ok { 'Y' } else { 'N' }).collect())
+                .collect()
+        }
+
+        /// Assert that exactly the patterns `expected` (`Y`/`N` strings, any order) were seen.
+        pub fn assert_exactly(&self, expected: &[&str]) {
+            let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+            expected.sort();
+            assert_eq!(self.seen(), expected, "outcomes explored");
+        }
     }
 }
