@@ -61,6 +61,8 @@ mod reservation;
 mod sliding_log;
 mod sliding_window;
 mod sync;
+#[cfg(feature = "std")]
+mod throttler;
 mod token_bucket;
 #[cfg(feature = "std")]
 pub mod wait;
@@ -77,6 +79,8 @@ pub use reservation::{Reservation, Reserve};
 #[cfg(feature = "std")]
 pub use sliding_log::{SlidingLog, MAX_LOG_ENTRIES};
 pub use sliding_window::{SlidingWindow, MAX_SLIDING_WINDOW_COUNT, STALE_TOLERANCE_NS};
+#[cfg(feature = "std")]
+pub use throttler::{Cancelled, TaskHandle, Throttler};
 pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
 
 /// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)

@@ -52,6 +52,28 @@ impl Log {
             .map(|i| self.get(i))
     }
 
+    /// The earliest time at or after `t` at which `n` more entries fit (the blocking entry's
+    /// time plus `period`), or `None` past the clock's range. Requires `t ≥` the newest entry.
+    pub(crate) fn earliest(&self, t: Nanos, n: u32) -> Option<Nanos> {
+        match self.blocking_entry(n as usize) {
+            Some(e) => e.checked_add(self.period).map(|free| free.max(t)),
+            None => Some(t),
+        }
+    }
+
+    /// Append `n` entries at `t` (requires `t ≥` the newest entry and room by [`Log::earliest`]).
+    pub(crate) fn record(&mut self, t: Nanos, n: u32) {
+        let n = n as usize;
+        let overflow = (self.len + n).saturating_sub(self.capacity());
+        self.head = (self.head + overflow) % self.capacity();
+        self.len -= overflow;
+        for i in 0..n {
+            let slot = (self.head + self.len + i) % self.capacity();
+            self.ring[slot] = t;
+        }
+        self.len += n;
+    }
+
     /// Decide `1 ≤ n ≤ count` permits at `now`, recording them on admission.
     ///
     /// Entries are kept non-decreasing: a reading earlier than the newest entry is recorded
@@ -71,15 +93,7 @@ impl Log {
                 None => return Err(Denied::NEVER),
             }
         }
-        // Drop what falls out of the kept `count`, then append n copies of `t`.
-        let overflow = (self.len + n).saturating_sub(self.capacity());
-        self.head = (self.head + overflow) % self.capacity();
-        self.len -= overflow;
-        for i in 0..n {
-            let slot = (self.head + self.len + i) % self.capacity();
-            self.ring[slot] = t;
-        }
-        self.len += n;
+        self.record(t, n as u32);
         Ok(())
     }
 
