@@ -1,0 +1,159 @@
+//! Keyed limiters against governor's keyed limiter (dashmap), in the same run, and the two
+//! candidate maps for `Keyed` against each other.
+//!
+//! ```text
+//! cargo bench --bench keyed
+//! cargo run --release --example keyed_memory   # bytes per key at 10^6 keys
+//! ```
+//!
+//! Groups (time per check per thread; this machine has 2 cores):
+//! - `keyed/hot`: every check on one key; `keyed/spread`: keys drawn uniformly from 100 000
+//!   (all present after warm-up), 1 and 2 threads.
+//! - `map/hot`, `map/spread`: the map operation alone (get-or-insert, then a CAS on the
+//!   value's `AtomicU64`), papaya against dashmap.
+
+// `criterion_group!` generates an undocumented public function.
+#![allow(missing_docs)]
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use limitcore::{Gcra, Keyed, Quota};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const KEYS: u64 = 100_000;
+
+/// A cheap per-thread key sequence (xorshift), the same for every contender.
+fn keys(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % KEYS
+    }
+}
+
+fn run_threads(threads: usize, iters: u64, work: &(dyn Fn(u64, u64) + Sync)) -> Duration {
+    let start = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    let t0 = Instant::now();
+                    work(t as u64 + 1, iters);
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+    })
+}
+
+fn keyed(c: &mut Criterion) {
+    // Always admits at benchmark speed, per key.
+    let quota = Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1_000_000)
+        .unwrap();
+    let ours: Keyed<u64, Gcra> = Keyed::new(quota).unwrap();
+    let gov = governor::RateLimiter::keyed(
+        governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+            .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
+    );
+    for k in 0..KEYS {
+        let _ = ours.try_acquire(&k);
+        let _ = gov.check_key(&k);
+    }
+    for (pattern, spread) in [("hot", false), ("spread", true)] {
+        let mut g = c.benchmark_group(format!("keyed/{pattern}"));
+        for threads in [1usize, 2] {
+            g.bench_with_input(
+                BenchmarkId::new("limitcore-keyed-gcra", threads),
+                &threads,
+                |b, &t| {
+                    b.iter_custom(|iters| {
+                        run_threads(t, iters, &|seed, iters| {
+                            let mut next = keys(seed);
+                            for _ in 0..iters {
+                                let k = if spread { next() } else { 7 };
+                                black_box(ours.try_acquire(&k).is_ok());
+                            }
+                        })
+                    })
+                },
+            );
+            g.bench_with_input(
+                BenchmarkId::new("governor-keyed", threads),
+                &threads,
+                |b, &t| {
+                    b.iter_custom(|iters| {
+                        run_threads(t, iters, &|seed, iters| {
+                            let mut next = keys(seed);
+                            for _ in 0..iters {
+                                let k = if spread { next() } else { 7 };
+                                black_box(gov.check_key(&k).is_ok());
+                            }
+                        })
+                    })
+                },
+            );
+        }
+        g.finish();
+    }
+}
+
+fn maps(c: &mut Criterion) {
+    let papaya: papaya::HashMap<u64, AtomicU64> = papaya::HashMap::new();
+    let dash: dashmap::DashMap<u64, AtomicU64> = dashmap::DashMap::new();
+    for k in 0..KEYS {
+        papaya.pin().insert(k, AtomicU64::new(0));
+        dash.insert(k, AtomicU64::new(0));
+    }
+    let bump = |a: &AtomicU64| {
+        let v = a.load(Ordering::Relaxed);
+        let _ = a.compare_exchange_weak(v, v + 1, Ordering::Relaxed, Ordering::Relaxed);
+    };
+    for (pattern, spread) in [("hot", false), ("spread", true)] {
+        let mut g = c.benchmark_group(format!("map/{pattern}"));
+        for threads in [1usize, 2] {
+            g.bench_with_input(BenchmarkId::new("papaya", threads), &threads, |b, &t| {
+                b.iter_custom(|iters| {
+                    run_threads(t, iters, &|seed, iters| {
+                        let mut next = keys(seed);
+                        let map = papaya.pin();
+                        for _ in 0..iters {
+                            let k = if spread { next() } else { 7 };
+                            bump(map.get_or_insert_with(k, || AtomicU64::new(0)));
+                        }
+                    })
+                })
+            });
+            g.bench_with_input(BenchmarkId::new("dashmap", threads), &threads, |b, &t| {
+                b.iter_custom(|iters| {
+                    run_threads(t, iters, &|seed, iters| {
+                        let mut next = keys(seed);
+                        for _ in 0..iters {
+                            let k = if spread { next() } else { 7 };
+                            match dash.get(&k) {
+                                Some(v) => bump(&v),
+                                None => bump(&dash.entry(k).or_insert_with(|| AtomicU64::new(0))),
+                            }
+                        }
+                    })
+                })
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    targets = keyed, maps
+}
+criterion_main!(benches);

@@ -1,0 +1,65 @@
+//! Bytes per key at 10^6 keys: `Keyed<u64, Gcra>` against governor's keyed limiter, measured
+//! by counting the heap bytes each allocates (through `stats_alloc`).
+//!
+//! ```text
+//! cargo run --release --example keyed_memory
+//! ```
+
+use limitcore::{Gcra, Keyed, Quota};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
+use std::num::NonZeroU32;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const KEYS: u64 = 1_000_000;
+
+/// Live heap bytes held after `build` has run (allocated minus freed).
+fn live_bytes<T>(build: impl FnOnce() -> T) -> (T, i64) {
+    let region = Region::new(GLOBAL);
+    let value = build();
+    let stats = region.change();
+    (
+        value,
+        stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
+            + stats.bytes_reallocated as i64,
+    )
+}
+
+fn main() {
+    let quota = Quota::per_second(10).unwrap();
+    let (ours, ours_bytes) = live_bytes(|| {
+        // No automatic sweep: the keys would go idle (and be evicted) while we insert them.
+        let keyed: Keyed<u64, Gcra> = Keyed::new(quota)
+            .unwrap()
+            .with_sweep_interval(std::time::Duration::ZERO);
+        for k in 0..KEYS {
+            let _ = keyed.try_acquire(&k);
+        }
+        keyed
+    });
+    let (gov, gov_bytes) = live_bytes(|| {
+        let gov =
+            governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::new(10).unwrap()));
+        for k in 0..KEYS {
+            let _ = gov.check_key(&k);
+        }
+        gov
+    });
+    assert_eq!(ours.len() as u64, KEYS);
+    assert_eq!(gov.len() as u64, KEYS);
+    println!("keys: {KEYS} (u64 keys, GCRA state)");
+    println!(
+        "limitcore Keyed<u64, Gcra> (papaya): {:.1} bytes/key",
+        ours_bytes as f64 / KEYS as f64
+    );
+    println!(
+        "governor keyed (dashmap):            {:.1} bytes/key",
+        gov_bytes as f64 / KEYS as f64
+    );
+    println!(
+        "ratio limitcore / governor:          {:.2}",
+        ours_bytes as f64 / gov_bytes as f64
+    );
+}
