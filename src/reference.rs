@@ -11,6 +11,14 @@ use crate::clock::Nanos;
 use crate::{Denied, Quota, Snapshot};
 use core::time::Duration;
 
+/// The denial that waits from `now` until the absolute time `at` (ns, may lie past the
+/// clock's range: then it can never conform, `Duration::MAX`).
+fn wait_until(at: u128, now: Nanos) -> Denied {
+    Denied::RateLimited {
+        retry_after: u64::try_from(at).map_or(Duration::MAX, |at| Duration::from_nanos(at - now)),
+    }
+}
+
 /// GCRA in the "continuous-state leaky bucket" form of ATM Forum TM 4.0 (Annex C): a bucket
 /// content `x` (ns of work queued) that drains at 1 ns per ns, and the last conformance
 /// time `lct`. Equivalent to [`Gcra`](crate::Gcra)'s virtual scheduling with
@@ -253,15 +261,7 @@ impl FixedWindowModel {
             self.used.insert(k, used + n);
             return Ok(());
         }
-        let end = u128::from(k + 1) * u128::from(self.period);
-        Err(match u64::try_from(end) {
-            Ok(end) => Denied::RateLimited {
-                retry_after: Duration::from_nanos(end - now),
-            },
-            Err(_) => Denied::RateLimited {
-                retry_after: Duration::MAX,
-            },
-        })
+        Err(wait_until(u128::from(k + 1) * u128::from(self.period), now))
     }
 
     /// Permits left in the window of `now`.
@@ -465,14 +465,7 @@ impl SlidingWindowModel {
                 lo = mid + 1;
             }
         }
-        Err(match u64::try_from(lo) {
-            Ok(at) => Denied::RateLimited {
-                retry_after: Duration::from_nanos(at - now),
-            },
-            Err(_) => Denied::RateLimited {
-                retry_after: Duration::MAX,
-            },
-        })
+        Err(wait_until(lo, now))
     }
 
     /// Permits the formula admits now.
