@@ -219,11 +219,9 @@ fn acquire_word(word: &AtomicU64, rule: &Rule, n: u32, now: Nanos) -> Result<(),
 ///   is ever dropped to make room. The bound is soft by at most the number of threads
 ///   inserting at the same instant.
 /// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
-///   the key's next fresh state; for [`Gcra`] and [`LeakyBucket`], whose state is a
-///   theoretical arrival time that means the same under any quota, it applies at once and
-///   the key keeps its history. For the other algorithms the key keeps its current state
-///   (under its old quota) until that state goes idle and is evicted: a quota change never
-///   resets a limited key.
+///   the key's next fresh state: at once for a key that is new or idle, otherwise once its
+///   current state (decided under its old quota) goes idle and is evicted. A quota change
+///   never resets a limited key.
 ///
 /// The map is `papaya`'s lock-free hash map: a lookup takes no lock, global or sharded.
 ///
@@ -342,37 +340,55 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
         self.map.is_empty()
     }
 
-    /// Give `key` its own quota (see "Per-key quotas").
+    /// Give `key` its own quota (see "Per-key quotas"), as of the clock's current time.
     ///
     /// # Errors
     ///
     /// The [`QuotaError`] of `L` for this quota.
     pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), QuotaError> {
+        self.set_quota_at(key, quota, self.clock.now())
+    }
+
+    /// As [`Keyed::set_quota`], at the explicit time `now`: if the key's current state is
+    /// idle at `now` (see "Contract"), it is evicted at once, so the new quota applies to the
+    /// key's next request; otherwise the key keeps its state, under its old quota, until it
+    /// goes idle.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of `L` for this quota.
+    pub fn set_quota_at(&self, key: K, quota: Quota, now: Nanos) -> Result<(), QuotaError> {
         let rule = L::rule(&quota)?.0;
         // Relaxed: a hint that only lets lookups skip an empty map; `overrides` publishes
         // its entries itself.
         self.any_overrides.store(1, Ordering::Relaxed);
+        let map = self.map.pin();
         self.overrides.pin().insert(key.clone(), rule);
-        if matches!(rule, Rule::Gcra(_) | Rule::Pacer(_)) {
-            // Same state, new rule: move the TAT to a new slot, retiring the old one so no
-            // charge can land on it after the move.
-            let map = self.map.pin();
-            if let Some(slot) = map.get(&key) {
-                // Relaxed: see the module's "Orderings"; the swap is the retirement.
-                let word = slot.word.swap(RETIRED, Ordering::Relaxed);
-                let _ = map.remove_if(&key, |_, s| s.word.load(Ordering::Relaxed) == RETIRED);
-                if word != RETIRED {
-                    map.insert(
-                        key,
-                        Slot {
-                            word: AtomicU64::new(word),
-                            rule: Some(Box::new(rule)),
-                        },
-                    );
-                }
-            }
+        if let Some(slot) = map.get(&key) {
+            self.evict_if_idle(&map, &key, slot, now);
         }
         Ok(())
+    }
+
+    /// Retire and remove `key` if its state is idle at `now` (see the module's "Orderings").
+    fn evict_if_idle<G: papaya::Guard>(
+        &self,
+        map: &papaya::HashMapRef<'_, K, Slot, std::collections::hash_map::RandomState, G>,
+        key: &K,
+        slot: &Slot,
+        now: Nanos,
+    ) -> bool {
+        let Some(at) = now.checked_sub(EVICTION_GRACE_NS) else {
+            return false;
+        };
+        let rule = slot.rule.as_deref().unwrap_or(&self.default);
+        // Relaxed: see the module's "Orderings"; the CAS below decides.
+        let word = slot.word.load(Ordering::Relaxed);
+        word != RETIRED
+            && rule.idle(word, at)
+            && slot.word.compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            // Relaxed: as above.
+            && matches!(map.remove_if(key, |_, s| s.word.load(Ordering::Relaxed) == RETIRED), Ok(Some(_)))
     }
 
     /// The rule a new state for `key` gets.
@@ -510,30 +526,9 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
 
     /// As [`Keyed::evict_idle`], at the explicit time `now`.
     pub fn evict_idle_at(&self, now: Nanos) -> usize {
-        let Some(at) = now.checked_sub(EVICTION_GRACE_NS) else {
-            return 0;
-        };
         let map = self.map.pin();
-        let mut removed = 0;
-        for (key, slot) in map.iter() {
-            let rule = slot.rule.as_deref().unwrap_or(&self.default);
-            // Relaxed: see the module's "Orderings"; the CAS below decides.
-            let word = slot.word.load(Ordering::Relaxed);
-            if word != RETIRED
-                && rule.idle(word, at)
-                && slot
-                    .word
-                    .compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                // Relaxed: as above.
-                if let Ok(Some(_)) =
-                    map.remove_if(key, |_, s| s.word.load(Ordering::Relaxed) == RETIRED)
-                {
-                    removed += 1;
-                }
-            }
-        }
-        removed
+        map.iter()
+            .filter(|&(key, slot)| self.evict_if_idle(&map, key, slot, now))
+            .count()
     }
 }

@@ -172,20 +172,16 @@ fn eviction_waits_for_idle_plus_grace() {
     assert_eq!(keyed.len(), 0);
 }
 
-/// Per-key quotas: a tenant with its own allowance, applied at once for GCRA with its
-/// history kept.
+/// Per-key quotas: a tenant with its own allowance applies at once to a new or idle key,
+/// and to a limited key only once it has gone idle (a quota change never resets it).
 #[test]
 fn set_quota_gives_a_key_its_own_allowance() {
     let keyed: Keyed<&str, Gcra, ManualClock> =
         Keyed::with_clock(Quota::per_second(1).unwrap(), ManualClock::new()).unwrap();
-    keyed.try_acquire_n_at(&"big", 1, 0).unwrap();
     keyed
-        .set_quota("big", Quota::per_second(100).unwrap())
+        .set_quota_at("big", Quota::per_second(100).unwrap(), 0)
         .unwrap();
-    // The TAT (1 s) carries over: 100 − 100 = 0 left, then 99 after 10 ms.
-    assert_eq!(keyed.snapshot_at(&"big", 0).remaining, 0);
-    assert_eq!(keyed.snapshot_at(&"big", 10_000_000).remaining, 1);
-    assert!(keyed.try_acquire_n_at(&"big", 99, 990_000_000).is_ok());
+    assert!(keyed.try_acquire_n_at(&"big", 100, 0).is_ok());
     assert_eq!(
         keyed.try_acquire_n_at(&"small", 2, 0),
         Err(Denied::ExceedsCapacity { capacity: 1 })
@@ -194,6 +190,24 @@ fn set_quota_gives_a_key_its_own_allowance() {
         keyed.try_acquire_n_at(&"big", 101, 0),
         Err(Denied::ExceedsCapacity { capacity: 100 })
     );
+    // A limited key keeps its state and its old quota...
+    keyed.try_acquire_n_at(&"late", 1, 0).unwrap();
+    keyed
+        .set_quota_at("late", Quota::per_second(100).unwrap(), 0)
+        .unwrap();
+    assert_eq!(
+        keyed
+            .try_acquire_n_at(&"late", 1, 0)
+            .unwrap_err()
+            .retry_after(),
+        Some(Duration::from_secs(1))
+    );
+    // ...until it has been idle for the grace: then the override applies.
+    let later = 1_000_000_000 + EVICTION_GRACE_NS;
+    keyed
+        .set_quota_at("late", Quota::per_second(100).unwrap(), later)
+        .unwrap();
+    assert!(keyed.try_acquire_n_at(&"late", 100, later).is_ok());
 }
 
 /// Threads on hot keys and many cold keys with a frozen clock: every key admits exactly its
