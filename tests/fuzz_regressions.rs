@@ -99,3 +99,39 @@ fn token_bucket_differential() {
 fn quota_parse() {
     run_target("quota_parse", harness::quota_parse, 0x8cb9_2ba7_2f3d_8dd7);
 }
+
+#[test]
+fn fixed_window_differential() {
+    run_target(
+        "fixed_window_differential",
+        harness::fixed_window_differential,
+        0x6a09_e667_f3bc_c908,
+    );
+}
+
+#[test]
+fn sliding_log_differential() {
+    run_target(
+        "sliding_log_differential",
+        harness::sliding_log_differential,
+        0xbb67_ae85_84ca_a73b,
+    );
+}
+
+#[test]
+fn sliding_window_differential() {
+    run_target(
+        "sliding_window_differential",
+        harness::sliding_window_differential,
+        0x3c6e_f372_fe94_f82b,
+    );
+}
+
+#[test]
+fn leaky_bucket_differential() {
+    run_target(
+        "leaky_bucket_differential",
+        harness::leaky_bucket_differential,
+        0xa54f_f53a_5f1d_36f1,
+    );
+}

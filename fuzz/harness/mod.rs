@@ -13,6 +13,20 @@
 //!   agreement in (phase 1: a window of `R` ns around a base time, any order; phase 2:
 //!   monotone time with long forward steps).
 //! - [`quota_parse`]: [`Quota`]'s parser, constructors and `Display`.
+//! - [`fixed_window_differential`], [`sliding_log_differential`]: [`FixedWindow`] and
+//!   [`SlidingLog`] against [`FixedWindowModel`] and [`SlidingLogModel`], at explicit times
+//!   anywhere in the 64-bit range, in any order.
+//! - [`sliding_window_differential`]: [`SlidingWindow`] with batch 0 against
+//!   [`SlidingWindowModel`], exactly, with every reading inside the window its stale
+//!   tolerance and window-number field promise exactness in; then with leases (batch
+//!   `1..=16`) and monotone time, never admitting what the formula on the true counts
+//!   refuses.
+//! - [`leaky_bucket_differential`]: [`LeakyBucket`]'s `try_acquire_n_at` and
+//!   `reserve_n_at` against [`LeakyBucketModel`], at any time.
+//!
+//! The last four have no clock: every call gets its time explicitly (the limiters are built
+//! on a clock that panics if read). [`TOLERATE_KNOWN_ISSUES`] steps around the issues in
+//! `src/` they found (see `fuzz/README.md`).
 //!
 //! Inputs are decoded with [`arbitrary::Unstructured`]; running out of bytes ends a run
 //! (the runs never fail for lack of input). Changing any choice below (a selector's range,
@@ -24,10 +38,14 @@ use arbitrary::Unstructured;
 use core::fmt::Write as _;
 use core::time::Duration;
 use limitcore::clock::{Clock, ManualClock};
-use limitcore::reference::{GcraModel, TokenBucketModel};
+use limitcore::reference::{
+    FixedWindowModel, GcraModel, LeakyBucketModel, SlidingLogModel, SlidingWindowModel,
+    TokenBucketModel,
+};
 use limitcore::{
-    Denied, Gcra, Quota, QuotaError, RateLimiter, Snapshot, TokenBucket, MAX_BACKWARD_TOLERANCE_NS,
-    MAX_BURST_SPAN_NS,
+    Denied, FixedWindow, Gcra, LeakyBucket, Quota, QuotaError, RateLimiter, Reserve, SlidingLog,
+    SlidingWindow, Snapshot, TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_BURST_SPAN_NS,
+    MAX_SLIDING_WINDOW_COUNT, STALE_TOLERANCE_NS,
 };
 
 type ArbResult<T> = arbitrary::Result<T>;
@@ -37,6 +55,11 @@ const MAX_OPS: usize = 400;
 
 /// How many of the latest steps a failure message prints.
 const HISTORY_SHOWN: usize = 48;
+
+/// Step around the known issues in `src/` that the window and pacer targets found (see
+/// `fuzz/README.md`), so that the targets keep looking for new ones. Set it to `false` to
+/// see them fail: each place that depends on it says what it tolerates.
+const TOLERATE_KNOWN_ISSUES: bool = true;
 
 // ---------------------------------------------------------------------------------------
 // Decoding helpers.
@@ -88,12 +111,10 @@ const UNIT_NS: [u64; 7] = [
     86_400_000_000_000,
 ];
 
-/// `(count, period_ns, burst)` and the quota the public constructors make of them.
-fn arbitrary_quota(
-    u: &mut Unstructured<'_>,
-) -> ArbResult<(u32, u64, u32, Result<Quota, QuotaError>)> {
-    let count = biased_u32(u)?;
-    let period_ns = match u.int_in_range(0u8..=2)? {
+/// A period in ns for `count` permits: `count × T` minus a little (so `T` rounds up), a
+/// [`biased_u64`], or a whole number of one of the text form's units.
+fn arbitrary_period(u: &mut Unstructured<'_>, count: u32) -> ArbResult<u64> {
+    Ok(match u.int_in_range(0u8..=2)? {
         // Driven by the interval: `count × T` minus a little, so `T` rounds up.
         0 => {
             let interval = match u.int_in_range(0u8..=3)? {
@@ -113,7 +134,15 @@ fn arbitrary_quota(
             let unit = UNIT_NS[u.choose_index(UNIT_NS.len())?];
             unit.saturating_mul(u.int_in_range(1..=1_000)?)
         }
-    };
+    })
+}
+
+/// `(count, period_ns, burst)` and the quota the public constructors make of them.
+fn arbitrary_quota(
+    u: &mut Unstructured<'_>,
+) -> ArbResult<(u32, u64, u32, Result<Quota, QuotaError>)> {
+    let count = biased_u32(u)?;
+    let period_ns = arbitrary_period(u, count)?;
     // The interval the quota will have, if it is valid at all.
     let interval = period_ns.div_ceil(u64::from(count.max(1))).max(1);
     let burst = match u.int_in_range(0u8..=4)? {
@@ -1146,4 +1175,1291 @@ fn check_error(e: &QuotaError, what: &str) {
         "{what}: {e:?} has an empty message"
     );
     let _ = format!("{e:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Explicit-time runs (the window limiters and the pacer): shared pieces.
+// ---------------------------------------------------------------------------------------
+
+/// The clock of an explicit-time run: every call is given its time, so nothing may read it.
+#[derive(Debug, Clone, Copy)]
+struct NoClock;
+
+impl Clock for NoClock {
+    fn now(&self) -> u64 {
+        panic!("harness bug: an explicit-time run read the limiter's clock")
+    }
+}
+
+/// One operation of an explicit-time run. There is no clock: `now` is the run's own
+/// variable, and every call gets its time explicitly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimedOp {
+    /// Move `now` forward by this many ns (saturating; then brought inside the run's
+    /// readings, see [`Readings`]).
+    Advance(u64),
+    /// Set `now` (backwards too, where the run allows it).
+    SetTime(u64),
+    /// Move `now` forward by this much: the last finite `retry_after` (or 1 ns less), as a
+    /// caller that waited; the denied request is then asked again.
+    WaitRetry(u64),
+    /// `try_acquire_n_at(n, now)`.
+    Acquire(u32),
+    /// `reserve_n_at(n, now, max_wait)` (the pacer).
+    Reserve(u32, Duration),
+    /// `snapshot_at(t)`.
+    SnapshotAt(u64),
+}
+
+/// What a step gave (the limiter's answer; the model agreed or the run failed).
+#[derive(Debug, Clone, Copy)]
+enum TimedOutcome {
+    Time,
+    Decision(Result<(), Denied>),
+    /// A reservation's delay.
+    Reserved(Result<Duration, Denied>),
+    Snapshot(Snapshot),
+    /// Left out: the model cannot answer it (see [`TOLERATE_KNOWN_ISSUES`]).
+    Skipped,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TimedStep {
+    phase: u8,
+    op: TimedOp,
+    /// `now` after the step (for a snapshot: the time it was taken at).
+    now: u64,
+    outcome: TimedOutcome,
+}
+
+/// The story of an explicit-time run, for the failure message.
+struct Trace {
+    target: &'static str,
+    /// The limiter under test and what it is checked against.
+    name: String,
+    model: &'static str,
+    quota: Quota,
+    /// Anything else that identifies the run (batch, ...).
+    setup: String,
+    /// The readings allowed at the last admission (a window run's).
+    readings: Option<Readings>,
+    /// `now` when the run started.
+    start: u64,
+    phase: u8,
+    history: Vec<TimedStep>,
+}
+
+impl Trace {
+    fn new(
+        target: &'static str,
+        name: &str,
+        model: &'static str,
+        quota: Quota,
+        start: u64,
+    ) -> Trace {
+        Trace {
+            target,
+            name: name.to_owned(),
+            model,
+            quota,
+            setup: String::new(),
+            readings: None,
+            start,
+            phase: 1,
+            history: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, op: TimedOp, now: u64, outcome: TimedOutcome) {
+        self.history.push(TimedStep {
+            phase: self.phase,
+            op,
+            now,
+            outcome,
+        });
+    }
+
+    /// Panic with everything needed to reproduce and understand a disagreement.
+    #[cold]
+    #[inline(never)]
+    fn fail(&self, what: &str, op: TimedOp, now: u64, detail: &str) -> ! {
+        let mut msg = String::new();
+        let _ = writeln!(
+            msg,
+            "[{}] {} against {}: {what}",
+            self.target, self.name, self.model
+        );
+        let q = &self.quota;
+        let _ = writeln!(
+            msg,
+            "  quota: {q} = {q:?} (count {}, period {} ns, interval {} ns, burst {})",
+            q.count(),
+            q.period_ns(),
+            q.emission_interval_ns(),
+            q.burst()
+        );
+        if !self.setup.is_empty() {
+            let _ = writeln!(msg, "  setup: {}", self.setup);
+        }
+        if let Some(r) = self.readings {
+            let _ = writeln!(msg, "  readings: {r:?}, allowed in {:?}", r.bounds());
+        }
+        let _ = writeln!(
+            msg,
+            "  at step {} (phase {}): {op:?} with now = {now} (u64::MAX - now = {}); the run \
+             started at {}",
+            self.history.len(),
+            self.phase,
+            u64::MAX - now,
+            self.start
+        );
+        let _ = writeln!(msg, "{detail}");
+        let skip = self.history.len().saturating_sub(HISTORY_SHOWN);
+        let _ = writeln!(
+            msg,
+            "  history ({} steps{}):",
+            self.history.len(),
+            if skip > 0 { ", oldest left out" } else { "" }
+        );
+        for (i, s) in self.history.iter().enumerate().skip(skip) {
+            let _ = writeln!(
+                msg,
+                "    #{i} p{} {:?} now={} -> {:?}",
+                s.phase, s.op, s.now, s.outcome
+            );
+        }
+        panic!("{msg}");
+    }
+}
+
+/// `Duration` → ns, saturating (as the crate converts a `max_wait`).
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The time scales a window run draws its distances around.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    period: u64,
+    interval: u64,
+    /// Most permits at once (the count, for a window).
+    capacity: u32,
+}
+
+impl Shape {
+    fn window(quota: &Quota) -> Shape {
+        Shape {
+            period: quota.period_ns(),
+            interval: quota.emission_interval_ns(),
+            capacity: quota.count(),
+        }
+    }
+}
+
+/// A quota with `1 ≤ count ≤ max` (the default burst), from the public constructor: a few
+/// permits, anything up to `max`, `max` itself (or just under), or a power of two ± 1.
+fn bounded_quota(u: &mut Unstructured<'_>, max: u32) -> ArbResult<Result<Quota, QuotaError>> {
+    let count = match u.int_in_range(0u8..=3)? {
+        0 => u.int_in_range(1..=max.min(4))?,
+        1 => u.int_in_range(1..=max)?,
+        2 => max - u.int_in_range(0..=(max - 1).min(2))?,
+        _ => {
+            let shift = u.int_in_range(0..=31 - max.leading_zeros())?;
+            ((1u32 << shift) + u.int_in_range(0..=2)?)
+                .saturating_sub(1)
+                .clamp(1, max)
+        }
+    };
+    let period_ns = arbitrary_period(u, count)?;
+    Ok(Quota::new(count, Duration::from_nanos(period_ns)))
+}
+
+/// A distance in ns for a window run: tiny, `k·T` (± 1) for `k ≤ count + 1` (the
+/// formula's steps inside a window), `k` whole windows (± 1), within two windows, or a
+/// [`biased_u64`].
+fn window_delta(u: &mut Unstructured<'_>, s: &Shape) -> ArbResult<u64> {
+    Ok(match u.int_in_range(0u8..=4)? {
+        0 => u.int_in_range(0..=3)?,
+        1 => {
+            let k = u.int_in_range(0..=u64::from(s.capacity) + 1)?;
+            s.interval
+                .saturating_mul(k)
+                .saturating_add(u.int_in_range(0..=2)?)
+                .saturating_sub(1)
+        }
+        2 => {
+            let k = u.int_in_range(0..=6)?;
+            s.period
+                .saturating_mul(k)
+                .saturating_add(u.int_in_range(0..=2)?)
+                .saturating_sub(1)
+        }
+        3 => u.int_in_range(0..=s.period.saturating_mul(2))?,
+        _ => biased_u64(u)?,
+    })
+}
+
+/// A time for a window run: ahead of or behind `now`, from the start of `now`'s window
+/// (its edges and the formula's steps), or before `u64::MAX`, by a [`window_delta`]
+/// (clamped to `[lo, hi]`), or absolute (folded into `[lo, hi]`).
+fn window_time(
+    u: &mut Unstructured<'_>,
+    now: u64,
+    (lo, hi): (u64, u64),
+    s: &Shape,
+) -> ArbResult<u64> {
+    Ok(match u.int_in_range(0u8..=4)? {
+        0 => now.saturating_add(window_delta(u, s)?).clamp(lo, hi),
+        1 => now.saturating_sub(window_delta(u, s)?).clamp(lo, hi),
+        2 => (now - now % s.period)
+            .saturating_add(window_delta(u, s)?)
+            .clamp(lo, hi),
+        3 => (u64::MAX - window_delta(u, s)?).clamp(lo, hi),
+        _ => {
+            let t = biased_u64(u)?;
+            match (hi - lo).checked_add(1) {
+                Some(len) => lo + t % len,
+                None => t,
+            }
+        }
+    })
+}
+
+/// Where a window run starts: a [`biased_u64`], or a few windows before the end of the
+/// clock (where the last window ends past `u64::MAX`).
+fn window_start(u: &mut Unstructured<'_>, s: &Shape) -> ArbResult<u64> {
+    Ok(match u.int_in_range(0u8..=2)? {
+        0 | 1 => biased_u64(u)?,
+        _ => u64::MAX - window_delta(u, s)?.saturating_add(window_delta(u, s)?),
+    })
+}
+
+/// The readings a run may use and still expect exact agreement with its model.
+#[derive(Debug, Clone, Copy)]
+enum Readings {
+    /// Any `u64` time, in any order (the fixed window, the sliding log, the pacer).
+    Anywhere,
+    /// The sliding window's: see [`SlidingReadings`].
+    Sliding(SlidingReadings),
+}
+
+/// Where [`SlidingWindow`]'s documentation promises the formula exactly (batch 0).
+///
+/// The global word keeps the window number modulo `2^F` (`F = 64 − 2b`, `b` the bit length
+/// of the count); a reading up to `tolerance` windows before the stored window is stale and
+/// decided at the stored window's start ([`STALE_TOLERANCE_NS`]: "2^33 ns worth of
+/// windows, at least 4, at most a quarter of the field's range"), and a reading `D` windows
+/// after it is read modulo `2^F` ("a limiter left idle for about a multiple of `2^F`
+/// windows may read its old counts as current or stale"). So, with `S` the stored window
+/// (the latest window of an admission), every reading's window is kept in
+/// `[S − tolerance, S + 2^F − tolerance − 1]`: both ends inclusive, on purpose.
+///
+/// Before the first admission the word is the fresh `0` (window 0, no counts): any reading
+/// decides like the model, but an *admission* at a window within `tolerance` below a
+/// multiple of `2^F` is taken as stale and recorded up to `tolerance` windows in the future
+/// (see `fuzz/README.md`); such readings are moved out of that band.
+#[derive(Debug, Clone, Copy)]
+struct SlidingReadings {
+    period: u64,
+    /// `F`.
+    field_bits: u32,
+    /// In windows.
+    tolerance: u64,
+    /// `S`, once something was admitted.
+    stored: Option<u64>,
+}
+
+impl SlidingReadings {
+    fn new(quota: &Quota) -> SlidingReadings {
+        let bits = u32::BITS - quota.count().leading_zeros();
+        let field_bits = 64 - 2 * bits;
+        let quarter = (1u64 << (field_bits - 2)) - 1;
+        SlidingReadings {
+            period: quota.period_ns(),
+            field_bits,
+            tolerance: STALE_TOLERANCE_NS
+                .div_ceil(quota.period_ns())
+                .max(4)
+                .min(quarter.max(4)),
+            stored: None,
+        }
+    }
+}
+
+impl Readings {
+    /// The range every reading must be in.
+    fn bounds(&self) -> (u64, u64) {
+        match self {
+            Readings::Anywhere => (0, u64::MAX),
+            Readings::Sliding(r) => match r.stored {
+                None => (0, u64::MAX),
+                Some(s) => {
+                    let lo = s.saturating_sub(r.tolerance) * r.period;
+                    let end = (u128::from(s) + (1u128 << r.field_bits) - u128::from(r.tolerance))
+                        * u128::from(r.period);
+                    (lo, u64::try_from(end - 1).unwrap_or(u64::MAX))
+                }
+            },
+        }
+    }
+
+    /// The nearest reading to `t` that the run may use.
+    fn allowed(&self, t: u64) -> u64 {
+        let (lo, hi) = self.bounds();
+        let t = t.clamp(lo, hi);
+        let Readings::Sliding(r) = self else {
+            return t;
+        };
+        if r.stored.is_some() {
+            return t;
+        }
+        // The fresh word's stale band: window residues [2^F − tolerance, 2^F).
+        let field = 1u64 << r.field_bits;
+        let residue = (t / r.period) & (field - 1);
+        let band = field - r.tolerance;
+        if residue < band {
+            return t;
+        }
+        // Forward to the next multiple of 2^F windows, or back just below the band.
+        u128::from(field - residue)
+            .checked_mul(u128::from(r.period))
+            .and_then(|d| u64::try_from(u128::from(t) + d).ok())
+            .unwrap_or_else(|| t - (residue - band + 1) * r.period)
+    }
+
+    fn allows(&self, t: u64) -> bool {
+        self.allowed(t) == t
+    }
+
+    /// `n ≥ 1` permits were admitted at `at`.
+    fn admitted(&mut self, at: u64) {
+        if let Readings::Sliding(r) = self {
+            let k = at / r.period;
+            r.stored = Some(r.stored.map_or(k, |s| s.max(k)));
+        }
+    }
+}
+
+/// A window model, as the window runs use it.
+trait WindowModel: Clone {
+    fn decide(&mut self, n: u32, now: u64) -> Result<(), Denied>;
+    /// The request to ask the model in place of `n` at `now`: `n` itself, or one the model
+    /// answers alike where `n` would make it panic; `None` if there is none.
+    fn stand_in(&self, n: u32, _now: u64, _capacity: u32) -> Option<u32> {
+        Some(n)
+    }
+    /// Permits the model admits at `now` (`capacity` is the count).
+    fn left(&self, now: u64, capacity: u32) -> u32;
+    /// Is nothing counted against the next request at `now`?
+    fn full(&self, now: u64, capacity: u32) -> bool {
+        self.left(now, capacity) == capacity
+    }
+}
+
+impl WindowModel for FixedWindowModel {
+    fn decide(&mut self, n: u32, now: u64) -> Result<(), Denied> {
+        self.acquire(n, now)
+    }
+    /// `FixedWindowModel::acquire` adds `used + n` in `u32`, which overflows (a panic with
+    /// overflow checks) when the count is above `u32::MAX / 2`: see `fuzz/README.md`. Such a
+    /// request must be denied until the window ends, whatever `n`: while
+    /// [`TOLERATE_KNOWN_ISSUES`] is set, the model is asked for the smallest denied request,
+    /// `count − used + 1`, instead (none if the count is `u32::MAX`).
+    fn stand_in(&self, n: u32, now: u64, capacity: u32) -> Option<u32> {
+        let used = capacity - self.remaining(now);
+        if !TOLERATE_KNOWN_ISSUES || n > capacity || used.checked_add(n).is_some() {
+            return Some(n);
+        }
+        let smallest = capacity - used + 1;
+        used.checked_add(smallest).map(|_| smallest)
+    }
+    fn left(&self, now: u64, _: u32) -> u32 {
+        self.remaining(now)
+    }
+}
+
+impl WindowModel for SlidingLogModel {
+    fn decide(&mut self, n: u32, now: u64) -> Result<(), Denied> {
+        self.acquire(n, now)
+    }
+    fn left(&self, now: u64, _: u32) -> u32 {
+        self.remaining(now)
+    }
+}
+
+impl WindowModel for SlidingWindowModel {
+    fn decide(&mut self, n: u32, now: u64) -> Result<(), Denied> {
+        self.acquire(n, now)
+    }
+    /// `remaining` tries every `n` from the count down: for large counts, binary search
+    /// the largest `n` that `acquire` admits (on copies) instead.
+    fn left(&self, now: u64, capacity: u32) -> u32 {
+        if capacity <= 4_096 {
+            return self.remaining(now);
+        }
+        let (mut lo, mut hi) = (0, capacity);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.clone().acquire(mid, now).is_ok() {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+    fn full(&self, now: u64, capacity: u32) -> bool {
+        self.clone().acquire(capacity, now).is_ok()
+    }
+}
+
+/// A window limiter and its model, the run's `now`, and the history so far.
+struct WindowDiff<'a, L: RateLimiter, M: WindowModel> {
+    trace: Trace,
+    limiter: &'a L,
+    model: M,
+    shape: Shape,
+    readings: Readings,
+    now: u64,
+    /// The last denial with a finite wait: `(n, retry_after in ns)`.
+    last_denied: Option<(u32, u64)>,
+}
+
+impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
+    fn move_to(&mut self, op: TimedOp, to: u64) {
+        self.now = self.readings.allowed(to);
+        self.trace.record(op, self.now, TimedOutcome::Time);
+    }
+
+    /// `n` permits at `now`, on both; they must agree.
+    fn acquire(&mut self, op: TimedOp, n: u32) {
+        let now = self.now;
+        let Some(asked) = self.model.stand_in(n, now, self.shape.capacity) else {
+            self.trace.record(op, now, TimedOutcome::Skipped);
+            return;
+        };
+        let got = self.limiter.try_acquire_n_at(n, now);
+        let want = self.model.decide(asked, now);
+        if got != want {
+            self.trace.fail(
+                "decision",
+                op,
+                now,
+                &format!(
+                    "  {}: {got:?}\n  {}: {want:?}",
+                    self.trace.name, self.trace.model
+                ),
+            );
+        }
+        self.trace.record(op, now, TimedOutcome::Decision(got));
+        if got.is_ok() && n >= 1 {
+            self.readings.admitted(now);
+            self.trace.readings = Some(self.readings);
+        }
+        self.check_retry_after(op, asked, now, got);
+    }
+
+    /// A finite `retry_after` is exact (on copies of the model, which the limiter has just
+    /// been shown to equal: asking again exactly that much later is admitted, one ns earlier
+    /// is refused by 1 ns), and the limiter's own snapshots agree at both probe times (where
+    /// the run may read); `Duration::MAX` means never (still refused at the end of the
+    /// clock).
+    fn check_retry_after(&mut self, op: TimedOp, n: u32, now: u64, got: Result<(), Denied>) {
+        let Err(Denied::RateLimited { retry_after }) = got else {
+            return;
+        };
+        let t = &self.trace;
+        if retry_after == Duration::MAX {
+            let at_end = self.model.clone().decide(n, u64::MAX);
+            if at_end.is_ok() {
+                t.fail(
+                    "retry_after = MAX but admitted later",
+                    op,
+                    now,
+                    &format!("  denied {got:?}, but asking again at u64::MAX is admitted"),
+                );
+            }
+            if self.readings.allows(u64::MAX) {
+                let s = self.limiter.snapshot_at(u64::MAX);
+                if s.remaining >= n {
+                    t.fail(
+                        "retry_after = MAX but the limiter has room later",
+                        op,
+                        now,
+                        &format!("  denied {got:?}, but snapshot_at(u64::MAX) = {s:?}"),
+                    );
+                }
+            }
+            return;
+        }
+        let wait = saturating_nanos(retry_after);
+        if wait == 0 {
+            t.fail(
+                "zero retry_after",
+                op,
+                now,
+                "  a denial must ask for a wait of at least 1 ns",
+            );
+        }
+        let Some(then) = now.checked_add(wait) else {
+            t.fail(
+                "finite retry_after past the end of the clock",
+                op,
+                now,
+                &format!(
+                    "  denied {got:?}: now + retry_after passes u64::MAX (should be Duration::MAX)"
+                ),
+            );
+        };
+        let at_then = self.model.clone().decide(n, then);
+        if at_then.is_err() {
+            t.fail(
+                "retry_after too short",
+                op,
+                now,
+                &format!("  denied {got:?}, but asking again at now + {wait} gives {at_then:?}"),
+            );
+        }
+        let just_before = self.model.clone().decide(n, then - 1);
+        let by_one = Err(Denied::RateLimited {
+            retry_after: Duration::from_nanos(1),
+        });
+        if just_before != by_one {
+            t.fail(
+                "retry_after too long",
+                op,
+                now,
+                &format!(
+                    "  denied {got:?}, but asking again at now + {wait} - 1 gives {just_before:?}"
+                ),
+            );
+        }
+        for (at, room) in [(then, true), (then - 1, false)] {
+            if !self.readings.allows(at) {
+                continue;
+            }
+            let s = self.limiter.snapshot_at(at);
+            if (s.remaining >= n) != room {
+                t.fail(
+                    "the limiter's snapshot disagrees with its retry_after",
+                    op,
+                    now,
+                    &format!(
+                        "  denied {got:?} (n = {n}), but snapshot_at(now + {}) = {s:?}",
+                        at - now
+                    ),
+                );
+            }
+        }
+        self.last_denied = Some((n, wait));
+    }
+
+    /// Is the model full (nothing counted against the next request) at `at`?
+    fn model_full(&self, at: u64) -> bool {
+        self.model.full(at, self.shape.capacity)
+    }
+
+    /// Read both at `at`; `remaining` must agree, and both fields must mean what they say.
+    fn snapshot(&mut self, op: TimedOp, at: u64) -> Snapshot {
+        let got = self.limiter.snapshot_at(at);
+        let cap = self.shape.capacity;
+        let want = self.model.left(at, cap);
+        let t = &self.trace;
+        if got.remaining != want {
+            t.fail(
+                "snapshot.remaining",
+                op,
+                at,
+                &format!("  {}: {got:?}\n  {}: remaining {want}", t.name, t.model),
+            );
+        }
+        // `remaining` permits are admitted now, one more is not (on copies of the model).
+        let take = self.model.clone().decide(got.remaining, at);
+        if take.is_err() {
+            t.fail(
+                "snapshot.remaining too high",
+                op,
+                at,
+                &format!("  {got:?}, but acquiring {} gives {take:?}", got.remaining),
+            );
+        }
+        let one_more = (got.remaining < cap)
+            .then(|| self.model.stand_in(got.remaining + 1, at, cap))
+            .flatten();
+        if let Some(one_more) = one_more {
+            let more = self.model.clone().decide(one_more, at);
+            if more.is_ok() {
+                t.fail(
+                    "snapshot.remaining too low",
+                    op,
+                    at,
+                    &format!("  {got:?}, but acquiring {} is admitted", got.remaining + 1),
+                );
+            }
+        }
+        if got.remaining > cap {
+            t.fail(
+                "snapshot.remaining above the count",
+                op,
+                at,
+                &format!("  {got:?}"),
+            );
+        }
+        // Full again exactly `full_after` from `at` (`MAX`: never, within the clock).
+        if got.full_after == Duration::MAX {
+            if self.model_full(u64::MAX) {
+                t.fail(
+                    "snapshot.full_after = MAX but full later",
+                    op,
+                    at,
+                    &format!("  {got:?}, but the model is full at u64::MAX"),
+                );
+            }
+        } else {
+            let full_after = saturating_nanos(got.full_after);
+            let Some(full_at) = at.checked_add(full_after) else {
+                t.fail(
+                    "snapshot.full_after",
+                    op,
+                    at,
+                    &format!("  {got:?} is full after the end of the clock (should be MAX)"),
+                );
+            };
+            // SlidingLog saturates `newest + period` at `u64::MAX` (see `fuzz/README.md`): it
+            // answers `u64::MAX − at` (0 at `u64::MAX`, with nothing remaining) where the log
+            // is never full again within the clock, instead of `Duration::MAX`.
+            let known_saturation = TOLERATE_KNOWN_ISSUES
+                && t.target == "sliding_log_differential"
+                && full_at == u64::MAX
+                && !self.model_full(u64::MAX);
+            if !self.model_full(full_at) && !known_saturation {
+                t.fail(
+                    "snapshot.full_after too short",
+                    op,
+                    at,
+                    &format!("  {got:?}, but the model is not full at at + full_after"),
+                );
+            }
+            if full_after > 0 && self.model_full(full_at - 1) {
+                t.fail(
+                    "snapshot.full_after too long",
+                    op,
+                    at,
+                    &format!("  {got:?}, but the model is full 1 ns before at + full_after"),
+                );
+            }
+        }
+        self.trace.record(op, at, TimedOutcome::Snapshot(got));
+        got
+    }
+}
+
+/// Up to [`MAX_OPS`] operations on a window run: advance, set the time (inside the run's
+/// [`Readings`]), acquire, ask again after the last `retry_after` (or 1 ns before it), and
+/// snapshot at any allowed time or at `now`. With `can_end`, a selector ends the phase.
+fn window_ops<L: RateLimiter, M: WindowModel>(
+    u: &mut Unstructured<'_>,
+    d: &mut WindowDiff<'_, L, M>,
+    can_end: bool,
+) -> ArbResult<()> {
+    let s = d.shape;
+    let last = if can_end { 7 } else { 6 };
+    for _ in 0..MAX_OPS {
+        if u.is_empty() {
+            break;
+        }
+        let now = d.now;
+        match u.int_in_range(0u8..=last)? {
+            0 => {
+                let by = window_delta(u, &s)?;
+                d.move_to(TimedOp::Advance(by), now.saturating_add(by));
+            }
+            1 => {
+                let to = window_time(u, now, d.readings.bounds(), &s)?;
+                d.move_to(TimedOp::SetTime(to), to);
+            }
+            2 | 3 => {
+                let n = arbitrary_n(u, s.capacity)?;
+                d.acquire(TimedOp::Acquire(n), n);
+            }
+            4 => {
+                let Some((n, wait)) = d.last_denied else {
+                    continue;
+                };
+                let by = wait - u64::from(u.arbitrary::<bool>()?);
+                d.move_to(TimedOp::WaitRetry(by), now.saturating_add(by));
+                d.acquire(TimedOp::Acquire(n), n);
+            }
+            5 => {
+                let at = d
+                    .readings
+                    .allowed(window_time(u, now, d.readings.bounds(), &s)?);
+                d.snapshot(TimedOp::SnapshotAt(at), at);
+            }
+            6 => {
+                d.snapshot(TimedOp::SnapshotAt(now), now);
+            }
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// fixed_window_differential
+// ---------------------------------------------------------------------------------------
+
+/// [`FixedWindow`] against [`FixedWindowModel`]: a quota from arbitrary `(count, period,
+/// burst)` (skipped if the quota or the limiter refuses it), an explicit `now` starting
+/// anywhere (near `u64::MAX` included), then up to [`MAX_OPS`] operations at any time in
+/// any order (a reading before the stored window counts against it, on both sides), with
+/// identical decisions and `remaining` at every step, exact `retry_after` (probed at its
+/// inclusive boundary), and `full_after` exact.
+pub(crate) fn fixed_window_differential(data: &[u8]) {
+    let _ = run_fixed_window(&mut Unstructured::new(data));
+}
+
+fn run_fixed_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
+    let (_, _, _, quota) = arbitrary_quota(u)?;
+    let Ok(quota) = quota else {
+        return Ok(());
+    };
+    let Ok(limiter) = FixedWindow::with_clock(quota, NoClock) else {
+        return Ok(());
+    };
+    let shape = Shape::window(&quota);
+    let start = window_start(u, &shape)?;
+    let mut d = WindowDiff {
+        trace: Trace::new(
+            "fixed_window_differential",
+            "FixedWindow",
+            "FixedWindowModel",
+            quota,
+            start,
+        ),
+        limiter: &limiter,
+        model: FixedWindowModel::new(quota),
+        shape,
+        readings: Readings::Anywhere,
+        now: start,
+        last_denied: None,
+    };
+    window_ops(u, &mut d, false)
+}
+
+// ---------------------------------------------------------------------------------------
+// sliding_log_differential
+// ---------------------------------------------------------------------------------------
+
+/// The largest count the sliding-log run uses: the model scans its whole log per decision.
+const SLIDING_LOG_MAX_COUNT: u32 = 64;
+
+/// [`SlidingLog`] against [`SlidingLogModel`]: a quota of at most
+/// [`SLIDING_LOG_MAX_COUNT`] per arbitrary period, an explicit `now` starting anywhere,
+/// then up to [`MAX_OPS`] operations at any time in any order (a reading behind the newest
+/// entry is recorded at it, on both sides), with identical decisions and `remaining`,
+/// exact `retry_after` (probed at its inclusive boundary) and `full_after` exact.
+pub(crate) fn sliding_log_differential(data: &[u8]) {
+    let _ = run_sliding_log(&mut Unstructured::new(data));
+}
+
+fn run_sliding_log(u: &mut Unstructured<'_>) -> ArbResult<()> {
+    let Ok(quota) = bounded_quota(u, SLIDING_LOG_MAX_COUNT)? else {
+        return Ok(());
+    };
+    let Ok(limiter) = SlidingLog::with_clock(quota, NoClock) else {
+        return Ok(());
+    };
+    let shape = Shape::window(&quota);
+    let start = window_start(u, &shape)?;
+    let mut d = WindowDiff {
+        trace: Trace::new(
+            "sliding_log_differential",
+            "SlidingLog",
+            "SlidingLogModel",
+            quota,
+            start,
+        ),
+        limiter: &limiter,
+        model: SlidingLogModel::new(quota),
+        shape,
+        readings: Readings::Anywhere,
+        now: start,
+        last_denied: None,
+    };
+    window_ops(u, &mut d, false)
+}
+
+// ---------------------------------------------------------------------------------------
+// sliding_window_differential
+// ---------------------------------------------------------------------------------------
+
+/// [`SlidingWindow`] against [`SlidingWindowModel`] (the formula on exact counts).
+///
+/// - Phase 1: `SlidingWindow::with_batch(q, _, 0)`, which is documented to be exactly the
+///   formula: identical decisions and `remaining`, exact `retry_after` and `full_after`,
+///   with every reading inside the window [`SlidingReadings`] derives from the
+///   documentation (down to the stale tolerance behind the stored window, in any order).
+/// - Phase 2 (after an "end phase" operation): a fresh limiter with an arbitrary batch
+///   `1..=16` (leases on per-CPU shards) and monotone time from phase 1's `now` (long jumps
+///   included). It must never over-admit: every admission is fed to a fresh model, which
+///   must admit it too (the formula on the true counts), and no snapshot may promise more
+///   than that model allows.
+pub(crate) fn sliding_window_differential(data: &[u8]) {
+    let _ = run_sliding_window(&mut Unstructured::new(data));
+}
+
+fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
+    let Ok(quota) = bounded_quota(u, MAX_SLIDING_WINDOW_COUNT)? else {
+        return Ok(());
+    };
+    let Ok(limiter) = SlidingWindow::with_batch(quota, NoClock, 0) else {
+        return Ok(());
+    };
+    let shape = Shape::window(&quota);
+    let readings = Readings::Sliding(SlidingReadings::new(&quota));
+    let start = readings.allowed(window_start(u, &shape)?);
+    let mut d = WindowDiff {
+        trace: Trace::new(
+            "sliding_window_differential",
+            "SlidingWindow (batch 0)",
+            "SlidingWindowModel",
+            quota,
+            start,
+        ),
+        limiter: &limiter,
+        model: SlidingWindowModel::new(quota),
+        shape,
+        readings,
+        now: start,
+        last_denied: None,
+    };
+    d.trace.readings = Some(readings);
+    window_ops(u, &mut d, true)?;
+
+    // Phase 2: leases, monotone time, never more than the formula on the true counts.
+    let batch = u.int_in_range(1..=16)?;
+    let Ok(leased) = SlidingWindow::with_batch(quota, NoClock, batch) else {
+        return Ok(());
+    };
+    let mut truth = SlidingWindowModel::new(quota);
+    let mut t = d.trace;
+    t.phase = 2;
+    t.name = format!("SlidingWindow (batch {batch}, {} shards)", leased.shards());
+    t.model = "SlidingWindowModel fed the admitted requests";
+    // A reading whose window is within the stale tolerance of the clock's last window can
+    // be taken as stale (by a fresh word, or one read modulo 2^F) against a window that
+    // starts past u64::MAX, and `Counter::window` overflows computing that start (see
+    // `fuzz/README.md`): while the known issues are tolerated, phase 2 stays below that.
+    let hi = if TOLERATE_KNOWN_ISSUES {
+        let tolerance = SlidingReadings::new(&quota).tolerance;
+        let last = (u64::MAX / shape.period).saturating_sub(tolerance);
+        u64::try_from((u128::from(last) + 1) * u128::from(shape.period) - 1).unwrap_or(u64::MAX)
+    } else {
+        u64::MAX
+    };
+    let mut now = d.now.min(hi);
+    t.record(TimedOp::SetTime(now), now, TimedOutcome::Time);
+    let count = quota.count();
+    for _ in 0..MAX_OPS {
+        if u.is_empty() {
+            break;
+        }
+        match u.int_in_range(0u8..=4)? {
+            0 => {
+                let by = window_delta(u, &shape)?;
+                now = now.saturating_add(by).min(hi);
+                t.record(TimedOp::Advance(by), now, TimedOutcome::Time);
+            }
+            1 => {
+                now = window_time(u, now, (now, hi), &shape)?;
+                t.record(TimedOp::SetTime(now), now, TimedOutcome::Time);
+            }
+            2 | 3 => {
+                let n = arbitrary_n(u, count)?;
+                let op = TimedOp::Acquire(n);
+                let got = leased.try_acquire_n_at(n, now);
+                t.record(op, now, TimedOutcome::Decision(got));
+                match got {
+                    Ok(()) if n == 0 => {}
+                    Ok(()) => {
+                        let truth_says = truth.acquire(n, now);
+                        if truth_says.is_err() {
+                            t.fail(
+                                "over-admission",
+                                op,
+                                now,
+                                &format!(
+                                    "  admitted n = {n}, but the formula on the true counts \
+                                     gives {truth_says:?}"
+                                ),
+                            );
+                        }
+                    }
+                    Err(e) if valid_denial(e, n, count) => {}
+                    Err(e) => t.fail(
+                        "denial",
+                        op,
+                        now,
+                        &format!("  n = {n} (count {count}) denied with {e:?}"),
+                    ),
+                }
+            }
+            _ => {
+                let got = leased.snapshot_at(now);
+                let op = TimedOp::SnapshotAt(now);
+                t.record(op, now, TimedOutcome::Snapshot(got));
+                let most = truth.left(now, count);
+                if got.remaining > most {
+                    t.fail(
+                        "snapshot promises more than the formula on the true counts",
+                        op,
+                        now,
+                        &format!("  {got:?}, but the formula admits {most}"),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A denial a window limiter of capacity `count` may give a request for `n`:
+/// `ExceedsCapacity` exactly above the capacity, otherwise a wait of at least 1 ns.
+fn valid_denial(e: Denied, n: u32, count: u32) -> bool {
+    match e {
+        Denied::ExceedsCapacity { capacity } => n > count && capacity == count,
+        Denied::RateLimited { retry_after } => (1..=count).contains(&n) && !retry_after.is_zero(),
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// leaky_bucket_differential
+// ---------------------------------------------------------------------------------------
+
+/// [`LeakyBucket`] against [`LeakyBucketModel`] (the queue of reserved slots): a quota from
+/// arbitrary `(count, period, burst)` (skipped if refused), an explicit `now` starting
+/// anywhere (near `u64::MAX` included), then up to [`MAX_OPS`] operations at any time in
+/// any order: `try_acquire_n_at` against the model's `acquire`, `reserve_n_at(n, now,
+/// max_wait)` against its `reserve` (same delay, same denial, `start = now + delay`),
+/// every finite `retry_after` exact at its inclusive boundary (for both, on copies of the
+/// model), and snapshots that mean what they say in the queue reading: `full_after` is
+/// when the queue drains, `remaining` how many more slots fit its capacity now.
+pub(crate) fn leaky_bucket_differential(data: &[u8]) {
+    let _ = run_leaky_bucket(&mut Unstructured::new(data));
+}
+
+struct PacerDiff<'a> {
+    trace: Trace,
+    limiter: &'a LeakyBucket<NoClock>,
+    model: LeakyBucketModel,
+    now: u64,
+    interval: u64,
+    burst: u32,
+    /// The last denial with a finite wait: `(n, max_wait, retry_after in ns)`
+    /// (`max_wait = None` for `try_acquire`).
+    last_denied: Option<(u32, Option<Duration>, u64)>,
+}
+
+impl PacerDiff<'_> {
+    fn move_to(&mut self, op: TimedOp, to: u64) {
+        self.now = to;
+        self.trace.record(op, to, TimedOutcome::Time);
+    }
+
+    fn acquire(&mut self, op: TimedOp, n: u32) {
+        let now = self.now;
+        let got = self.limiter.try_acquire_n_at(n, now);
+        let want = self.model.acquire(n, now);
+        if got != want {
+            self.trace.fail(
+                "try_acquire decision",
+                op,
+                now,
+                &format!("  LeakyBucket: {got:?}\n  LeakyBucketModel::acquire: {want:?}"),
+            );
+        }
+        self.trace.record(op, now, TimedOutcome::Decision(got));
+        if let Err(denied) = got {
+            self.check_retry_after(op, n, None, now, denied);
+            // Denied now: the queue drains exactly `retry_after` from now, which the
+            // limiter's own snapshot must say too.
+            if let Denied::RateLimited { retry_after } = denied {
+                let s = self.limiter.snapshot_at(now);
+                if retry_after != Duration::MAX && s.full_after != retry_after {
+                    self.trace.fail(
+                        "snapshot disagrees with try_acquire's retry_after",
+                        op,
+                        now,
+                        &format!("  denied {denied:?}, but snapshot_at(now) = {s:?}"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn reserve(&mut self, op: TimedOp, n: u32, max_wait: Duration) {
+        let now = self.now;
+        let got = self.limiter.reserve_n_at(n, now, max_wait);
+        let delay = got.map(|r| r.delay());
+        let want = self
+            .model
+            .reserve(n, now, saturating_nanos(max_wait))
+            .map(Duration::from_nanos);
+        if delay != want {
+            self.trace.fail(
+                "reservation",
+                op,
+                now,
+                &format!("  LeakyBucket: {got:?}\n  LeakyBucketModel::reserve: {want:?} (delay)"),
+            );
+        }
+        self.trace.record(op, now, TimedOutcome::Reserved(delay));
+        match got {
+            Ok(r) => {
+                let d = saturating_nanos(r.delay());
+                if now.checked_add(d) != Some(r.start()) || r.delay() > max_wait {
+                    self.trace.fail(
+                        "reservation",
+                        op,
+                        now,
+                        &format!("  {r:?}: start is not now + delay, or delay > max_wait"),
+                    );
+                }
+            }
+            Err(denied) => self.check_retry_after(op, n, Some(max_wait), now, denied),
+        }
+    }
+
+    /// On copies of the model (which the limiter has just been shown to equal): asking
+    /// again exactly `retry_after` later succeeds, 1 ns earlier is refused by 1 ns;
+    /// `Duration::MAX` is still refused at the end of the clock.
+    fn check_retry_after(
+        &mut self,
+        op: TimedOp,
+        n: u32,
+        max_wait: Option<Duration>,
+        now: u64,
+        denied: Denied,
+    ) {
+        let Denied::RateLimited { retry_after } = denied else {
+            return;
+        };
+        let mw = max_wait.map_or(0, saturating_nanos);
+        let t = &self.trace;
+        if retry_after == Duration::MAX {
+            let at_end = self.model.clone().reserve(n, u64::MAX, mw);
+            if at_end.is_ok() {
+                t.fail(
+                    "retry_after = MAX but admitted later",
+                    op,
+                    now,
+                    &format!("  denied {denied:?}, but asking again at u64::MAX gives {at_end:?}"),
+                );
+            }
+            return;
+        }
+        let wait = saturating_nanos(retry_after);
+        if wait == 0 {
+            t.fail(
+                "zero retry_after",
+                op,
+                now,
+                "  a denial must ask for a wait of at least 1 ns",
+            );
+        }
+        let Some(then) = now.checked_add(wait) else {
+            t.fail(
+                "finite retry_after past the end of the clock",
+                op,
+                now,
+                &format!("  denied {denied:?}: now + retry_after passes u64::MAX"),
+            );
+        };
+        let at_then = self.model.clone().reserve(n, then, mw);
+        if at_then.is_err() {
+            t.fail(
+                "retry_after too short",
+                op,
+                now,
+                &format!("  denied {denied:?}, but asking again at now + {wait} gives {at_then:?}"),
+            );
+        }
+        let just_before = self.model.clone().reserve(n, then - 1, mw);
+        let by_one = Err(Denied::RateLimited {
+            retry_after: Duration::from_nanos(1),
+        });
+        if just_before != by_one {
+            t.fail(
+                "retry_after too long",
+                op,
+                now,
+                &format!(
+                    "  denied {denied:?}, but asking again at now + {wait} - 1 gives \
+                     {just_before:?}"
+                ),
+            );
+        }
+        self.last_denied = Some((n, max_wait, wait));
+    }
+
+    /// The snapshot in the queue reading, on copies of the model: the queue has drained
+    /// exactly `full_after` from `at`; `remaining` more slots fit the capacity now, one more
+    /// does not (a reservation refused only by the end of the clock counts as fitting).
+    fn snapshot(&mut self, op: TimedOp, at: u64) {
+        let got = self.limiter.snapshot_at(at);
+        let t = &self.trace;
+        let never = Denied::RateLimited {
+            retry_after: Duration::MAX,
+        };
+        if got.remaining > self.burst {
+            t.fail(
+                "snapshot.remaining above the capacity",
+                op,
+                at,
+                &format!("  {got:?}"),
+            );
+        }
+        let take = self.model.clone().reserve(got.remaining, at, u64::MAX);
+        if take.is_err() && take != Err(never) {
+            t.fail(
+                "snapshot.remaining too high",
+                op,
+                at,
+                &format!("  {got:?}, but reserving {} gives {take:?}", got.remaining),
+            );
+        }
+        if got.remaining < self.burst {
+            let more = self.model.clone().reserve(got.remaining + 1, at, u64::MAX);
+            if more.is_ok() {
+                t.fail(
+                    "snapshot.remaining too low",
+                    op,
+                    at,
+                    &format!("  {got:?}, but reserving {} fits", got.remaining + 1),
+                );
+            }
+        }
+        let full_after = saturating_nanos(got.full_after);
+        let Some(drained) = at.checked_add(full_after) else {
+            t.fail(
+                "snapshot.full_after",
+                op,
+                at,
+                &format!("  {got:?} drains after the end of the clock"),
+            );
+        };
+        // One slot that must start at once: admitted at the drain time, refused by exactly
+        // 1 ns just before it (either refused for ever if its slot would end past the clock).
+        let end_of_clock = drained.checked_add(self.interval).is_none();
+        let then = self.model.clone().acquire(1, drained);
+        if then.is_err() && !(end_of_clock && then == Err(never)) {
+            t.fail(
+                "snapshot.full_after too short",
+                op,
+                at,
+                &format!("  {got:?}, but acquiring 1 at at + full_after gives {then:?}"),
+            );
+        }
+        if full_after > 0 {
+            let before = self.model.clone().acquire(1, drained - 1);
+            let by_one = Err(Denied::RateLimited {
+                retry_after: Duration::from_nanos(1),
+            });
+            if before != by_one && !(end_of_clock && before == Err(never)) {
+                t.fail(
+                    "snapshot.full_after too long",
+                    op,
+                    at,
+                    &format!(
+                        "  {got:?}, but acquiring 1 at 1 ns before at + full_after gives {before:?}"
+                    ),
+                );
+            }
+        }
+        self.trace.record(op, at, TimedOutcome::Snapshot(got));
+    }
+}
+
+/// A `max_wait`: none, tiny, a number of slots (± 1), any [`biased_u64`] ns, more than
+/// `u64::MAX` ns, or `Duration::MAX`.
+fn arbitrary_max_wait(u: &mut Unstructured<'_>, interval: u64, burst: u32) -> ArbResult<Duration> {
+    Ok(match u.int_in_range(0u8..=4)? {
+        0 => Duration::ZERO,
+        1 | 2 => Duration::from_nanos(arbitrary_delta(u, interval, burst)?),
+        3 => Duration::new(
+            u64::MAX / 1_000_000_000 + u.int_in_range(0..=1)?,
+            999_999_999,
+        ),
+        _ => Duration::MAX,
+    })
+}
+
+fn run_leaky_bucket(u: &mut Unstructured<'_>) -> ArbResult<()> {
+    let (_, _, _, quota) = arbitrary_quota(u)?;
+    let Ok(quota) = quota else {
+        return Ok(());
+    };
+    let limiter = LeakyBucket::with_clock(quota, NoClock);
+    let start = arbitrary_start(u, &quota)?;
+    let (t, burst) = (quota.emission_interval_ns(), quota.burst());
+    let mut d = PacerDiff {
+        trace: Trace::new(
+            "leaky_bucket_differential",
+            "LeakyBucket",
+            "LeakyBucketModel",
+            quota,
+            start,
+        ),
+        limiter: &limiter,
+        model: LeakyBucketModel::new(quota),
+        now: start,
+        interval: t,
+        burst,
+        last_denied: None,
+    };
+    let all = (0, u64::MAX);
+    for _ in 0..MAX_OPS {
+        if u.is_empty() {
+            break;
+        }
+        let now = d.now;
+        match u.int_in_range(0u8..=7)? {
+            0 => {
+                let by = arbitrary_delta(u, t, burst)?;
+                d.move_to(TimedOp::Advance(by), now.saturating_add(by));
+            }
+            1 => {
+                let to = arbitrary_time(u, now, all, t, burst)?;
+                d.move_to(TimedOp::SetTime(to), to);
+            }
+            2 => {
+                let n = arbitrary_n(u, burst)?;
+                d.acquire(TimedOp::Acquire(n), n);
+            }
+            3 | 4 => {
+                let n = arbitrary_n(u, burst)?;
+                let max_wait = arbitrary_max_wait(u, t, burst)?;
+                d.reserve(TimedOp::Reserve(n, max_wait), n, max_wait);
+            }
+            5 => {
+                let Some((n, max_wait, wait)) = d.last_denied else {
+                    continue;
+                };
+                let by = wait - u64::from(u.arbitrary::<bool>()?);
+                d.move_to(TimedOp::WaitRetry(by), now.saturating_add(by));
+                match max_wait {
+                    None => d.acquire(TimedOp::Acquire(n), n),
+                    Some(mw) => d.reserve(TimedOp::Reserve(n, mw), n, mw),
+                }
+            }
+            6 => {
+                let at = arbitrary_time(u, now, all, t, burst)?;
+                d.snapshot(TimedOp::SnapshotAt(at), at);
+            }
+            _ => d.snapshot(TimedOp::SnapshotAt(now), now),
+        }
+    }
+    Ok(())
 }
