@@ -217,7 +217,7 @@ impl TokenBucketModel {
 /// ```
 #[derive(Debug, Clone)]
 pub struct FixedWindowModel {
-    used: alloc::collections::BTreeMap<u64, u32>,
+    used: alloc::collections::BTreeMap<u64, u64>,
     period: u64,
     count: u32,
 }
@@ -257,8 +257,8 @@ impl FixedWindowModel {
         }
         let k = self.window(now);
         let used = self.used.get(&k).copied().unwrap_or(0);
-        if used + n <= self.count {
-            self.used.insert(k, used + n);
+        if used + u64::from(n) <= u64::from(self.count) {
+            self.used.insert(k, used + u64::from(n));
             return Ok(());
         }
         Err(wait_until(u128::from(k + 1) * u128::from(self.period), now))
@@ -267,7 +267,7 @@ impl FixedWindowModel {
     /// Permits left in the window of `now`.
     pub fn remaining(&self, now: Nanos) -> u32 {
         let k = self.window(now);
-        self.count - self.used.get(&k).copied().unwrap_or(0)
+        (u64::from(self.count) - self.used.get(&k).copied().unwrap_or(0)) as u32
     }
 }
 

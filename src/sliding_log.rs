@@ -111,13 +111,18 @@ impl Log {
             }
         }
         let inside = self.len - lo;
+        // Full when the newest entry leaves; past the clock's range, never.
         let full_after = match self.newest() {
-            Some(newest) if inside > 0 => newest.saturating_add(self.period).saturating_sub(now),
-            _ => 0,
+            Some(newest) if inside > 0 => newest
+                .checked_add(self.period)
+                .map_or(Duration::MAX, |free| {
+                    Duration::from_nanos(free.saturating_sub(now))
+                }),
+            _ => Duration::ZERO,
         };
         Snapshot {
             remaining: (self.capacity() - inside) as u32,
-            full_after: Duration::from_nanos(full_after),
+            full_after,
         }
     }
 }

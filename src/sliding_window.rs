@@ -144,6 +144,16 @@ impl Counter {
             global & self.mask(),
         );
         let k = now / self.period;
+        let fresh = Window {
+            k,
+            prev: 0,
+            curr: 0,
+            at: now,
+        };
+        if prev == 0 && curr == 0 {
+            // No counts: nothing can be stale, whatever window number the word holds.
+            return fresh;
+        }
         let ahead = (k & self.window_mask()).wrapping_sub(stored) & self.window_mask();
         match ahead {
             0 => Window {
@@ -159,21 +169,16 @@ impl Counter {
                 at: now,
             },
             d if d > self.window_mask() - self.behind => {
-                // Stale: the stored window is `behind` windows after now's; decide at its start.
+                // Stale: the stored window is `behind` windows after now's; decide at its
+                // start. A start past the clock's range cannot be a stored window: then the
+                // field has wrapped, and the counts are long gone.
                 let k = k + (self.window_mask() - d + 1);
-                Window {
-                    k,
-                    prev,
-                    curr,
-                    at: k * self.period,
+                match k.checked_mul(self.period) {
+                    Some(at) => Window { k, prev, curr, at },
+                    None => fresh,
                 }
             }
-            _ => Window {
-                k,
-                prev: 0,
-                curr: 0,
-                at: now,
-            },
+            _ => fresh,
         }
     }
 

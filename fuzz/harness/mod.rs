@@ -25,8 +25,7 @@
 //!   `reserve_n_at` against [`LeakyBucketModel`], at any time.
 //!
 //! The last four have no clock: every call gets its time explicitly (the limiters are built
-//! on a clock that panics if read). [`TOLERATE_KNOWN_ISSUES`] steps around the issues in
-//! `src/` they found (see `fuzz/README.md`).
+//! on a clock that panics if read).
 //!
 //! Inputs are decoded with [`arbitrary::Unstructured`]; running out of bytes ends a run
 //! (the runs never fail for lack of input). Changing any choice below (a selector's range,
@@ -55,11 +54,6 @@ const MAX_OPS: usize = 400;
 
 /// How many of the latest steps a failure message prints.
 const HISTORY_SHOWN: usize = 48;
-
-/// Step around the known issues in `src/` that the window and pacer targets found (see
-/// `fuzz/README.md`), so that the targets keep looking for new ones. Set it to `false` to
-/// see them fail: each place that depends on it says what it tolerates.
-const TOLERATE_KNOWN_ISSUES: bool = true;
 
 // ---------------------------------------------------------------------------------------
 // Decoding helpers.
@@ -1219,8 +1213,6 @@ enum TimedOutcome {
     /// A reservation's delay.
     Reserved(Result<Duration, Denied>),
     Snapshot(Snapshot),
-    /// Left out: the model cannot answer it (see [`TOLERATE_KNOWN_ISSUES`]).
-    Skipped,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1543,11 +1535,6 @@ impl Readings {
 /// A window model, as the window runs use it.
 trait WindowModel: Clone {
     fn decide(&mut self, n: u32, now: u64) -> Result<(), Denied>;
-    /// The request to ask the model in place of `n` at `now`: `n` itself, or one the model
-    /// answers alike where `n` would make it panic; `None` if there is none.
-    fn stand_in(&self, n: u32, _now: u64, _capacity: u32) -> Option<u32> {
-        Some(n)
-    }
     /// Permits the model admits at `now` (`capacity` is the count).
     fn left(&self, now: u64, capacity: u32) -> u32;
     /// Is nothing counted against the next request at `now`?
@@ -1559,19 +1546,6 @@ trait WindowModel: Clone {
 impl WindowModel for FixedWindowModel {
     fn decide(&mut self, n: u32, now: u64) -> Result<(), Denied> {
         self.acquire(n, now)
-    }
-    /// `FixedWindowModel::acquire` adds `used + n` in `u32`, which overflows (a panic with
-    /// overflow checks) when the count is above `u32::MAX / 2`: see `fuzz/README.md`. Such a
-    /// request must be denied until the window ends, whatever `n`: while
-    /// [`TOLERATE_KNOWN_ISSUES`] is set, the model is asked for the smallest denied request,
-    /// `count − used + 1`, instead (none if the count is `u32::MAX`).
-    fn stand_in(&self, n: u32, now: u64, capacity: u32) -> Option<u32> {
-        let used = capacity - self.remaining(now);
-        if !TOLERATE_KNOWN_ISSUES || n > capacity || used.checked_add(n).is_some() {
-            return Some(n);
-        }
-        let smallest = capacity - used + 1;
-        used.checked_add(smallest).map(|_| smallest)
     }
     fn left(&self, now: u64, _: u32) -> u32 {
         self.remaining(now)
@@ -1634,12 +1608,8 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
     /// `n` permits at `now`, on both; they must agree.
     fn acquire(&mut self, op: TimedOp, n: u32) {
         let now = self.now;
-        let Some(asked) = self.model.stand_in(n, now, self.shape.capacity) else {
-            self.trace.record(op, now, TimedOutcome::Skipped);
-            return;
-        };
         let got = self.limiter.try_acquire_n_at(n, now);
-        let want = self.model.decide(asked, now);
+        let want = self.model.decide(n, now);
         if got != want {
             self.trace.fail(
                 "decision",
@@ -1656,7 +1626,7 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
             self.readings.admitted(now);
             self.trace.readings = Some(self.readings);
         }
-        self.check_retry_after(op, asked, now, got);
+        self.check_retry_after(op, n, now, got);
     }
 
     /// A finite `retry_after` is exact (on copies of the model, which the limiter has just
@@ -1783,9 +1753,7 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
                 &format!("  {got:?}, but acquiring {} gives {take:?}", got.remaining),
             );
         }
-        let one_more = (got.remaining < cap)
-            .then(|| self.model.stand_in(got.remaining + 1, at, cap))
-            .flatten();
+        let one_more = (got.remaining < cap).then(|| got.remaining + 1);
         if let Some(one_more) = one_more {
             let more = self.model.clone().decide(one_more, at);
             if more.is_ok() {
@@ -1825,14 +1793,7 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
                     &format!("  {got:?} is full after the end of the clock (should be MAX)"),
                 );
             };
-            // SlidingLog saturates `newest + period` at `u64::MAX` (see `fuzz/README.md`): it
-            // answers `u64::MAX − at` (0 at `u64::MAX`, with nothing remaining) where the log
-            // is never full again within the clock, instead of `Duration::MAX`.
-            let known_saturation = TOLERATE_KNOWN_ISSUES
-                && t.target == "sliding_log_differential"
-                && full_at == u64::MAX
-                && !self.model_full(u64::MAX);
-            if !self.model_full(full_at) && !known_saturation {
+            if !self.model_full(full_at) {
                 t.fail(
                     "snapshot.full_after too short",
                     op,
@@ -2047,18 +2008,7 @@ fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
     t.phase = 2;
     t.name = format!("SlidingWindow (batch {batch}, {} shards)", leased.shards());
     t.model = "SlidingWindowModel fed the admitted requests";
-    // A reading whose window is within the stale tolerance of the clock's last window can
-    // be taken as stale (by a fresh word, or one read modulo 2^F) against a window that
-    // starts past u64::MAX, and `Counter::window` overflows computing that start (see
-    // `fuzz/README.md`): while the known issues are tolerated, phase 2 stays below that.
-    let hi = if TOLERATE_KNOWN_ISSUES {
-        let tolerance = SlidingReadings::new(&quota).tolerance;
-        let last = (u64::MAX / shape.period).saturating_sub(tolerance);
-        u64::try_from((u128::from(last) + 1) * u128::from(shape.period) - 1).unwrap_or(u64::MAX)
-    } else {
-        u64::MAX
-    };
-    let mut now = d.now.min(hi);
+    let mut now = d.now;
     t.record(TimedOp::SetTime(now), now, TimedOutcome::Time);
     let count = quota.count();
     for _ in 0..MAX_OPS {
@@ -2068,11 +2018,11 @@ fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
         match u.int_in_range(0u8..=4)? {
             0 => {
                 let by = window_delta(u, &shape)?;
-                now = now.saturating_add(by).min(hi);
+                now = now.saturating_add(by);
                 t.record(TimedOp::Advance(by), now, TimedOutcome::Time);
             }
             1 => {
-                now = window_time(u, now, (now, hi), &shape)?;
+                now = window_time(u, now, (now, u64::MAX), &shape)?;
                 t.record(TimedOp::SetTime(now), now, TimedOutcome::Time);
             }
             2 | 3 => {
