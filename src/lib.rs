@@ -7,6 +7,13 @@
 //!   `AtomicU64` (the theoretical arrival time) updated by one compare-and-swap loop.
 //! - [`TokenBucket`]: tokens and last refill time packed in one `AtomicU64`; decisions
 //!   identical to `Gcra`'s within its documented time window.
+//! - [`FixedWindow`], [`SlidingWindow`] (Cloudflare's counter, per-CPU leases),
+//!   [`SlidingLog`] (exact "at most N in any T") and [`LeakyBucket`] (a pacer that gives each
+//!   request its start time, through [`Reserve`]).
+//! - [`Keyed`]: one limiter per key with bounded memory; [`All`]: several limits, all or
+//!   nothing; [`Throttler`]: calls started in submission order under per-channel and total
+//!   limits.
+//! - [`wait`]: blocking and async waits with deadlines.
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
 //! - [`clock`]: the [`Clock`](clock::Clock) trait, a fast TSC-based

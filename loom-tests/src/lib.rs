@@ -731,7 +731,12 @@ mod harness {
     impl Outcomes {
         /// Record one execution's results.
         pub fn record<T>(&self, results: &[Result<T, Denied>]) {
-            let pattern = results.iter().map(Result::is_ok).collect();
+            self.record_pattern(results.iter().map(Result::is_ok).collect());
+        }
+
+        /// Record one execution's pattern directly (for outcomes that are not a `Result`,
+        /// such as "the evictor removed the key").
+        pub fn record_pattern(&self, pattern: Vec<bool>) {
             self.0.lock().expect("not poisoned").insert(pattern);
         }
 
