@@ -66,3 +66,27 @@ print("|---|---:|")
 for n, m in sorted(rows.items(), key=lambda kv: kv[1] or 0):
     if m is not None:
         print(f"| {n} | {m:.2f} |")
+
+
+def pairs(group, names_, counts=(1, 2)):
+    """Total M checks/s for `names_` at each thread count, and the first ÷ the second."""
+    print(f"\n#### {group.replace('_', '/')} (total M operations/s; this machine has 2 cores)\n")
+    print("| | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}" for t in counts) + " |")
+    print("|---|" + "---:|" * len(counts))
+    rates = {}
+    for n in names_:
+        row = []
+        for t in counts:
+            m = median(group, n, str(t))
+            rates[(n, t)] = t * 1e9 / m / 1e6 if m else None
+            row.append(f"{rates[(n, t)]:.1f}" if m else "-")
+        print(f"| {n} | " + " | ".join(row) + " |")
+    a, b = names_
+    print(f"| {a} ÷ {b} | " + " | ".join(
+        f"{rates[(a, t)] / rates[(b, t)]:.2f}" if rates[(a, t)] and rates[(b, t)] else "-" for t in counts) + " |")
+
+
+pairs("keyed_hot", ["limitcore-keyed-gcra", "governor-keyed"])
+pairs("keyed_spread", ["limitcore-keyed-gcra", "governor-keyed"])
+pairs("map_hot", ["papaya", "dashmap"])
+pairs("map_spread", ["papaya", "dashmap"])

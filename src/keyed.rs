@@ -292,7 +292,12 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
     /// The [`QuotaError`] of `L` for this quota (see each limiter's `with_clock`).
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
         Ok(Keyed {
-            map: papaya::HashMap::new(),
+            // Blocking resizes: with papaya's default incremental mode, a table filled
+            // through `get_or_insert_with` was left mid-migration and lookups probed ~500
+            // slots (measured: 720 ns against 110 ns per keyed check at 10^5 keys).
+            map: papaya::HashMap::builder()
+                .resize_mode(papaya::ResizeMode::Blocking)
+                .build(),
             default: L::rule(&quota)?.0,
             quota,
             overrides: papaya::HashMap::new(),
