@@ -108,33 +108,26 @@ fn check_tat(
     }
 }
 
-impl<C: Clock> Refund for Gcra<C> {
-    fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
-        acquire_tat(self.state(), self.schedule(), false, n, now)
-    }
+/// `Refund` for a TAT-based limiter: its word, its schedule, and whether it paces.
+macro_rules! refund_on_tat {
+    ($limiter:ident, pace = $pace:expr) => {
+        impl<C: Clock> Refund for $limiter<C> {
+            fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
+                acquire_tat(self.state(), self.schedule(), $pace, n, now)
+            }
 
-    fn refund(&self, receipt: Receipt, at: Nanos) {
-        refund_tat(self.state(), receipt, at);
-    }
+            fn refund(&self, receipt: Receipt, at: Nanos) {
+                refund_tat(self.state(), receipt, at);
+            }
 
-    fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        check_tat(self.state(), self.schedule(), false, n, now)
-    }
+            fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
+                check_tat(self.state(), self.schedule(), $pace, n, now)
+            }
+        }
+    };
 }
-
-impl<C: Clock> Refund for LeakyBucket<C> {
-    fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
-        acquire_tat(self.state(), self.schedule(), true, n, now)
-    }
-
-    fn refund(&self, receipt: Receipt, at: Nanos) {
-        refund_tat(self.state(), receipt, at);
-    }
-
-    fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        check_tat(self.state(), self.schedule(), true, n, now)
-    }
-}
+refund_on_tat!(Gcra, pace = false);
+refund_on_tat!(LeakyBucket, pace = true);
 
 /// All-or-nothing over several limits (for example a per-channel limit and a global one, or
 /// 50/s and 1000/min together): a request is admitted only if every limit admits it, and
@@ -203,6 +196,28 @@ impl<L: core::ops::Deref<Target = R> + Send + Sync, R: Refund + ?Sized, C: Clock
     }
 }
 
+impl<L: core::ops::Deref<Target = R> + Send + Sync, R: Refund + ?Sized, C: Clock> All<L, C> {
+    /// Acquire `n` on the limits from `i` on, in order. On a refusal, every limit that had
+    /// admitted is refunded (the latest first) before the refusal and its index are
+    /// returned; the receipts live on the stack of this recursion, one frame per limit, so a
+    /// decision allocates nothing.
+    fn acquire_from(&self, i: usize, n: u32, now: Nanos) -> Result<(), (usize, Denied, Nanos)> {
+        let Some(limit) = self.limits.get(i) else {
+            return Ok(());
+        };
+        let receipt = match limit.acquire_refundable_at(n, now) {
+            Ok(receipt) => receipt,
+            // Refund at the later of the request's time and the clock's, so that every
+            // request decided in between was decided before it.
+            Err(denied) => return Err((i, denied, now.max(self.clock.now()))),
+        };
+        self.acquire_from(i + 1, n, now).map_err(|(j, denied, at)| {
+            limit.refund(receipt, at);
+            (j, denied, at)
+        })
+    }
+}
+
 /// A boxed limit of an [`All`] over different limiter types.
 pub type DynRefund = Box<dyn Refund>;
 
@@ -210,36 +225,25 @@ impl<L: core::ops::Deref<Target = R> + Send + Sync, R: Refund + ?Sized, C: Clock
     for All<L, C>
 {
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        let mut receipts: Vec<Receipt> = Vec::with_capacity(self.limits.len());
-        for (i, limit) in self.limits.iter().enumerate() {
-            match limit.acquire_refundable_at(n, now) {
-                Ok(receipt) => receipts.push(receipt),
-                Err(denied) => {
-                    // Refund at the later of the request's time and the clock's, so that
-                    // every request decided in between was decided before it.
-                    let at = now.max(self.clock.now());
-                    for (limit, receipt) in self.limits.iter().zip(receipts).rev() {
-                        limit.refund(receipt, at);
-                    }
-                    return Err(self.limits[i + 1..].iter().fold(denied, |worst, limit| {
-                        match (worst, limit.check_at(n, now)) {
-                            (
-                                Denied::RateLimited { retry_after: a },
-                                Err(Denied::RateLimited { retry_after: b }),
-                            ) => Denied::RateLimited {
-                                retry_after: a.max(b),
-                            },
-                            (
-                                Denied::RateLimited { .. },
-                                Err(capacity @ Denied::ExceedsCapacity { .. }),
-                            ) => capacity,
-                            (worst, _) => worst,
-                        }
-                    }));
+        let (i, denied, _) = match self.acquire_from(0, n, now) {
+            Ok(()) => return Ok(()),
+            Err(refusal) => refusal,
+        };
+        // The later limits are only checked, so `retry_after` is the largest wait.
+        Err(self.limits[i + 1..].iter().fold(denied, |worst, limit| {
+            match (worst, limit.check_at(n, now)) {
+                (
+                    Denied::RateLimited { retry_after: a },
+                    Err(Denied::RateLimited { retry_after: b }),
+                ) => Denied::RateLimited {
+                    retry_after: a.max(b),
+                },
+                (Denied::RateLimited { .. }, Err(capacity @ Denied::ExceedsCapacity { .. })) => {
+                    capacity
                 }
+                (worst, _) => worst,
             }
-        }
-        Ok(())
+        }))
     }
 
     fn now(&self) -> Nanos {

@@ -2,7 +2,7 @@
 
 use crate::cas;
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{Denied, RateLimiter, Snapshot};
+use crate::limiter::{precheck, Denied, RateLimiter, Snapshot};
 use crate::sync::{AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use core::time::Duration;
@@ -221,12 +221,7 @@ impl<C: Clock> FixedWindow<C> {
 impl<C: Clock> RateLimiter for FixedWindow<C> {
     #[inline]
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.windows.count {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.windows.count,
-            });
-        }
-        if n == 0 {
+        if !precheck(n, self.windows.count)? {
             return Ok(());
         }
         cas::apply(&self.word, |word| {

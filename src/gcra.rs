@@ -40,13 +40,7 @@ impl Schedule {
     /// (admitted, nothing to do), [`Denied::ExceedsCapacity`] for `n > burst`.
     #[inline]
     pub(crate) fn precheck(&self, n: u32) -> Result<bool, Denied> {
-        if n > self.burst {
-            Err(Denied::ExceedsCapacity {
-                capacity: self.burst,
-            })
-        } else {
-            Ok(n != 0)
-        }
+        crate::limiter::precheck(n, self.burst)
     }
 
     /// The GCRA transition: from theoretical arrival time `tat`, decide `n` permits at `now`

@@ -18,7 +18,7 @@ use crate::cas;
 use crate::clock::{Clock, Nanos};
 use crate::fixed_window::{Position, Windows};
 use crate::gcra::Schedule;
-use crate::limiter::{Denied, Snapshot};
+use crate::limiter::{precheck, Denied, Snapshot};
 use crate::sliding_window::Counter;
 use crate::sync::{AtomicU64, Ordering};
 use crate::token_bucket::Bucket;
@@ -291,6 +291,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
     ///
     /// The [`QuotaError`] of `L` for this quota (see each limiter's `with_clock`).
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        let default = L::rule(&quota)?.0;
         Ok(Keyed {
             // Blocking resizes: with papaya's default incremental mode, a table filled
             // through `get_or_insert_with` was left mid-migration and lookups probed ~500
@@ -298,12 +299,12 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
             map: papaya::HashMap::builder()
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build(),
-            default: L::rule(&quota)?.0,
+            default,
             quota,
             overrides: papaya::HashMap::new(),
             any_overrides: AtomicU64::new(0),
             max_keys: usize::MAX,
-            overflow: AtomicU64::new(L::rule(&quota)?.0.fresh()),
+            overflow: AtomicU64::new(default.fresh()),
             sweep_every: 1_000_000_000,
             next_sweep: AtomicU64::new(0),
             clock,
@@ -423,11 +424,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
                 Some(slot) => slot,
                 None => {
                     let rule = self.rule_for_new(key);
-                    if n > rule.capacity() {
-                        return Err(Denied::ExceedsCapacity {
-                            capacity: rule.capacity(),
-                        });
-                    }
+                    precheck(n, rule.capacity())?;
                     if !self.room_for_new_key(now) {
                         return self.acquire_overflow(n, now);
                     }
@@ -439,11 +436,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
                 }
             };
             let rule = slot.rule.as_deref().unwrap_or(&self.default);
-            if n > rule.capacity() {
-                return Err(Denied::ExceedsCapacity {
-                    capacity: rule.capacity(),
-                });
-            }
+            precheck(n, rule.capacity())?;
             match acquire_word(&slot.word, rule, n, now) {
                 Ok(()) => return Ok(()),
                 Err(Attempt::Denied(d)) => return Err(d),
@@ -511,11 +504,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
 
     /// The shared overflow limiter, for keys refused a slot of their own.
     fn acquire_overflow(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.default.capacity() {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.default.capacity(),
-            });
-        }
+        precheck(n, self.default.capacity())?;
         acquire_word(&self.overflow, &self.default, n, now).map_err(|a| match a {
             Attempt::Denied(d) => d,
             // The overflow word is never retired.

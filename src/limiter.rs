@@ -88,6 +88,18 @@ impl fmt::Display for Denied {
 #[cfg(feature = "std")]
 impl std::error::Error for Denied {}
 
+/// The size checks every limiter makes before touching its state: [`Denied::ExceedsCapacity`]
+/// for `n > capacity` (never conforms, consumes nothing), `Ok(false)` for `n == 0` (admitted,
+/// nothing to do), `Ok(true)` for a request to decide.
+#[inline]
+pub(crate) fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
+    if n > capacity {
+        Err(Denied::ExceedsCapacity { capacity })
+    } else {
+        Ok(n != 0)
+    }
+}
+
 /// A read of a limiter's state that consumes nothing.
 ///
 /// # Examples

@@ -11,6 +11,18 @@ use crate::clock::Nanos;
 use crate::{Denied, Quota, Snapshot};
 use core::time::Duration;
 
+/// The two answers that do not depend on the state: `n > capacity` never conforms (and
+/// consumes nothing), `n == 0` always does (and changes nothing).
+fn by_size(n: u32, capacity: u32) -> Option<Result<(), Denied>> {
+    if n > capacity {
+        Some(Err(Denied::ExceedsCapacity { capacity }))
+    } else if n == 0 {
+        Some(Ok(()))
+    } else {
+        None
+    }
+}
+
 /// The denial that waits from `now` until the absolute time `at` (ns, may lie past the
 /// clock's range: then it can never conform, `Duration::MAX`).
 fn wait_until(at: u128, now: Nanos) -> Denied {
@@ -68,13 +80,8 @@ impl GcraModel {
     ///
     /// The [`Denied`] the crate's limiters must return for the same history.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.burst {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.burst,
-            });
-        }
-        if n == 0 {
-            return Ok(());
+        if let Some(answer) = by_size(n, self.burst) {
+            return answer;
         }
         let now_i = i128::from(now);
         let x = self.content_at(now_i);
@@ -156,13 +163,8 @@ impl TokenBucketModel {
     ///
     /// The [`Denied`] the crate's limiters must return for the same history.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.burst {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.burst,
-            });
-        }
-        if n == 0 {
-            return Ok(());
+        if let Some(answer) = by_size(n, self.burst) {
+            return answer;
         }
         let now_i = i128::from(now);
         let credit = self.credit_at(now_i);
@@ -247,13 +249,8 @@ impl FixedWindowModel {
     ///
     /// As the limiter.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.count {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.count,
-            });
-        }
-        if n == 0 {
-            return Ok(());
+        if let Some(answer) = by_size(n, self.count) {
+            return answer;
         }
         let k = self.window(now);
         let used = self.used.get(&k).copied().unwrap_or(0);
@@ -320,13 +317,8 @@ impl SlidingLogModel {
     ///
     /// As the limiter.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.count {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.count,
-            });
-        }
-        if n == 0 {
-            return Ok(());
+        if let Some(answer) = by_size(n, self.count) {
+            return answer;
         }
         // Entries at or before `newest − period` can never be inside a window again (times
         // are recorded at or after the newest): forget them.
@@ -441,13 +433,8 @@ impl SlidingWindowModel {
     ///
     /// As the limiter.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.count {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.count,
-            });
-        }
-        if n == 0 {
-            return Ok(());
+        if let Some(answer) = by_size(n, self.count) {
+            return answer;
         }
         let t = self.effective(now);
         if self.fits(u128::from(t), n) {
@@ -516,16 +503,11 @@ impl LeakyBucketModel {
     ///
     /// As [`Reserve`](crate::Reserve) on the limiter.
     pub fn reserve(&mut self, n: u32, now: Nanos, max_wait: Nanos) -> Result<Nanos, Denied> {
-        if n > self.capacity {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.capacity,
-            });
+        if let Some(answer) = by_size(n, self.capacity) {
+            return answer.map(|()| 0);
         }
         let now_w = u128::from(now);
         let last_end = self.queue.back().map_or(0, |&(_, end)| end);
-        if n == 0 {
-            return Ok(0);
-        }
         let start = last_end.max(now_w);
         let end = start + u128::from(n) * self.t;
         if end > u128::from(u64::MAX) {

@@ -1,7 +1,7 @@
 //! [`SlidingLog`]: exact "at most N calls in any interval T".
 
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{Denied, RateLimiter, Snapshot};
+use crate::limiter::{precheck, Denied, RateLimiter, Snapshot};
 use crate::sync::Mutex;
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
@@ -234,12 +234,7 @@ impl<C: Clock> SlidingLog<C> {
 
 impl<C: Clock> RateLimiter for SlidingLog<C> {
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.count {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.count,
-            });
-        }
-        if n == 0 {
+        if !precheck(n, self.count)? {
             return Ok(());
         }
         self.with_log(|log| log.take(now, n))

@@ -17,7 +17,7 @@
 //! RMWs. So `Relaxed` suffices everywhere, as in [`cas`](crate::cas).
 
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{Denied, RateLimiter, Snapshot};
+use crate::limiter::{precheck, Denied, RateLimiter, Snapshot};
 use crate::sync::{self, AtomicU64, Backoff, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
@@ -488,12 +488,7 @@ impl<C: Clock> SlidingWindow<C> {
 impl<C: Clock> RateLimiter for SlidingWindow<C> {
     #[inline]
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n > self.counter.count {
-            return Err(Denied::ExceedsCapacity {
-                capacity: self.counter.count,
-            });
-        }
-        if n == 0 {
+        if !precheck(n, self.counter.count)? {
             return Ok(());
         }
         let shard = self.shard();
