@@ -1,0 +1,641 @@
+//! The replay engine: a trace through one algorithm, sharded by client on a rayon pool, then
+//! through the algorithm's plain reference model, with the per-client window bounds checked.
+//!
+//! # How a replay runs
+//!
+//! 1. **Decisions** (timed). Clients are split into shards (`client mod shards`); each shard
+//!    is replayed by one rayon task in trace order, so every client's decisions are made in
+//!    the order its requests were logged, at their logged times, through the explicit-time
+//!    API (`try_acquire_n_at`). A shard holds one [`Keyed`] for the five algorithms it
+//!    supports (automatic eviction on: a shard's clock only moves forward, so evicting
+//!    changes no decision, which step 2 checks), and a map of [`SlidingLog`]s for the sliding
+//!    log (a log per key has no single word). With a global limit (`--global`) every decision
+//!    depends on every earlier one, so the replay runs on one thread in trace order: per
+//!    client limiters and the global one, all or nothing, through [`All`].
+//! 2. **Check** (not timed). Each shard runs its clients again through the algorithm's
+//!    reference model (`limitcore::reference`, a different formulation in plain `u128`
+//!    arithmetic) and counts the decisions that differ (refusals compared with their
+//!    `retry_after`). It also measures, per client, the most requests admitted in any
+//!    half-open window `[t, t + period)` (and in any aligned window `[k·period,
+//!    (k+1)·period)`), to compare with what the algorithm promises ([`Promise`]).
+
+use crate::trace::{Request, Trace};
+use limitcore::clock::ManualClock;
+use limitcore::reference::{
+    FixedWindowModel, GcraModel, LeakyBucketModel, SlidingLogModel, SlidingWindowModel,
+    TokenBucketModel,
+};
+use limitcore::{
+    All, Denied, FixedWindow, Gcra, Keyed, LeakyBucket, Quota, RateLimiter, SlidingLog,
+    SlidingWindow, TokenBucket,
+};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The algorithms a replay can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Algorithm {
+    /// [`Gcra`] per client.
+    Gcra,
+    /// [`TokenBucket`] per client.
+    TokenBucket,
+    /// [`FixedWindow`] per client.
+    FixedWindow,
+    /// [`SlidingWindow`]'s counter per client.
+    SlidingWindow,
+    /// [`SlidingLog`] per client.
+    SlidingLog,
+    /// [`LeakyBucket`] per client (a request must be able to start at once).
+    LeakyBucket,
+}
+
+impl Algorithm {
+    /// Every algorithm, in report order.
+    pub(crate) const ALL: [Algorithm; 6] = [
+        Algorithm::Gcra,
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::LeakyBucket,
+    ];
+
+    /// The command-line name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Algorithm::Gcra => "gcra",
+            Algorithm::TokenBucket => "token-bucket",
+            Algorithm::FixedWindow => "fixed-window",
+            Algorithm::SlidingWindow => "sliding-window",
+            Algorithm::SlidingLog => "sliding-log",
+            Algorithm::LeakyBucket => "leaky-bucket",
+        }
+    }
+
+    /// The algorithm called `name` on the command line.
+    pub(crate) fn from_name(name: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// What the algorithm promises for one client and `quota`.
+    pub(crate) fn promise(self, quota: &Quota) -> Promise {
+        let (count, burst) = (u64::from(quota.count()), u64::from(quota.burst()));
+        match self {
+            Algorithm::Gcra | Algorithm::TokenBucket => Promise {
+                bound: count + burst - 1,
+                aligned: false,
+                rule: "count + burst - 1 in any window",
+            },
+            Algorithm::FixedWindow => Promise {
+                bound: count,
+                aligned: true,
+                rule: "count per aligned window",
+            },
+            // Any window of length period meets at most two aligned windows; the formula
+            // admits at most count in the later one minus what it still counts of the earlier.
+            Algorithm::SlidingWindow => Promise {
+                bound: 2 * count - 1,
+                aligned: false,
+                rule: "2 count - 1 in any window (the formula's error budget)",
+            },
+            Algorithm::SlidingLog => Promise {
+                bound: count,
+                aligned: false,
+                rule: "count in any window (exact)",
+            },
+            // A request that must start at once is admitted only when the queue has
+            // drained: admissions are at least one emission interval apart.
+            Algorithm::LeakyBucket => Promise {
+                bound: count,
+                aligned: false,
+                rule: "count in any window (one per emission interval)",
+            },
+        }
+    }
+}
+
+/// A per-client bound on admitted requests in windows of length `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct Promise {
+    /// At most this many admitted...
+    pub(crate) bound: u64,
+    /// ...in any aligned window `[k·period, (k+1)·period)` (true) or in any window
+    /// `[t, t + period)` (false).
+    pub(crate) aligned: bool,
+    /// The rule, for reports.
+    pub(crate) rule: &'static str,
+}
+
+/// One client's figures in one replay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct ClientStat {
+    /// Requests offered.
+    pub(crate) requests: u64,
+    /// Requests refused.
+    pub(crate) denied: u64,
+    /// The most admitted in any window `[t, t + period)`.
+    pub(crate) max_any_window: u64,
+    /// The most admitted in any aligned window `[k·period, (k+1)·period)`.
+    pub(crate) max_aligned_window: u64,
+}
+
+/// What one algorithm did to a trace.
+#[derive(Debug, Clone)]
+pub(crate) struct Outcome {
+    /// The algorithm.
+    pub(crate) algorithm: Algorithm,
+    /// Its promise for the quota.
+    pub(crate) promise: Promise,
+    /// Per client, indexed like [`Trace::clients`].
+    pub(crate) clients: Vec<ClientStat>,
+    /// Per request, in trace order: admitted?
+    pub(crate) admitted: Vec<bool>,
+    /// Decisions that differ from the reference model's (must be 0).
+    pub(crate) differing: u64,
+    /// The first differing decision, described.
+    pub(crate) first_difference: Option<String>,
+    /// Wall time of the decision phase.
+    pub(crate) decide_time: Duration,
+    /// Threads the decisions ran on.
+    pub(crate) threads: usize,
+    /// Keys held by the keyed limiters when the replay ended (eviction at work).
+    pub(crate) keys_held: usize,
+}
+
+impl Outcome {
+    /// Requests offered.
+    pub(crate) fn requests(&self) -> u64 {
+        self.admitted.len() as u64
+    }
+
+    /// Requests admitted.
+    pub(crate) fn admitted_count(&self) -> u64 {
+        self.admitted.iter().filter(|&&a| a).count() as u64
+    }
+
+    /// Clients with at least one refusal.
+    pub(crate) fn clients_limited(&self) -> u64 {
+        self.clients.iter().filter(|c| c.denied > 0).count() as u64
+    }
+
+    /// The client with the most admitted in one window of the promise's kind, and that
+    /// number.
+    pub(crate) fn worst_window(&self) -> (usize, u64) {
+        self.clients
+            .iter()
+            .map(|c| {
+                if self.promise.aligned {
+                    c.max_aligned_window
+                } else {
+                    c.max_any_window
+                }
+            })
+            .enumerate()
+            .max_by_key(|&(i, m)| (m, std::cmp::Reverse(i)))
+            .unwrap_or((0, 0))
+    }
+
+    /// Whether every client kept the promise.
+    pub(crate) fn bound_holds(&self) -> bool {
+        self.worst_window().1 <= self.promise.bound
+    }
+
+    /// Decisions per second in the decision phase.
+    pub(crate) fn decisions_per_second(&self) -> f64 {
+        self.requests() as f64 / self.decide_time.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A replay's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// The per-client quota.
+    pub(crate) quota: Quota,
+    /// A global quota over all clients, if any.
+    pub(crate) global: Option<Quota>,
+    /// Threads for the decisions (and the checks).
+    pub(crate) threads: usize,
+}
+
+/// Split the trace's request indices into `shards` lists by client, each in trace order.
+pub(crate) fn shard(requests: &[Request], shards: usize) -> Vec<Vec<u32>> {
+    let mut out = vec![Vec::new(); shards.max(1)];
+    let len = out.len();
+    for (i, r) in requests.iter().enumerate() {
+        out[r.client as usize % len].push(i as u32);
+    }
+    out
+}
+
+/// Something that decides one request of one client at an explicit time.
+trait Decide {
+    fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied>;
+    /// Keys held.
+    fn keys(&self) -> usize;
+}
+
+impl<L: limitcore::Algorithm> Decide for Keyed<u32, L, ManualClock> {
+    #[inline]
+    fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied> {
+        self.try_acquire_n_at(&client, 1, t)
+    }
+    fn keys(&self) -> usize {
+        self.len()
+    }
+}
+
+/// The sliding log per client (it keeps a log per key, not one word).
+struct Logs {
+    quota: Quota,
+    logs: HashMap<u32, SlidingLog<ManualClock>>,
+}
+
+impl Decide for Logs {
+    fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied> {
+        let quota = self.quota;
+        self.logs
+            .entry(client)
+            .or_insert_with(|| {
+                SlidingLog::with_clock(quota, ManualClock::new()).expect("checked in `validate`")
+            })
+            .try_acquire_n_at(1, t)
+    }
+    fn keys(&self) -> usize {
+        self.logs.len()
+    }
+}
+
+/// A reference model of one client's limiter.
+#[derive(Debug, Clone)]
+enum Model {
+    Gcra(GcraModel),
+    Bucket(TokenBucketModel),
+    Window(FixedWindowModel),
+    Sliding(SlidingWindowModel),
+    Log(SlidingLogModel),
+    Pacer(LeakyBucketModel),
+}
+
+impl Model {
+    fn new(algorithm: Algorithm, quota: Quota) -> Model {
+        match algorithm {
+            Algorithm::Gcra => Model::Gcra(GcraModel::new(quota)),
+            Algorithm::TokenBucket => Model::Bucket(TokenBucketModel::new(quota)),
+            Algorithm::FixedWindow => Model::Window(FixedWindowModel::new(quota)),
+            Algorithm::SlidingWindow => Model::Sliding(SlidingWindowModel::new(quota)),
+            Algorithm::SlidingLog => Model::Log(SlidingLogModel::new(quota)),
+            Algorithm::LeakyBucket => Model::Pacer(LeakyBucketModel::new(quota)),
+        }
+    }
+
+    fn acquire(&mut self, t: u64) -> Result<(), Denied> {
+        match self {
+            Model::Gcra(m) => m.acquire(1, t),
+            Model::Bucket(m) => m.acquire(1, t),
+            Model::Window(m) => m.acquire(1, t),
+            Model::Sliding(m) => m.acquire(1, t),
+            Model::Log(m) => m.acquire(1, t),
+            Model::Pacer(m) => m.acquire(1, t),
+        }
+    }
+}
+
+/// Build the limiter of `algorithm` once, to report a quota it cannot take as an error.
+///
+/// # Errors
+///
+/// The algorithm's `QuotaError`, as text.
+pub(crate) fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), String> {
+    let q = settings.quota;
+    let clock = ManualClock::new();
+    let built = match algorithm {
+        Algorithm::Gcra | Algorithm::LeakyBucket => Ok(()),
+        Algorithm::TokenBucket => TokenBucket::with_clock(q, clock).map(drop),
+        Algorithm::FixedWindow => FixedWindow::with_clock(q, clock).map(drop),
+        Algorithm::SlidingWindow => SlidingWindow::with_clock(q, clock).map(drop),
+        Algorithm::SlidingLog => SlidingLog::with_clock(q, clock).map(drop),
+    };
+    built.map_err(|e| format!("{}: quota {q}: {e}", algorithm.name()))?;
+    if settings.global.is_some() && !matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket) {
+        return Err(format!(
+            "{}: --global needs limits that can be refunded exactly (gcra, leaky-bucket; see \
+             limitcore::Refund)",
+            algorithm.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Replay `trace` through `algorithm`.
+///
+/// # Errors
+///
+/// When the quota does not suit the algorithm ([`validate`]).
+pub(crate) fn replay(
+    trace: &Trace,
+    algorithm: Algorithm,
+    settings: &Settings,
+) -> Result<Outcome, String> {
+    validate(algorithm, settings)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(settings.threads.max(1))
+        .build()
+        .map_err(|e| format!("cannot start {} threads: {e}", settings.threads))?;
+    let n = trace.requests.len();
+    let (decisions, decide_time, keys_held, threads, shards) = match settings.global {
+        Some(global) => {
+            let (d, time, keys) = decide_global(trace, algorithm, settings.quota, global);
+            (d, time, keys, 1, vec![(0..n as u32).collect::<Vec<_>>()])
+        }
+        None => {
+            // Several shards per thread, so that a heavy client does not idle a thread.
+            let shards = shard(&trace.requests, settings.threads.max(1) * 8);
+            let q = settings.quota;
+            let (d, time, keys) = match algorithm {
+                Algorithm::Gcra => decide_sharded(trace, &shards, &pool, keyed::<Gcra>(q)),
+                Algorithm::TokenBucket => {
+                    decide_sharded(trace, &shards, &pool, keyed::<TokenBucket>(q))
+                }
+                Algorithm::FixedWindow => {
+                    decide_sharded(trace, &shards, &pool, keyed::<FixedWindow>(q))
+                }
+                Algorithm::SlidingWindow => {
+                    decide_sharded(trace, &shards, &pool, keyed::<SlidingWindow>(q))
+                }
+                Algorithm::LeakyBucket => {
+                    decide_sharded(trace, &shards, &pool, keyed::<LeakyBucket>(q))
+                }
+                Algorithm::SlidingLog => decide_sharded(trace, &shards, &pool, || Logs {
+                    quota: q,
+                    logs: HashMap::new(),
+                }),
+            };
+            (d, time, keys, pool.current_num_threads(), shards)
+        }
+    };
+    let checked = pool.install(|| {
+        shards
+            .par_iter()
+            .map(|indices| check_shard(trace, indices, &decisions, algorithm, settings))
+            .collect::<Vec<_>>()
+    });
+    let mut clients = vec![ClientStat::default(); trace.clients.len()];
+    let mut differing = 0;
+    let mut first_difference: Option<(u32, String)> = None;
+    for shard in checked {
+        for (client, stat) in shard.clients {
+            clients[client as usize] = stat;
+        }
+        differing += shard.differing;
+        if let Some(first) = shard.first_difference {
+            if first_difference.as_ref().map_or(true, |f| first.0 < f.0) {
+                first_difference = Some(first);
+            }
+        }
+    }
+    Ok(Outcome {
+        algorithm,
+        promise: algorithm.promise(&settings.quota),
+        clients,
+        admitted: decisions.iter().map(Result::is_ok).collect(),
+        differing,
+        first_difference: first_difference.map(|(_, text)| text),
+        decide_time,
+        threads,
+        keys_held,
+    })
+}
+
+/// A shard's keyed limiter for `quota`: sweeps idle keys every second of trace time.
+fn keyed<L: limitcore::Algorithm>(quota: Quota) -> impl Fn() -> Keyed<u32, L, ManualClock> + Sync {
+    move || {
+        Keyed::with_clock(quota, ManualClock::new())
+            .expect("checked in `validate`")
+            .with_sweep_interval(Duration::from_secs(1))
+    }
+}
+
+/// The decision phase, sharded: every shard's decisions, the wall time, the keys held.
+fn decide_sharded<D: Decide>(
+    trace: &Trace,
+    shards: &[Vec<u32>],
+    pool: &rayon::ThreadPool,
+    make: impl Fn() -> D + Sync,
+) -> (Vec<Result<(), Denied>>, Duration, usize) {
+    let requests = &trace.requests;
+    let once = || {
+        pool.install(|| {
+            shards
+                .par_iter()
+                .map(|indices| {
+                    let mut decider = make();
+                    let out: Vec<_> = indices
+                        .iter()
+                        .map(|&i| {
+                            let r = requests[i as usize];
+                            decider.decide(r.client, r.t)
+                        })
+                        .collect();
+                    (out, decider.keys())
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    // A short trace is decided in well under a millisecond: repeat the whole phase (fresh
+    // limiters each time) for at least 3 runs and 200 ms, and take the median run's time.
+    let mut times = Vec::new();
+    let begin = Instant::now();
+    let mut per_shard;
+    loop {
+        let start = Instant::now();
+        per_shard = once();
+        times.push(start.elapsed());
+        if times.len() >= 3
+            && (begin.elapsed() >= Duration::from_millis(200) || times.len() >= 1000)
+        {
+            break;
+        }
+    }
+    times.sort();
+    let time = times[times.len() / 2];
+    let mut decisions = vec![Ok(()); requests.len()];
+    let mut keys = 0;
+    for (indices, (out, held)) in shards.iter().zip(per_shard) {
+        keys += held;
+        for (&i, d) in indices.iter().zip(out) {
+            decisions[i as usize] = d;
+        }
+    }
+    (decisions, time, keys)
+}
+
+/// The decision phase with a global limit: one thread, trace order, all or nothing.
+fn decide_global(
+    trace: &Trace,
+    algorithm: Algorithm,
+    quota: Quota,
+    global: Quota,
+) -> (Vec<Result<(), Denied>>, Duration, usize) {
+    // `All` refunds at the later of the request's time and its clock's; the clock stays at 0.
+    let clock = ManualClock::new();
+    let start = Instant::now();
+    let decisions = if algorithm == Algorithm::LeakyBucket {
+        all_or_nothing(
+            trace,
+            &clock,
+            LeakyBucket::with_clock(global, clock.clone()),
+            || LeakyBucket::with_clock(quota, clock.clone()),
+        )
+    } else {
+        all_or_nothing(
+            trace,
+            &clock,
+            Gcra::with_clock(global, clock.clone()),
+            || Gcra::with_clock(quota, clock.clone()),
+        )
+    };
+    (decisions.0, start.elapsed(), decisions.1)
+}
+
+fn all_or_nothing<L: limitcore::Refund + Send + Sync>(
+    trace: &Trace,
+    clock: &ManualClock,
+    global: L,
+    make: impl Fn() -> L,
+) -> (Vec<Result<(), Denied>>, usize) {
+    let mut per_client: HashMap<u32, L> = HashMap::new();
+    let decisions = trace
+        .requests
+        .iter()
+        .map(|r| {
+            let own = per_client.entry(r.client).or_insert_with(&make);
+            All::new(vec![&*own, &global], clock.clone()).try_acquire_n_at(1, r.t)
+        })
+        .collect();
+    (decisions, per_client.len())
+}
+
+/// One shard's check results.
+struct Checked {
+    clients: Vec<(u32, ClientStat)>,
+    differing: u64,
+    /// (request index, description) of the shard's first differing decision.
+    first_difference: Option<(u32, String)>,
+}
+
+/// Re-run a shard's clients through the reference models and measure their windows.
+fn check_shard(
+    trace: &Trace,
+    indices: &[u32],
+    decisions: &[Result<(), Denied>],
+    algorithm: Algorithm,
+    settings: &Settings,
+) -> Checked {
+    let mut models: HashMap<u32, Model> = HashMap::new();
+    let mut global = settings.global.map(|g| Model::new(algorithm, g));
+    let mut admitted_at: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut stats: HashMap<u32, ClientStat> = HashMap::new();
+    let mut differing = 0;
+    let mut first_difference = None;
+    for &i in indices {
+        let r = trace.requests[i as usize];
+        let model = models
+            .entry(r.client)
+            .or_insert_with(|| Model::new(algorithm, settings.quota));
+        let expected = match &mut global {
+            None => model.acquire(r.t),
+            // All or nothing: charge both models only if both admit; the refusal reported
+            // is the longest wait.
+            Some(global) => {
+                let (mut own, mut all) = (model.clone(), global.clone());
+                match (own.acquire(r.t), all.acquire(r.t)) {
+                    (Ok(()), Ok(())) => {
+                        (*model, *global) = (own, all);
+                        Ok(())
+                    }
+                    (Err(a), Err(b)) => Err(a.max_wait(b)),
+                    (Err(d), Ok(())) | (Ok(()), Err(d)) => Err(d),
+                }
+            }
+        };
+        let actual = decisions[i as usize];
+        if actual != expected {
+            differing += 1;
+            first_difference.get_or_insert_with(|| {
+                (
+                    i,
+                    format!(
+                        "request {} (client {}, t = {} ns): limiter {:?}, reference {:?}",
+                        i, trace.clients[r.client as usize], r.t, actual, expected
+                    ),
+                )
+            });
+        }
+        let stat = stats.entry(r.client).or_default();
+        stat.requests += 1;
+        match actual {
+            Ok(()) => admitted_at.entry(r.client).or_default().push(r.t),
+            Err(_) => stat.denied += 1,
+        }
+    }
+    let period = settings.quota.period_ns();
+    for (client, times) in &admitted_at {
+        let stat = stats.entry(*client).or_default();
+        stat.max_any_window = max_in_any_window(times, period);
+        stat.max_aligned_window = max_in_aligned_window(times, period);
+    }
+    Checked {
+        clients: stats.into_iter().collect(),
+        differing,
+        first_difference,
+    }
+}
+
+/// The refusal with the longer wait, as `All` reports it.
+trait MaxWait {
+    fn max_wait(self, other: Denied) -> Denied;
+}
+
+impl MaxWait for Denied {
+    fn max_wait(self, other: Denied) -> Denied {
+        match (self, other) {
+            (Denied::RateLimited { retry_after: a }, Denied::RateLimited { retry_after: b }) => {
+                Denied::RateLimited {
+                    retry_after: a.max(b),
+                }
+            }
+            (d @ Denied::ExceedsCapacity { .. }, _) | (_, d @ Denied::ExceedsCapacity { .. }) => d,
+            (d, _) => d,
+        }
+    }
+}
+
+/// The most of `times` (sorted ascending) in any window `[t, t + period)`.
+pub(crate) fn max_in_any_window(times: &[u64], period: u64) -> u64 {
+    let (mut first, mut best) = (0, 0);
+    for (last, &t) in times.iter().enumerate() {
+        while t - times[first] >= period {
+            first += 1;
+        }
+        best = best.max(last - first + 1);
+    }
+    best as u64
+}
+
+/// The most of `times` (sorted ascending) in any window `[k·period, (k+1)·period)`.
+pub(crate) fn max_in_aligned_window(times: &[u64], period: u64) -> u64 {
+    let (mut best, mut run, mut window) = (0u64, 0u64, None);
+    for &t in times {
+        let k = t / period;
+        if window == Some(k) {
+            run += 1;
+        } else {
+            (window, run) = (Some(k), 1);
+        }
+        best = best.max(run);
+    }
+    best
+}

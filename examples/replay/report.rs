@@ -1,0 +1,349 @@
+//! The replay's report: a table for people, JSON for programs, an SVG plot.
+
+use crate::engine::{Outcome, Settings};
+use crate::trace::Trace;
+use limitcore::Quota;
+use plotters::prelude::*;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A client's line in the top-by-denials list.
+#[derive(Debug, Serialize)]
+pub(crate) struct TopClient {
+    /// Its name (host or IP).
+    pub(crate) client: String,
+    /// Requests it offered.
+    pub(crate) requests: u64,
+    /// Requests refused.
+    pub(crate) denied: u64,
+}
+
+/// One algorithm's row.
+#[derive(Debug, Serialize)]
+pub(crate) struct Row {
+    /// The algorithm's command-line name.
+    pub(crate) algorithm: &'static str,
+    /// Requests offered.
+    pub(crate) requests: u64,
+    /// Requests admitted.
+    pub(crate) admitted: u64,
+    /// Requests denied.
+    pub(crate) denied: u64,
+    /// Clients with at least one refusal.
+    pub(crate) clients_limited: u64,
+    /// The most admitted for one client in one window of the promise's kind.
+    pub(crate) max_in_window: u64,
+    /// The client it was.
+    pub(crate) max_in_window_client: String,
+    /// What the algorithm promises for that number.
+    pub(crate) promise: u64,
+    /// The promise's rule.
+    pub(crate) promise_rule: &'static str,
+    /// The most admitted for one client in any window `[t, t + period)`, whatever the
+    /// promise's kind.
+    pub(crate) max_in_any_window: u64,
+    /// Decisions that differ from the reference model (must be 0).
+    pub(crate) differing_decisions: u64,
+    /// The first differing decision, if any.
+    pub(crate) first_difference: Option<String>,
+    /// Decisions per second in the decision phase.
+    pub(crate) decisions_per_second: f64,
+    /// Threads the decisions ran on.
+    pub(crate) threads: usize,
+    /// Keys the keyed limiters held at the end (the rest were evicted as idle).
+    pub(crate) keys_held_at_end: usize,
+    /// Top clients by denials.
+    pub(crate) top_denied: Vec<TopClient>,
+}
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    /// Where the trace came from.
+    pub(crate) source: String,
+    /// Its format.
+    pub(crate) format: &'static str,
+    /// Non-empty lines read (with the header and malformed ones).
+    pub(crate) lines: u64,
+    /// Requests in the trace.
+    pub(crate) requests: u64,
+    /// Distinct clients.
+    pub(crate) clients: u64,
+    /// From first to last request, in seconds.
+    pub(crate) span_seconds: f64,
+    /// Malformed lines.
+    pub(crate) malformed_lines: u64,
+    /// The first malformed lines: (line number, reason).
+    pub(crate) malformed_first: Vec<(usize, String)>,
+    /// The per-client quota.
+    pub(crate) quota: String,
+    /// The global quota, if any.
+    pub(crate) global: Option<String>,
+    /// One row per algorithm run.
+    pub(crate) algorithms: Vec<Row>,
+    /// Algorithms that could not run, and why.
+    pub(crate) skipped: Vec<String>,
+}
+
+impl Report {
+    /// Gather the report.
+    pub(crate) fn new(
+        trace: &Trace,
+        source: &str,
+        settings: &Settings,
+        outcomes: &[Outcome],
+        skipped: &[String],
+        top: usize,
+    ) -> Report {
+        let name = |i: usize| trace.clients.get(i).cloned().unwrap_or_default();
+        let algorithms = outcomes
+            .iter()
+            .map(|o| {
+                let (worst, max_in_window) = o.worst_window();
+                let mut by_denials: Vec<usize> = (0..o.clients.len())
+                    .filter(|&c| o.clients[c].denied > 0)
+                    .collect();
+                by_denials.sort_by_key(|&c| (std::cmp::Reverse(o.clients[c].denied), c));
+                Row {
+                    algorithm: o.algorithm.name(),
+                    requests: o.requests(),
+                    admitted: o.admitted_count(),
+                    denied: o.requests() - o.admitted_count(),
+                    clients_limited: o.clients_limited(),
+                    max_in_window,
+                    max_in_window_client: name(worst),
+                    promise: o.promise.bound,
+                    promise_rule: o.promise.rule,
+                    max_in_any_window: o
+                        .clients
+                        .iter()
+                        .map(|c| c.max_any_window)
+                        .max()
+                        .unwrap_or(0),
+                    differing_decisions: o.differing,
+                    first_difference: o.first_difference.clone(),
+                    decisions_per_second: o.decisions_per_second(),
+                    threads: o.threads,
+                    keys_held_at_end: o.keys_held,
+                    top_denied: by_denials
+                        .into_iter()
+                        .take(top)
+                        .map(|c| TopClient {
+                            client: name(c),
+                            requests: o.clients[c].requests,
+                            denied: o.clients[c].denied,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Report {
+            source: source.to_owned(),
+            format: trace.format.name(),
+            lines: trace.lines as u64,
+            requests: trace.requests.len() as u64,
+            clients: trace.clients.len() as u64,
+            span_seconds: trace.span_ns() as f64 / 1e9,
+            malformed_lines: trace.malformed.len() as u64,
+            malformed_first: trace
+                .malformed
+                .iter()
+                .take(10)
+                .map(|m| (m.line, m.reason.clone()))
+                .collect(),
+            quota: settings.quota.to_string(),
+            global: settings.global.map(|g| g.to_string()),
+            algorithms,
+            skipped: skipped.to_vec(),
+        }
+    }
+
+    /// The report as pretty JSON.
+    pub(crate) fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// The report as a table.
+    pub(crate) fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "trace: {} ({}): {} lines, {} requests, {} clients, {:.1} s; {} malformed lines",
+            self.source,
+            self.format,
+            self.lines,
+            self.requests,
+            self.clients,
+            self.span_seconds,
+            self.malformed_lines
+        );
+        for (line, reason) in &self.malformed_first {
+            let _ = writeln!(s, "  line {line}: {reason}");
+        }
+        let _ = writeln!(
+            s,
+            "limit: {} per client{}\n",
+            self.quota,
+            self.global.as_ref().map_or(String::new(), |g| format!(
+                ", and {g} over all clients (all or nothing)"
+            ))
+        );
+        let _ = writeln!(
+            s,
+            "{:<15} {:>9} {:>9} {:>8} {:>17} {:>7} {:>13} {:>8}",
+            "algorithm",
+            "admitted",
+            "denied",
+            "limited",
+            "max/window (≤)",
+            "differ",
+            "decisions/s",
+            "threads"
+        );
+        for r in &self.algorithms {
+            let _ = writeln!(
+                s,
+                "{:<15} {:>9} {:>9} {:>8} {:>17} {:>7} {:>13} {:>8}",
+                r.algorithm,
+                r.admitted,
+                r.denied,
+                r.clients_limited,
+                format!("{} (≤ {})", r.max_in_window, r.promise),
+                r.differing_decisions,
+                format_rate(r.decisions_per_second),
+                r.threads
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nmax/window: the most requests admitted for one client in one window of the quota's \
+             period\n(aligned windows for fixed-window, any window otherwise), beside the promise:"
+        );
+        for r in &self.algorithms {
+            let _ = writeln!(s, "  {:<15} {}", r.algorithm, r.promise_rule);
+        }
+        for r in &self.algorithms {
+            if let Some(first) = &r.first_difference {
+                let _ = writeln!(s, "DIFFERENCE ({}): {first}", r.algorithm);
+            }
+            if r.max_in_window > r.promise {
+                let _ = writeln!(
+                    s,
+                    "BROKEN PROMISE ({}): client {} had {} admitted in one window, promise {}",
+                    r.algorithm, r.max_in_window_client, r.max_in_window, r.promise
+                );
+            }
+        }
+        if let Some(first) = self.algorithms.first() {
+            let _ = writeln!(s, "\ntop clients by denials ({}):", first.algorithm);
+            for c in &first.top_denied {
+                let _ = writeln!(
+                    s,
+                    "  {:<40} {:>7} denied of {:>7}",
+                    c.client, c.denied, c.requests
+                );
+            }
+        }
+        for why in &self.skipped {
+            let _ = writeln!(s, "skipped {why}");
+        }
+        s
+    }
+}
+
+fn format_rate(per_second: f64) -> String {
+    if per_second >= 1e6 {
+        format!("{:.1} M", per_second / 1e6)
+    } else {
+        format!("{:.0} k", per_second / 1e3)
+    }
+}
+
+/// Offered and admitted requests per second of the `busiest` clients with the most requests,
+/// one panel each.
+///
+/// # Errors
+///
+/// Drawing or writing the file failed.
+pub(crate) fn plot(
+    path: &Path,
+    trace: &Trace,
+    outcome: &Outcome,
+    quota: Quota,
+    busiest: usize,
+) -> Result<(), String> {
+    let mut order: Vec<usize> = (0..outcome.clients.len()).collect();
+    order.sort_by_key(|&c| (std::cmp::Reverse(outcome.clients[c].requests), c));
+    order.truncate(busiest.max(1));
+    let (Some(first), Some(last)) = (trace.requests.first(), trace.requests.last()) else {
+        return Err("an empty trace has nothing to plot".into());
+    };
+    let t0 = first.t / 1_000_000_000;
+    let seconds = (last.t / 1_000_000_000 - t0 + 1) as usize;
+    // Per panel: offered and admitted per second.
+    let mut series = vec![(vec![0u32; seconds], vec![0u32; seconds]); order.len()];
+    for (r, &admitted) in trace.requests.iter().zip(&outcome.admitted) {
+        if let Some(panel) = order.iter().position(|&c| c == r.client as usize) {
+            let s = (r.t / 1_000_000_000 - t0) as usize;
+            series[panel].0[s] += 1;
+            series[panel].1[s] += u32::from(admitted);
+        }
+    }
+    let err = |e: &dyn std::fmt::Display| format!("plot {}: {e}", path.display());
+    let root = SVGBackend::new(path, (1000, 300 * order.len() as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    for ((panel, area), (offered, admitted)) in order
+        .iter()
+        .zip(root.split_evenly((order.len(), 1)))
+        .zip(&series)
+    {
+        let top = offered.iter().copied().max().unwrap_or(1).max(1);
+        let mut chart = ChartBuilder::on(&area)
+            .caption(
+                format!(
+                    "{}: {} requests, {} per client ({})",
+                    trace.clients[*panel],
+                    outcome.clients[*panel].requests,
+                    quota,
+                    outcome.algorithm.name()
+                ),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(0..seconds as u32, 0..top + 1)
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds from the trace's start")
+            .y_desc("requests / s")
+            .draw()
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(LineSeries::new(
+                offered.iter().enumerate().map(|(s, &v)| (s as u32, v)),
+                &RED,
+            ))
+            .map_err(|e| err(&e))?
+            .label("offered")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+        chart
+            .draw_series(LineSeries::new(
+                admitted.iter().enumerate().map(|(s, &v)| (s as u32, v)),
+                &BLUE,
+            ))
+            .map_err(|e| err(&e))?
+            .label("admitted")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
