@@ -1,11 +1,12 @@
 //! Bytes per key at 10^6 keys: `Keyed<u64, Gcra>` against governor's keyed limiter, measured
-//! by counting the heap bytes each allocates (through `stats_alloc`).
+//! by counting the heap bytes each allocates (through `stats_alloc`), and the fixed-memory
+//! `KeyedSketch` (count-min sketch, 2^16 × 4 cells) for comparison.
 //!
 //! ```text
 //! cargo run --release --example keyed_memory
 //! ```
 
-use limitcore::{Gcra, Keyed, Quota};
+use limitcore::{Gcra, Keyed, KeyedSketch, Quota};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::num::NonZeroU32;
@@ -47,6 +48,13 @@ fn main() {
         }
         gov
     });
+    let (sketch, sketch_bytes) = live_bytes(|| {
+        let sketch: KeyedSketch<u64> = KeyedSketch::new(quota, 1 << 16, 4).unwrap();
+        for k in 0..KEYS {
+            let _ = sketch.try_acquire(&k);
+        }
+        sketch
+    });
     assert_eq!(ours.len() as u64, KEYS);
     assert_eq!(gov.len() as u64, KEYS);
     println!("keys: {KEYS} (u64 keys, GCRA state)");
@@ -61,5 +69,14 @@ fn main() {
     println!(
         "ratio limitcore / governor:          {:.2}",
         ours_bytes as f64 / gov_bytes as f64
+    );
+    // The heap part of the sketch (its cells and row parameters); `memory_bytes` adds the
+    // struct itself. Fixed at construction: the same for 10 keys or 10^9.
+    println!(
+        "limitcore KeyedSketch<u64> 2^16 x 4:  {:.1} bytes/key ({} bytes in all, eps {:.1e}, delta {:.3})",
+        sketch_bytes as f64 / KEYS as f64,
+        sketch.memory_bytes(),
+        sketch.epsilon(),
+        sketch.delta()
     );
 }

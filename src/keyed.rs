@@ -97,15 +97,24 @@ impl Rule {
         }
     }
 
-    /// Is `word` indistinguishable from a fresh state for every reading at or after `at`?
-    fn idle(&self, word: u64, at: Nanos) -> bool {
+    /// Has `word` been indistinguishable from a fresh state since `at = now − grace`, for
+    /// every reading at or after `at`?
+    fn idle(&self, word: u64, now: Nanos, at: Nanos) -> bool {
         if word == self.fresh() {
             return true;
         }
         match self {
             // A TAT at or before `at`: max(TAT, t) = t for every t ≥ at, as for TAT 0.
             Rule::Gcra(_) | Rule::Pacer(_) => word <= at,
-            Rule::Bucket(b) => b.snapshot(word, at).full_after == Duration::ZERO,
+            // Full since `at`: the refill time plus the time to refill what is missing lies
+            // `grace` or more before `now`. Measured from `now`, not `at`: the time field
+            // wraps, and with a 32-bit field a reading `grace` behind the stored time would
+            // already be taken for a reading far ahead (a full bucket).
+            Rule::Bucket(b) => {
+                let l = &b.layout;
+                let missing = (u64::from(b.schedule.burst) - l.tokens(word)) * b.schedule.interval;
+                matches!(l.offset(l.time(word), now), Ok(ahead) if ahead >= missing + (now - at))
+            }
             Rule::Window(w) => {
                 let (k, used) = w.unpack(word);
                 used == 0 || matches!(w.position(k, at), Position::Later)
@@ -218,6 +227,10 @@ fn acquire_word(word: &AtomicU64, rule: &Rule, n: u32, now: Nanos) -> Result<(),
 ///   their own: the flood is limited as one client, and no existing (possibly limited) key
 ///   is ever dropped to make room. The bound is soft by at most the number of threads
 ///   inserting at the same instant.
+/// - **The clock's last nanoseconds.** A transition whose new state would be the word
+///   `u64::MAX` (reserved to mark an evicted state) is refused with `retry_after =
+///   Duration::MAX` where `L` alone would admit. It can only happen at the very end of the
+///   clock's 584-year range.
 /// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
 ///   the key's next fresh state: at once for a key that is new or idle, otherwise once its
 ///   current state (decided under its old quota) goes idle and is evicted. A quota change
@@ -391,7 +404,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
         // Relaxed: see the module's "Orderings"; the CAS below decides.
         let word = slot.word.load(Ordering::Relaxed);
         word != RETIRED
-            && rule.idle(word, at)
+            && rule.idle(word, now, at)
             && slot.word.compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
             // Relaxed: as above.
             && matches!(map.remove_if(key, |_, s| s.word.load(Ordering::Relaxed) == RETIRED), Ok(Some(_)))

@@ -13,6 +13,8 @@
 //! - [`Keyed`]: one limiter per key with bounded memory; [`All`]: several limits, all or
 //!   nothing; [`Throttler`]: calls started in submission order under per-channel and total
 //!   limits.
+//! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
+//!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
 //! - [`wait`]: blocking and async waits with deadlines.
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
@@ -59,6 +61,8 @@ mod fixed_window;
 mod gcra;
 #[cfg(feature = "std")]
 mod keyed;
+#[cfg(feature = "std")]
+mod keyed_sketch;
 mod leaky_bucket;
 mod limiter;
 mod quota;
@@ -79,6 +83,8 @@ pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 #[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyRule, Keyed, EVICTION_GRACE_NS};
+#[cfg(feature = "std")]
+pub use keyed_sketch::{KeyedSketch, MAX_SKETCH_COUNT, MAX_SKETCH_DEPTH, MAX_SKETCH_WIDTH};
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::{Denied, RateLimiter, Snapshot};
 pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};

@@ -364,6 +364,16 @@ pub enum QuotaError {
         /// The largest count this limiter accepts.
         max: u32,
     },
+    /// A `KeyedSketch` (count-min sketch) of unusable dimensions: a width outside
+    /// `1..=MAX_SKETCH_WIDTH` (2^30), a depth outside `1..=MAX_SKETCH_DEPTH` (16), or cells
+    /// (`width × depth × 8` bytes, the width rounded up to a power of two) that could not be
+    /// allocated.
+    SketchSize {
+        /// The requested width (cells per row).
+        width: usize,
+        /// The requested depth (rows).
+        depth: usize,
+    },
     /// The text form could not be parsed.
     Syntax {
         /// What was given.
@@ -406,6 +416,12 @@ impl fmt::Display for QuotaError {
             QuotaError::CountTooLarge { count, max } => write!(
                 f,
                 "invalid quota: a count of {count} is more than this limiter's maximum of {max}"
+            ),
+            QuotaError::SketchSize { width, depth } => write!(
+                f,
+                "invalid sketch size: width {width} x depth {depth}; the width must be 1 to \
+                 2^30 and the depth 1 to 16, and width (rounded up to a power of two) x depth \
+                 x 8 bytes must be allocatable"
             ),
             QuotaError::Syntax { input, reason } => {
                 write!(f, "invalid quota {input:?}: {reason}")

@@ -135,3 +135,12 @@ fn leaky_bucket_differential() {
         0xa54f_f53a_5f1d_36f1,
     );
 }
+
+#[test]
+fn keyed_differential() {
+    run_target(
+        "keyed_differential",
+        harness::keyed_differential,
+        0x510e_527f_ade6_82d1,
+    );
+}

@@ -7,7 +7,8 @@ use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
 use limitcore::{
-    Denied, FixedWindow, Gcra, Keyed, Quota, SlidingWindow, TokenBucket, EVICTION_GRACE_NS,
+    Denied, FixedWindow, Gcra, Keyed, Quota, RateLimiter, SlidingWindow, TokenBucket,
+    EVICTION_GRACE_NS,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -170,6 +171,48 @@ fn eviction_waits_for_idle_plus_grace() {
         1
     );
     assert_eq!(keyed.len(), 0);
+}
+
+/// Found by the `keyed_differential` fuzz target: with a burst of 2^31 or more the token
+/// bucket's time field has 32 bits, and a sweep at a reading even 1 ns behind a busy key's
+/// refill time took `now − grace` for a reading far ahead, saw a full bucket and evicted
+/// the key, whose next request then got a full bucket. For every burst size, a sweep before
+/// the bucket has been full for the grace evicts nothing, and one after it does.
+#[test]
+fn a_busy_token_bucket_is_not_evicted_by_a_stale_sweep() {
+    for burst in [1u32 << 31, (1 << 30) + 7, 1 << 20, 10] {
+        // One token per ns: a full refill takes `burst` ns.
+        let q = Quota::new_with_burst(39, Duration::from_nanos(39), burst).unwrap();
+        let keyed: Keyed<u8, TokenBucket, ManualClock> =
+            Keyed::with_clock(q, ManualClock::new()).unwrap();
+        let single = TokenBucket::with_clock(q, ManualClock::new()).unwrap();
+        let t0: Nanos = 1 << 40;
+        let half = burst.div_ceil(2);
+        keyed.try_acquire_n_at(&0, half, t0).unwrap();
+        single.try_acquire_n_at(half, t0).unwrap();
+        // Stale and current sweeps while the bucket refills: nothing to evict.
+        for at in [t0 - 1, t0 - EVICTION_GRACE_NS + 1, t0, t0 + u64::from(half)] {
+            assert_eq!(
+                keyed.evict_idle_at(at),
+                0,
+                "burst {burst}, sweep at t0 {:+}",
+                at as i64 - t0 as i64
+            );
+        }
+        assert_eq!(
+            keyed.try_acquire_n_at(&0, burst, t0),
+            single.try_acquire_n_at(burst, t0),
+            "burst {burst}"
+        );
+        // Full at t0 + half; evictable from t0 + half + grace on.
+        let full = t0 + u64::from(half);
+        assert_eq!(keyed.evict_idle_at(full + EVICTION_GRACE_NS - 1), 0);
+        assert_eq!(
+            keyed.evict_idle_at(full + EVICTION_GRACE_NS),
+            1,
+            "burst {burst}"
+        );
+    }
 }
 
 /// Per-key quotas: a tenant with its own allowance applies at once to a new or idle key,

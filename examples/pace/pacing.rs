@@ -1,0 +1,541 @@
+//! The engine of `examples/pace`: `W` worker threads send at `R` requests per second for `D`
+//! seconds, paced by one shared [`LeakyBucket`] through [`Reserve::reserve_n_at`], and the
+//! same run paced by governor's `until_ready`; then the figures of both runs.
+//!
+//! `main.rs` is the command line; `tests/pace.rs` includes this file with
+//! `#[path = "../examples/pace/pacing.rs"]` and checks the schedule.
+//!
+//! # The limitcore run
+//!
+//! One `LeakyBucket` of `R` per second (emission interval `T = ⌈10⁹ / R⌉` ns, the quota's
+//! rounding) on the default [`MonotonicClock`]. Every worker loops: reserve one permit, wait
+//! until the reservation's start, record the clock reading at which it woke (the *actual
+//! start*), "send" (a no-op, or `Config::work` of busy work), and reserve again. The run
+//! starts at `t0`, a clock reading a few milliseconds after the workers were spawned, and a
+//! worker stops at the first reservation whose start is `≥ t0 + D`.
+//!
+//! Two schedules ([`Schedule`]):
+//!
+//! - [`Schedule::Open`] (the default; open loop): every reservation is made at the explicit
+//!   time `t0` (`reserve_n_at(1, t0, ..)`), as if all of the run's requests had entered the
+//!   leaky bucket's queue at the start. The queue releases them one every `T`, so the k-th
+//!   reservation (in the pacer's linearisation order) starts at exactly `t0 + k·T`, however
+//!   late the workers are and however long a send takes: the schedule is fixed in advance,
+//!   and a worker that falls behind is *late*, it does not move the schedule (no coordinated
+//!   omission). The queue's capacity is the run's slot count `N = ⌈D / T⌉`, so the pacer
+//!   itself refuses the `N + 1`-th reservation, which ends the run (a stale time is allowed
+//!   by the crate's contract: it can only make a decision stricter).
+//! - [`Schedule::Live`] (closed loop, `--live`): every reservation is made at the worker's
+//!   current clock reading, the way `LeakyBucket::reserve` is used in a server. Starts are
+//!   still exactly `T` apart while the workers keep up, but a leaky bucket never lets idle
+//!   time be made up: when every worker is late past its next slot the schedule *slips*
+//!   (reported as `slip`). Capacity `W + 1`: each worker holds at most one outstanding
+//!   reservation, so the pacer never refuses.
+//!
+//! # Waiting precisely
+//!
+//! [`wait_until`] sleeps for all but the last `spin` (default 100 µs) of the wait, then
+//! spins on the clock until it reads at least the target, and returns that reading. On
+//! Linux a `nanosleep` returns 50–60 µs late on an idle machine (the default timer slack is
+//! 50 µs) and later under load, so a plain sleep would make that the lateness; spinning the
+//! last stretch brings a worker that is on a CPU to within a clock read (≈ 20 ns) of its
+//! slot. The cost is CPU: while spinning a worker holds its core, so the figures are for
+//! `W ≤ cores`; with more workers than cores the spin yields the CPU between clock reads.
+//! By construction the actual start is never before the scheduled start.
+//!
+//! # The governor run
+//!
+//! One `governor::RateLimiter::direct` of `R` per second with burst `Config::governor_burst`
+//! (default 1; governor's `Quota::per_second(R)` alone has a burst of `R`, which would send
+//! `R` requests at `t0` and is not a pacer) shared by the same `W` threads. Each worker builds
+//! a current-thread tokio runtime (`new_current_thread().enable_time()`) and loops:
+//! `rt.block_on(limiter.until_ready())` (governor's own wait, which sleeps on a
+//! `futures-timer` delay), record the clock reading (the *actual start*), send. A worker stops
+//! at the first admission at or after `t0 + D`. Governor does not expose when a request was
+//! scheduled, so it has no "lateness against its schedule"; see the ideal lateness below.
+//!
+//! # The figures ([`Summary`])
+//!
+//! - `sends`: the requests sent: for limitcore those whose scheduled start is in
+//!   `[t0, t0 + D)`, for governor those admitted in `[t0, t0 + D)`.
+//! - `rate = sends / D`. For the open-loop pacer the starts in `[t0, t0 + D)` are exactly
+//!   `t0 + k·T` for `k < N`, so this is the paced rate (`N / D`, `R` when `T` divides `D`).
+//! - `wall_rate = (sends − 1) / (last actual start − first actual start)`: intervals over the
+//!   span of the real send times, so a perfect schedule gives exactly `1 / T`; lateness of the
+//!   first or last send moves it.
+//! - `schedule_lateness_us` (limitcore only): `actual start − scheduled start` of every send,
+//!   percentiles p50, p99 and max (nearest rank), in µs. Never negative.
+//! - `ideal_lateness_us` (both runs, the comparable column): sort all sends of a run by actual
+//!   start; the k-th (from 0) should have started at `t0 + k / R` (exact, `k·10⁹ / R` ns,
+//!   rounded down); the lateness is `actual − that`, signed (a governor send can be early by
+//!   its own interval rounding), percentiles min, p50, p99 and max in µs. It counts both a
+//!   worker's lateness and any slip of the schedule, and it is a rank measure: while one
+//!   send is stalled, every send made meanwhile is one place earlier in the order than its
+//!   slot and counts as `T` late (a worker preempted for half the run makes the p50 `T`).
+//! - `slip_us` (limitcore only): `last start − first start − (sends − 1)·T`, the time the
+//!   pacer's schedule lost to idle queues; 0 for the open loop by construction.
+
+use limitcore::clock::{Clock, MonotonicClock, Nanos};
+use limitcore::{LeakyBucket, Quota, Reserve};
+use serde::Serialize;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::Duration;
+
+/// How long after the workers are spawned the run starts: every worker is parked in
+/// [`wait_until`] before `t0`, so thread start-up is not counted as lateness.
+const LEAD: Duration = Duration::from_millis(5);
+
+/// The most sends one run may record (`N = ⌈D / T⌉`); 32 bytes each, so about 3 GB.
+const MAX_SENDS: u64 = 100_000_000;
+
+/// Nanoseconds per second.
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// How the limitcore run makes its reservations (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Schedule {
+    /// Every reservation at the explicit time `t0`: slot `k` starts at `t0 + k·T`, fixed in
+    /// advance (open loop).
+    Open,
+    /// Every reservation at the worker's current clock reading: the schedule slips when every
+    /// worker is late (closed loop).
+    Live,
+}
+
+/// One run's parameters.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Config {
+    /// `R`: requests per second.
+    pub(crate) rate: u32,
+    /// `W`: worker threads sharing the pacer.
+    pub(crate) workers: usize,
+    /// `D`: seconds of scheduled sends.
+    pub(crate) seconds: f64,
+    /// The limitcore run's reservations.
+    pub(crate) schedule: Schedule,
+    /// How much of each wait is spun instead of slept (`spin_us` in JSON).
+    #[serde(rename = "spin_us", serialize_with = "as_micros")]
+    pub(crate) spin: Duration,
+    /// The busy work of one send, zero for a no-op (`work_us` in JSON).
+    #[serde(rename = "work_us", serialize_with = "as_micros")]
+    pub(crate) work: Duration,
+    /// The governor run's burst.
+    pub(crate) governor_burst: u32,
+}
+
+fn as_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e6)
+}
+
+impl Config {
+    /// `rate` per second on `workers` threads for `seconds`, open loop, spinning the last
+    /// 100 µs, no-op sends, governor burst 1.
+    pub(crate) fn new(rate: u32, workers: usize, seconds: f64) -> Config {
+        Config {
+            rate,
+            workers,
+            seconds,
+            schedule: Schedule::Open,
+            spin: Duration::from_micros(100),
+            work: Duration::ZERO,
+            governor_burst: 1,
+        }
+    }
+
+    /// `D` in nanoseconds.
+    pub(crate) fn duration_ns(&self) -> Nanos {
+        (self.seconds * 1e9).round() as Nanos
+    }
+
+    /// The pacer's quota before its capacity is set: `R` per second.
+    fn quota(&self) -> Result<Quota, String> {
+        Quota::per_second(self.rate).map_err(|e| format!("--rate {}: {e}", self.rate))
+    }
+
+    /// `T`: the limitcore pacer's emission interval, `⌈10⁹ / R⌉` ns.
+    pub(crate) fn interval_ns(&self) -> Result<Nanos, String> {
+        Ok(self.quota()?.emission_interval_ns())
+    }
+
+    /// `N = ⌈D / T⌉`: the open-loop slots whose start is in `[t0, t0 + D)`.
+    pub(crate) fn slots(&self) -> Result<u64, String> {
+        Ok(self.duration_ns().div_ceil(self.interval_ns()?))
+    }
+
+    /// Every parameter in range, or why not.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.workers == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 86_400.0) {
+            return Err(format!("--seconds {} is not in (0, 86400]", self.seconds));
+        }
+        if self.governor_burst == 0 {
+            return Err("--governor-burst must be at least 1".into());
+        }
+        let slots = self.slots()?;
+        if slots > MAX_SENDS {
+            return Err(format!(
+                "{slots} sends would be recorded; at most {MAX_SENDS} (lower --rate or --seconds)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One send of the limitcore run, all times in ns of the pacer's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// Clock reading just before `reserve_n_at` was called.
+    pub(crate) called: Nanos,
+    /// Clock reading just after it returned.
+    pub(crate) returned: Nanos,
+    /// The reservation's start: the scheduled start of the send.
+    pub(crate) start: Nanos,
+    /// The clock reading at which the worker saw `start` pass: the actual start.
+    pub(crate) actual: Nanos,
+}
+
+/// The record of a limitcore run.
+#[derive(Debug, Clone)]
+pub(crate) struct PacerRun {
+    /// The run's start, ns of the pacer's clock.
+    pub(crate) t0: Nanos,
+    /// `D` in ns.
+    pub(crate) duration: Nanos,
+    /// `R`.
+    pub(crate) rate: u32,
+    /// `T`, the pacer's emission interval in ns.
+    pub(crate) interval: Nanos,
+    /// Each worker's sends, in the order it made them.
+    pub(crate) workers: Vec<Vec<Slot>>,
+}
+
+/// The record of a governor run.
+#[derive(Debug, Clone)]
+pub(crate) struct GovernorRun {
+    /// The run's start, ns of a [`MonotonicClock`].
+    pub(crate) t0: Nanos,
+    /// `D` in ns.
+    pub(crate) duration: Nanos,
+    /// `R`.
+    pub(crate) rate: u32,
+    /// Each worker's actual starts, in order.
+    pub(crate) workers: Vec<Vec<Nanos>>,
+}
+
+/// Wait until `clock` reads at least `target` and return that reading: sleep while more than
+/// `spin` ns remain, then spin on the clock (yielding the CPU between reads if
+/// `yield_in_spin`). Returns at once, with the current reading, if `target` has passed.
+pub(crate) fn wait_until<C: Clock>(
+    clock: &C,
+    target: Nanos,
+    spin: Nanos,
+    yield_in_spin: bool,
+) -> Nanos {
+    loop {
+        let now = clock.now();
+        if now >= target {
+            return now;
+        }
+        let left = target - now;
+        if left > spin {
+            std::thread::sleep(Duration::from_nanos(left - spin));
+        } else if yield_in_spin {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// One send: `work` of busy work from `from` (nothing when it is zero).
+fn send<C: Clock>(clock: &C, from: Nanos, work: Nanos) {
+    if work > 0 {
+        let until = from.saturating_add(work);
+        while clock.now() < until {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Whether the spin in [`wait_until`] should give the CPU away: more workers than CPUs.
+fn oversubscribed(workers: usize) -> bool {
+    workers > std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn nanos(d: Duration) -> Nanos {
+    Nanos::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+}
+
+/// Spawn `config.workers` threads running `worker(t0)` from a common start `t0` (a clock
+/// reading [`LEAD`] after they were spawned) and collect their results.
+fn run_workers<T: Send>(
+    config: &Config,
+    clock: &MonotonicClock,
+    worker: impl Fn(Nanos) -> T + Sync,
+) -> (Nanos, Vec<T>) {
+    let start = AtomicU64::new(0);
+    let barrier = Barrier::new(config.workers + 1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..config.workers)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    // Relaxed: the barrier orders the store before this load.
+                    worker(start.load(Ordering::Relaxed))
+                })
+            })
+            .collect();
+        let t0 = clock.now() + nanos(LEAD);
+        start.store(t0, Ordering::Relaxed);
+        barrier.wait();
+        let results = handles
+            .into_iter()
+            .map(|h| h.join().expect("a pace worker panicked"))
+            .collect();
+        (t0, results)
+    })
+}
+
+/// The limitcore run: `config.workers` threads paced by one shared [`LeakyBucket`].
+pub(crate) fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
+    config.validate()?;
+    let interval = config.interval_ns()?;
+    let slots = config.slots()?;
+    let capacity = match config.schedule {
+        // Slots 0..N fit; the N+1-th reservation is refused, which ends the run.
+        Schedule::Open => u32::try_from(slots).map_err(|_| "too many slots".to_string())?,
+        Schedule::Live => u32::try_from(config.workers + 1).unwrap_or(u32::MAX),
+    };
+    let quota = config
+        .quota()?
+        .with_burst(capacity)
+        .map_err(|e| format!("pacer capacity {capacity}: {e}"))?;
+    let pacer = LeakyBucket::new(quota);
+    let clock = pacer.clock();
+    let duration = config.duration_ns();
+    let (spin, work) = (nanos(config.spin), nanos(config.work));
+    let yield_in_spin = oversubscribed(config.workers);
+    let per_worker = usize::try_from(slots / config.workers as u64 + 2).unwrap_or(0);
+
+    let (t0, workers) = run_workers(config, clock, |t0| {
+        let end = t0 + duration;
+        let mut sends = Vec::with_capacity(per_worker);
+        wait_until(clock, t0, spin, yield_in_spin);
+        loop {
+            let called = clock.now();
+            let at = match config.schedule {
+                Schedule::Open => t0,
+                Schedule::Live => called,
+            };
+            let reservation = match pacer.reserve_n_at(1, at, Duration::MAX) {
+                Ok(r) => r,
+                // Open loop: every slot of the run has been given out.
+                Err(_) if config.schedule == Schedule::Open => break,
+                // Live: cannot happen with capacity W + 1 (each worker holds at most one
+                // reservation), but a refusal is exact: wait it out and ask again.
+                Err(denied) => match denied.retry_after() {
+                    Some(wait) if wait != Duration::MAX => {
+                        let target = clock.now().saturating_add(nanos(wait));
+                        wait_until(clock, target, spin, yield_in_spin);
+                        continue;
+                    }
+                    _ => break,
+                },
+            };
+            let returned = clock.now();
+            let start = reservation.start();
+            if start >= end {
+                break;
+            }
+            let actual = wait_until(clock, start, spin, yield_in_spin);
+            send(clock, actual, work);
+            sends.push(Slot {
+                called,
+                returned,
+                start,
+                actual,
+            });
+        }
+        sends
+    });
+    Ok(PacerRun {
+        t0,
+        duration,
+        rate: config.rate,
+        interval,
+        workers,
+    })
+}
+
+/// The governor run: `config.workers` threads each awaiting `until_ready` on one shared
+/// `governor::RateLimiter::direct`, on a current-thread tokio runtime per worker.
+pub(crate) fn run_governor(config: &Config) -> Result<GovernorRun, String> {
+    config.validate()?;
+    let (rate, burst) = match (
+        NonZeroU32::new(config.rate),
+        NonZeroU32::new(config.governor_burst),
+    ) {
+        (Some(rate), Some(burst)) => (rate, burst),
+        _ => return Err("--rate and --governor-burst must be at least 1".into()),
+    };
+    let limiter =
+        governor::RateLimiter::direct(governor::Quota::per_second(rate).allow_burst(burst));
+    let clock = MonotonicClock::new();
+    let duration = config.duration_ns();
+    let (spin, work) = (nanos(config.spin), nanos(config.work));
+    let yield_in_spin = oversubscribed(config.workers);
+    let per_worker = usize::try_from(config.slots()? / config.workers as u64 + 2).unwrap_or(0);
+
+    let (t0, results) = run_workers(config, &clock, |t0| {
+        // Built before the start, so the runtime's set-up is not lateness.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+        let end = t0 + duration;
+        let mut sends = Vec::with_capacity(per_worker);
+        wait_until(&clock, t0, spin, yield_in_spin);
+        loop {
+            rt.block_on(limiter.until_ready());
+            let actual = clock.now();
+            if actual >= end {
+                break;
+            }
+            send(&clock, actual, work);
+            sends.push(actual);
+        }
+        Ok::<_, String>(sends)
+    });
+    Ok(GovernorRun {
+        t0,
+        duration,
+        rate: config.rate,
+        workers: results.into_iter().collect::<Result<_, _>>()?,
+    })
+}
+
+/// Percentiles of a set of times, in µs: nearest rank (the smallest value with at least that
+/// fraction of the set at or below it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct Percentiles {
+    /// The smallest.
+    pub(crate) min: f64,
+    /// The median.
+    pub(crate) p50: f64,
+    /// The 99th percentile.
+    pub(crate) p99: f64,
+    /// The largest.
+    pub(crate) max: f64,
+}
+
+impl Percentiles {
+    /// Of `values` (ns, any order); `None` for an empty set.
+    pub(crate) fn of_nanos(mut values: Vec<i64>) -> Option<Percentiles> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_unstable();
+        let rank = |p: f64| {
+            let k = (p * values.len() as f64).ceil() as usize;
+            values[k.clamp(1, values.len()) - 1] as f64 / 1e3
+        };
+        Some(Percentiles {
+            min: values[0] as f64 / 1e3,
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: values[values.len() - 1] as f64 / 1e3,
+        })
+    }
+}
+
+/// One run's figures (see the module documentation for the definitions).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Summary {
+    /// Requests sent.
+    pub(crate) sends: u64,
+    /// `sends / D`, per second.
+    pub(crate) rate: f64,
+    /// `(sends − 1) / (last actual start − first actual start)`, per second; `None` with
+    /// fewer than two sends.
+    pub(crate) wall_rate: Option<f64>,
+    /// `actual start − scheduled start`, µs (limitcore only).
+    pub(crate) schedule_lateness_us: Option<Percentiles>,
+    /// `actual start of the k-th send − (t0 + k / R)`, µs.
+    pub(crate) ideal_lateness_us: Option<Percentiles>,
+    /// `last start − first start − (sends − 1)·T`, µs (limitcore only).
+    pub(crate) slip_us: Option<f64>,
+}
+
+/// `actual_k − (t0 + k·10⁹ / rate)` for the actual starts sorted in place.
+fn ideal_lateness(actuals: &mut [Nanos], t0: Nanos, rate: u32) -> Vec<i64> {
+    actuals.sort_unstable();
+    actuals
+        .iter()
+        .enumerate()
+        .map(|(k, &actual)| {
+            let ideal = u128::from(t0) + k as u128 * u128::from(NANOS_PER_SEC) / u128::from(rate);
+            i64::try_from(i128::from(actual) - ideal as i128).unwrap_or(i64::MAX)
+        })
+        .collect()
+}
+
+/// `(n − 1) / (last − first)` per second for sorted times.
+fn wall_rate(sorted: &[Nanos]) -> Option<f64> {
+    let (first, last) = (sorted.first()?, sorted.last()?);
+    (last > first).then(|| (sorted.len() - 1) as f64 * 1e9 / (last - first) as f64)
+}
+
+impl PacerRun {
+    /// Every send, in no particular order.
+    pub(crate) fn sends(&self) -> impl Iterator<Item = &Slot> + '_ {
+        self.workers.iter().flatten()
+    }
+
+    /// The run's figures.
+    pub(crate) fn summary(&self) -> Summary {
+        let sends = self.sends().count() as u64;
+        let mut actuals: Vec<Nanos> = self.sends().map(|s| s.actual).collect();
+        let ideal = ideal_lateness(&mut actuals, self.t0, self.rate);
+        let scheduled = self
+            .sends()
+            .map(|s| i64::try_from(i128::from(s.actual) - i128::from(s.start)).unwrap_or(i64::MAX))
+            .collect();
+        let (first, last) = (
+            self.sends().map(|s| s.start).min(),
+            self.sends().map(|s| s.start).max(),
+        );
+        let slip = first.zip(last).map(|(first, last)| {
+            (last - first) as f64 - (sends.saturating_sub(1) * self.interval) as f64
+        });
+        Summary {
+            sends,
+            rate: sends as f64 * 1e9 / self.duration as f64,
+            wall_rate: wall_rate(&actuals),
+            schedule_lateness_us: Percentiles::of_nanos(scheduled),
+            ideal_lateness_us: Percentiles::of_nanos(ideal),
+            slip_us: slip.map(|ns| ns / 1e3),
+        }
+    }
+}
+
+impl GovernorRun {
+    /// The run's figures (governor exposes no schedule: no schedule lateness, no slip).
+    pub(crate) fn summary(&self) -> Summary {
+        let mut actuals: Vec<Nanos> = self.workers.iter().flatten().copied().collect();
+        let sends = actuals.len() as u64;
+        let ideal = ideal_lateness(&mut actuals, self.t0, self.rate);
+        Summary {
+            sends,
+            rate: sends as f64 * 1e9 / self.duration as f64,
+            wall_rate: wall_rate(&actuals),
+            schedule_lateness_us: None,
+            ideal_lateness_us: Percentiles::of_nanos(ideal),
+            slip_us: None,
+        }
+    }
+}
