@@ -8,7 +8,8 @@
 //!
 //! Groups (time per check per thread; this machine has 2 cores):
 //! - `keyed/hot`: every check on one key; `keyed/spread`: keys drawn uniformly from 100 000
-//!   (all present after warm-up), 1 and 2 threads.
+//!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, Gcra>`, the fixed-memory
+//!   `KeyedSketch` (2^16 x 4 cells) and governor.
 //! - `map/hot`, `map/spread`: the map operation alone (get-or-insert, then a CAS on the
 //!   value's `AtomicU64`), papaya against dashmap.
 
@@ -16,7 +17,7 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use limitcore::{Gcra, Keyed, Quota};
+use limitcore::{Gcra, Keyed, KeyedSketch, Quota};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,9 +65,18 @@ fn keyed(c: &mut Criterion) {
         governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
             .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
     );
+    // The fixed-memory sketch: 2^16 x 4 cells (2 MiB), a sliding-window count that admits
+    // everything at benchmark speed (16 M per 20 ms; its counts have 24 bits).
+    let sketch: KeyedSketch<u64> = KeyedSketch::new(
+        Quota::new(16_000_000, Duration::from_millis(20)).unwrap(),
+        1 << 16,
+        4,
+    )
+    .unwrap();
     for k in 0..KEYS {
         let _ = ours.try_acquire(&k);
         let _ = gov.check_key(&k);
+        let _ = sketch.try_acquire(&k);
     }
     for (pattern, spread) in [("hot", false), ("spread", true)] {
         let mut g = c.benchmark_group(format!("keyed/{pattern}"));
@@ -81,6 +91,21 @@ fn keyed(c: &mut Criterion) {
                             for _ in 0..iters {
                                 let k = if spread { next() } else { 7 };
                                 black_box(ours.try_acquire(&k).is_ok());
+                            }
+                        })
+                    })
+                },
+            );
+            g.bench_with_input(
+                BenchmarkId::new("limitcore-sketch", threads),
+                &threads,
+                |b, &t| {
+                    b.iter_custom(|iters| {
+                        run_threads(t, iters, &|seed, iters| {
+                            let mut next = keys(seed);
+                            for _ in 0..iters {
+                                let k = if spread { next() } else { 7 };
+                                black_box(sketch.try_acquire(&k).is_ok());
                             }
                         })
                     })
