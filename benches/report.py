@@ -81,12 +81,14 @@ def pairs(group, names_, counts=(1, 2)):
             rates[(n, t)] = t * 1e9 / m / 1e6 if m else None
             row.append(f"{rates[(n, t)]:.1f}" if m else "-")
         print(f"| {n} | " + " | ".join(row) + " |")
-    a, b = names_
-    print(f"| {a} ÷ {b} | " + " | ".join(
-        f"{rates[(a, t)] / rates[(b, t)]:.2f}" if rates[(a, t)] and rates[(b, t)] else "-" for t in counts) + " |")
+    # Each contender against the last one (the baseline).
+    b = names_[-1]
+    for a in names_[:-1]:
+        print(f"| {a} ÷ {b} | " + " | ".join(
+            f"{rates[(a, t)] / rates[(b, t)]:.2f}" if rates[(a, t)] and rates[(b, t)] else "-" for t in counts) + " |")
 
 
-pairs("keyed_hot", ["limitcore-keyed-gcra", "governor-keyed"])
-pairs("keyed_spread", ["limitcore-keyed-gcra", "governor-keyed"])
+pairs("keyed_hot", ["limitcore-keyed-gcra", "limitcore-sketch", "governor-keyed"])
+pairs("keyed_spread", ["limitcore-keyed-gcra", "limitcore-sketch", "governor-keyed"])
 pairs("map_hot", ["papaya", "dashmap"])
 pairs("map_spread", ["papaya", "dashmap"])

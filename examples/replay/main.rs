@@ -128,7 +128,7 @@ fn run(args: Args) -> Result<bool, String> {
         }
         None => (
             trace::synthetic(2_000, 600, 42),
-            "synthetic (seed 42)".to_owned(),
+            "generated, seed 42".to_owned(),
         ),
     };
     let settings = Settings {
