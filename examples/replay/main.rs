@@ -63,7 +63,7 @@ struct Args {
     #[arg(long)]
     threads: Option<usize>,
     /// How many top clients by denials to list.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 3)]
     top: usize,
     /// Print the report as JSON on stdout.
     #[arg(long)]

@@ -191,8 +191,9 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "{:<15} {:>9} {:>9} {:>8} {:>17} {:>7} {:>13} {:>8}",
+            "{:<15} {:>9} {:>9} {:>9} {:>8} {:>17} {:>7} {:>13} {:>8}",
             "algorithm",
+            "requests",
             "admitted",
             "denied",
             "limited",
@@ -204,8 +205,9 @@ impl Report {
         for r in &self.algorithms {
             let _ = writeln!(
                 s,
-                "{:<15} {:>9} {:>9} {:>8} {:>17} {:>7} {:>13} {:>8}",
+                "{:<15} {:>9} {:>9} {:>9} {:>8} {:>17} {:>7} {:>13} {:>8}",
                 r.algorithm,
+                r.requests,
                 r.admitted,
                 r.denied,
                 r.clients_limited,
@@ -235,15 +237,16 @@ impl Report {
                 );
             }
         }
-        if let Some(first) = self.algorithms.first() {
-            let _ = writeln!(s, "\ntop clients by denials ({}):", first.algorithm);
-            for c in &first.top_denied {
-                let _ = writeln!(
-                    s,
-                    "  {:<40} {:>7} denied of {:>7}",
-                    c.client, c.denied, c.requests
-                );
-            }
+        if self.algorithms.iter().any(|r| !r.top_denied.is_empty()) {
+            let _ = writeln!(s, "\ntop clients by denials (denied/requests):");
+        }
+        for r in self.algorithms.iter().filter(|r| !r.top_denied.is_empty()) {
+            let top: Vec<String> = r
+                .top_denied
+                .iter()
+                .map(|c| format!("{} {}/{}", c.client, c.denied, c.requests))
+                .collect();
+            let _ = writeln!(s, "  {:<15} {}", r.algorithm, top.join(", "));
         }
         for why in &self.skipped {
             let _ = writeln!(s, "skipped {why}");
