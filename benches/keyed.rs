@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 const KEYS: u64 = 100_000;
 
+/// One contender's check of one key: admitted?
+type Check<'a> = &'a (dyn Fn(&u64) -> bool + Sync);
+
 /// A cheap per-thread key sequence (xorshift), the same for every contender.
 fn keys(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
@@ -78,54 +81,27 @@ fn keyed(c: &mut Criterion) {
         let _ = gov.check_key(&k);
         let _ = sketch.try_acquire(&k);
     }
+    let contenders: [(&str, Check<'_>); 3] = [
+        ("limitcore-keyed-gcra", &|k| ours.try_acquire(k).is_ok()),
+        ("limitcore-sketch", &|k| sketch.try_acquire(k).is_ok()),
+        ("governor-keyed", &|k| gov.check_key(k).is_ok()),
+    ];
     for (pattern, spread) in [("hot", false), ("spread", true)] {
         let mut g = c.benchmark_group(format!("keyed/{pattern}"));
         for threads in [1usize, 2] {
-            g.bench_with_input(
-                BenchmarkId::new("limitcore-keyed-gcra", threads),
-                &threads,
-                |b, &t| {
+            for (name, check) in contenders {
+                g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
                     b.iter_custom(|iters| {
                         run_threads(t, iters, &|seed, iters| {
                             let mut next = keys(seed);
                             for _ in 0..iters {
                                 let k = if spread { next() } else { 7 };
-                                black_box(ours.try_acquire(&k).is_ok());
+                                black_box(check(&k));
                             }
                         })
                     })
-                },
-            );
-            g.bench_with_input(
-                BenchmarkId::new("limitcore-sketch", threads),
-                &threads,
-                |b, &t| {
-                    b.iter_custom(|iters| {
-                        run_threads(t, iters, &|seed, iters| {
-                            let mut next = keys(seed);
-                            for _ in 0..iters {
-                                let k = if spread { next() } else { 7 };
-                                black_box(sketch.try_acquire(&k).is_ok());
-                            }
-                        })
-                    })
-                },
-            );
-            g.bench_with_input(
-                BenchmarkId::new("governor-keyed", threads),
-                &threads,
-                |b, &t| {
-                    b.iter_custom(|iters| {
-                        run_threads(t, iters, &|seed, iters| {
-                            let mut next = keys(seed);
-                            for _ in 0..iters {
-                                let k = if spread { next() } else { 7 };
-                                black_box(gov.check_key(&k).is_ok());
-                            }
-                        })
-                    })
-                },
-            );
+                });
+            }
         }
         g.finish();
     }

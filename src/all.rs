@@ -230,20 +230,10 @@ impl<L: core::ops::Deref<Target = R> + Send + Sync, R: Refund + ?Sized, C: Clock
             Err(refusal) => refusal,
         };
         // The later limits are only checked, so `retry_after` is the largest wait.
-        Err(self.limits[i + 1..].iter().fold(denied, |worst, limit| {
-            match (worst, limit.check_at(n, now)) {
-                (
-                    Denied::RateLimited { retry_after: a },
-                    Err(Denied::RateLimited { retry_after: b }),
-                ) => Denied::RateLimited {
-                    retry_after: a.max(b),
-                },
-                (Denied::RateLimited { .. }, Err(capacity @ Denied::ExceedsCapacity { .. })) => {
-                    capacity
-                }
-                (worst, _) => worst,
-            }
-        }))
+        Err(self.limits[i + 1..]
+            .iter()
+            .filter_map(|limit| limit.check_at(n, now).err())
+            .fold(denied, Denied::stricter))
     }
 
     fn now(&self) -> Nanos {

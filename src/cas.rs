@@ -14,6 +14,11 @@
 //! `Relaxed` is enough for correctness (no permit can be created by a race). The limiter does
 //! **not** act as a memory fence for the caller's data; use a real synchronisation primitive
 //! for that.
+//!
+//! A protocol that spans several words ([`KeyedSketch`](crate::KeyedSketch)'s rows) needs
+//! more than that from some of its RMWs; it passes the success ordering its own proof asks
+//! for to [`apply_ordered`]. The first load and a failed CAS stay `Relaxed` there too: their
+//! values are only retried on, never decided on.
 
 use crate::sync::{AtomicU64, Backoff, Ordering};
 
@@ -29,29 +34,50 @@ pub(crate) fn apply<T, E, F>(word: &AtomicU64, transition: F) -> Result<T, E>
 where
     F: Fn(u64) -> Result<(u64, T), E>,
 {
+    // Relaxed: the RMW itself is what serialises admissions (module note).
+    apply_ordered(word, Ordering::Relaxed, transition)
+}
+
+/// [`apply`] with `success` as the ordering of the CAS that stores the new word (for
+/// multi-word protocols; see the module note). Every other access is `Relaxed`.
+#[inline]
+pub(crate) fn apply_ordered<T, E, F>(
+    word: &AtomicU64,
+    success: Ordering,
+    transition: F,
+) -> Result<T, E>
+where
+    F: Fn(u64) -> Result<(u64, T), E>,
+{
     // Relaxed: a stale value only makes the CAS below fail and retry with the fresh one;
     // see the module's "Orderings" note.
     let current = word.load(Ordering::Relaxed);
     let (next, value) = transition(current)?;
-    // Relaxed on both sides: the RMW itself is what serialises admissions (module note).
-    match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+    // `success` as the caller's protocol needs; Relaxed on failure: the value that beat us is
+    // only retried on.
+    match word.compare_exchange_weak(current, next, success, Ordering::Relaxed) {
         Ok(_) => Ok(value),
-        Err(actual) => apply_contended(word, actual, transition),
+        Err(actual) => apply_contended(word, actual, success, transition),
     }
 }
 
 /// The retry path: another thread (or a spurious weak-CAS failure) got in between.
 #[cold]
 #[inline(never)]
-fn apply_contended<T, E, F>(word: &AtomicU64, mut current: u64, transition: F) -> Result<T, E>
+fn apply_contended<T, E, F>(
+    word: &AtomicU64,
+    mut current: u64,
+    success: Ordering,
+    transition: F,
+) -> Result<T, E>
 where
     F: Fn(u64) -> Result<(u64, T), E>,
 {
     let backoff = Backoff::new();
     loop {
         let (next, value) = transition(current)?;
-        // Relaxed: as in `apply`; a failure returns the value that beat us and we retry on it.
-        match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+        // As in `apply_ordered`; a failure returns the value that beat us and we retry on it.
+        match word.compare_exchange_weak(current, next, success, Ordering::Relaxed) {
             Ok(_) => return Ok(value),
             Err(actual) => {
                 current = actual;

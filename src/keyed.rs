@@ -97,24 +97,22 @@ impl Rule {
         }
     }
 
-    /// Has `word` been indistinguishable from a fresh state since `at = now − grace`, for
-    /// every reading at or after `at`?
-    fn idle(&self, word: u64, now: Nanos, at: Nanos) -> bool {
+    /// Has `word` been indistinguishable from a fresh state, for every reading at or after
+    /// `now −` [`EVICTION_GRACE_NS`], since that time?
+    fn idle(&self, word: u64, now: Nanos) -> bool {
+        let Some(at) = now.checked_sub(EVICTION_GRACE_NS) else {
+            return false;
+        };
         if word == self.fresh() {
             return true;
         }
         match self {
             // A TAT at or before `at`: max(TAT, t) = t for every t ≥ at, as for TAT 0.
             Rule::Gcra(_) | Rule::Pacer(_) => word <= at,
-            // Full since `at`: the refill time plus the time to refill what is missing lies
-            // `grace` or more before `now`. Measured from `now`, not `at`: the time field
-            // wraps, and with a 32-bit field a reading `grace` behind the stored time would
-            // already be taken for a reading far ahead (a full bucket).
-            Rule::Bucket(b) => {
-                let l = &b.layout;
-                let missing = (u64::from(b.schedule.burst) - l.tokens(word)) * b.schedule.interval;
-                matches!(l.offset(l.time(word), now), Ok(ahead) if ahead >= missing + (now - at))
-            }
+            // Full for the grace, measured from `now` (the time field wraps; see `full_for`).
+            Rule::Bucket(b) => b
+                .full_for(word, now)
+                .is_some_and(|d| d >= EVICTION_GRACE_NS),
             Rule::Window(w) => {
                 let (k, used) = w.unpack(word);
                 used == 0 || matches!(w.position(k, at), Position::Later)
@@ -397,14 +395,11 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
         slot: &Slot,
         now: Nanos,
     ) -> bool {
-        let Some(at) = now.checked_sub(EVICTION_GRACE_NS) else {
-            return false;
-        };
         let rule = slot.rule.as_deref().unwrap_or(&self.default);
         // Relaxed: see the module's "Orderings"; the CAS below decides.
         let word = slot.word.load(Ordering::Relaxed);
         word != RETIRED
-            && rule.idle(word, now, at)
+            && rule.idle(word, now)
             && slot.word.compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
             // Relaxed: as above.
             && matches!(map.remove_if(key, |_, s| s.word.load(Ordering::Relaxed) == RETIRED), Ok(Some(_)))
@@ -504,6 +499,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock> Keyed<K, L, C> {
         let due = self.next_sweep.load(Ordering::Relaxed);
         if (self.sweep_every > 0 || full) && now >= due {
             let next = now.saturating_add(self.sweep_every.max(1_000_000));
+            // Relaxed: as above; the sweep itself synchronises through each slot's CAS.
             if self
                 .next_sweep
                 .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)

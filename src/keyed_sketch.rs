@@ -94,13 +94,15 @@
 //! (the same models pass with `Relaxed` adds and reads): the orderings rest on the proof
 //! above.
 
+use crate::cas;
 use crate::clock::{Clock, Nanos};
 use crate::limiter::{precheck, Denied, Snapshot};
 use crate::sliding_window::{Counter, Window, STALE_TOLERANCE_NS};
-use crate::sync::{AtomicU64, Backoff, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::convert::Infallible;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
@@ -668,36 +670,29 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     /// Step 1 on one cell: add `n` at `now`; returns the word written and the window of the add.
     #[inline]
     fn add(&self, cell: &AtomicU64, now: Nanos, n: u64) -> (u64, u64) {
-        // Relaxed: a stale value only makes the CAS below fail and retry.
-        let mut word = cell.load(Ordering::Relaxed);
-        let backoff = Backoff::new();
-        loop {
+        // AcqRel on success: acquire to synchronize with an earlier release read (Lemma 1),
+        // release because row d − 1's add is also its read.
+        let added = cas::apply_ordered(cell, Ordering::AcqRel, |word| {
             let (next, k) = self.arith.add(word, now, n);
-            // AcqRel on success: acquire to synchronize with an earlier release read (Lemma
-            // 1), release because row d − 1's add is also its read. Relaxed on failure: the
-            // value is only retried on.
-            match cell.compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return (next, k),
-                Err(actual) => {
-                    word = actual;
-                    backoff.spin();
-                }
-            }
+            Ok::<_, Infallible>((next, (next, k)))
+        });
+        match added {
+            Ok(added) => added,
+            Err(never) => match never {},
         }
     }
 
-    /// Step 3 on one cell: take back the `n` added in window `k_add`.
+    /// Step 3 on one cell: take back the `n` added in window `k_add` (nothing to take back:
+    /// no write).
     fn refund(&self, cell: &AtomicU64, k_add: u64, n: u64) {
         // Relaxed: refunds only need single-cell arithmetic (Lemma 3); as RMWs they keep
         // release sequences intact whatever their ordering (F1).
-        let mut word = cell.load(Ordering::Relaxed);
-        while let Some(next) = self.arith.refund(word, k_add, n) {
-            // Relaxed: as above.
-            match cell.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(actual) => word = actual,
-            }
-        }
+        let _ = cas::apply(cell, |word| {
+            self.arith
+                .refund(word, k_add, n)
+                .map(|next| (next, ()))
+                .ok_or(())
+        });
     }
 
     /// Decide `n` permits for `key` at the explicit time `now` (ns of the clock).

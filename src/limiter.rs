@@ -56,6 +56,35 @@ impl Denied {
         }
     }
 
+    /// The stricter of two refusals of the same request: [`Denied::ExceedsCapacity`] (waiting
+    /// cannot help) over any wait, else the longer `retry_after`; of two capacity refusals,
+    /// `self`. This is how [`All`](crate::All) reports a request that several limits refuse:
+    /// waiting `retry_after` satisfies every one of them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Denied;
+    /// use std::time::Duration;
+    ///
+    /// let a = Denied::RateLimited { retry_after: Duration::from_millis(5) };
+    /// let b = Denied::RateLimited { retry_after: Duration::from_millis(9) };
+    /// assert_eq!(a.stricter(b), b);
+    /// assert_eq!(a.stricter(Denied::ExceedsCapacity { capacity: 3 }), Denied::ExceedsCapacity { capacity: 3 });
+    /// ```
+    #[must_use]
+    pub fn stricter(self, other: Denied) -> Denied {
+        match (self, other) {
+            (Denied::RateLimited { retry_after: a }, Denied::RateLimited { retry_after: b }) => {
+                Denied::RateLimited {
+                    retry_after: a.max(b),
+                }
+            }
+            (Denied::RateLimited { .. }, capacity @ Denied::ExceedsCapacity { .. }) => capacity,
+            (worst, _) => worst,
+        }
+    }
+
     /// The refusal of a request that can never conform because the state it would leave
     /// lies past the clock's range (`u64::MAX` ns, 584 years): `retry_after = Duration::MAX`.
     pub(crate) const NEVER: Denied = Denied::RateLimited {

@@ -513,6 +513,7 @@ impl<C: Clock> RateLimiter for SlidingWindow<C> {
         let leased: u64 = self
             .shards
             .iter()
+            // Relaxed: as above, an observation.
             .map(|s| c.unpack_shard(s.load(Ordering::Relaxed)))
             .filter(|&(k, _)| k == w.k)
             .map(|(_, lease)| lease)

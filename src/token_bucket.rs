@@ -190,6 +190,17 @@ impl Bucket {
         }
     }
 
+    /// How long before `now` the bucket in `word` became full (it refills to `burst` at its
+    /// stored time plus the time to refill what is missing), or `None` if it is not full at
+    /// `now` or `now` reads as behind the stored time. Measured from `now`, never from an
+    /// earlier reading: the time field wraps, and a reading far enough behind the stored time
+    /// would be taken for one far ahead (a full bucket).
+    pub(crate) fn full_for(&self, word: u64, now: Nanos) -> Option<Nanos> {
+        let l = &self.layout;
+        let missing = (u64::from(self.schedule.burst) - l.tokens(word)) * self.schedule.interval;
+        l.offset(l.time(word), now).ok()?.checked_sub(missing)
+    }
+
     /// The state at `now`, as [`Bucket::take`] would see it, consuming nothing.
     pub(crate) fn snapshot(&self, word: u64, now: Nanos) -> Snapshot {
         let (l, t) = (&self.layout, self.schedule.interval);

@@ -556,7 +556,7 @@ fn check_shard(
                         (*model, *global) = (own, all);
                         Ok(())
                     }
-                    (Err(a), Err(b)) => Err(a.max_wait(b)),
+                    (Err(a), Err(b)) => Err(a.stricter(b)),
                     (Err(d), Ok(())) | (Ok(()), Err(d)) => Err(d),
                 }
             }
@@ -591,25 +591,6 @@ fn check_shard(
         clients: stats.into_iter().collect(),
         differing,
         first_difference,
-    }
-}
-
-/// The refusal with the longer wait, as `All` reports it.
-trait MaxWait {
-    fn max_wait(self, other: Denied) -> Denied;
-}
-
-impl MaxWait for Denied {
-    fn max_wait(self, other: Denied) -> Denied {
-        match (self, other) {
-            (Denied::RateLimited { retry_after: a }, Denied::RateLimited { retry_after: b }) => {
-                Denied::RateLimited {
-                    retry_after: a.max(b),
-                }
-            }
-            (d @ Denied::ExceedsCapacity { .. }, _) | (_, d @ Denied::ExceedsCapacity { .. }) => d,
-            (d, _) => d,
-        }
     }
 }
 

@@ -101,6 +101,7 @@ impl Report {
             .iter()
             .map(|o| {
                 let (worst, max_in_window) = o.worst_window();
+                let admitted = o.admitted_count();
                 let mut by_denials: Vec<usize> = (0..o.clients.len())
                     .filter(|&c| o.clients[c].denied > 0)
                     .collect();
@@ -108,8 +109,8 @@ impl Report {
                 Row {
                     algorithm: o.algorithm.name(),
                     requests: o.requests(),
-                    admitted: o.admitted_count(),
-                    denied: o.requests() - o.admitted_count(),
+                    admitted,
+                    denied: o.requests() - admitted,
                     clients_limited: o.clients_limited(),
                     max_in_window,
                     max_in_window_client: name(worst),

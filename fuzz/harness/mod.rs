@@ -60,6 +60,22 @@ const MAX_OPS: usize = 400;
 /// How many of the latest steps a failure message prints.
 const HISTORY_SHOWN: usize = 48;
 
+/// Append the last [`HISTORY_SHOWN`] steps of `history` to a failure message (one `line`
+/// each, numbered from the run's first step) and panic with it.
+fn fail_with_history<S>(mut msg: String, history: &[S], line: impl Fn(&S) -> String) -> ! {
+    let skip = history.len().saturating_sub(HISTORY_SHOWN);
+    let _ = writeln!(
+        msg,
+        "  history ({} steps{}):",
+        history.len(),
+        if skip > 0 { ", oldest left out" } else { "" }
+    );
+    for (i, step) in history.iter().enumerate().skip(skip) {
+        let _ = writeln!(msg, "    #{i} {}", line(step));
+    }
+    panic!("{msg}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Decoding helpers.
 // ---------------------------------------------------------------------------------------
@@ -359,21 +375,9 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
             self.start
         );
         let _ = writeln!(msg, "{detail}");
-        let skip = self.history.len().saturating_sub(HISTORY_SHOWN);
-        let _ = writeln!(
-            msg,
-            "  history ({} steps{}):",
-            self.history.len(),
-            if skip > 0 { ", oldest left out" } else { "" }
-        );
-        for (i, s) in self.history.iter().enumerate().skip(skip) {
-            let _ = writeln!(
-                msg,
-                "    #{i} p{} {:?} now={} -> {:?}",
-                s.phase, s.op, s.now, s.outcome
-            );
-        }
-        panic!("{msg}");
+        fail_with_history(msg, &self.history, |s| {
+            format!("p{} {:?} now={} -> {:?}", s.phase, s.op, s.now, s.outcome)
+        })
     }
 
     /// Decide `n` permits at `at` (or on the clock) on all three; they must agree.
@@ -1311,21 +1315,9 @@ impl Trace {
             self.start
         );
         let _ = writeln!(msg, "{detail}");
-        let skip = self.history.len().saturating_sub(HISTORY_SHOWN);
-        let _ = writeln!(
-            msg,
-            "  history ({} steps{}):",
-            self.history.len(),
-            if skip > 0 { ", oldest left out" } else { "" }
-        );
-        for (i, s) in self.history.iter().enumerate().skip(skip) {
-            let _ = writeln!(
-                msg,
-                "    #{i} p{} {:?} now={} -> {:?}",
-                s.phase, s.op, s.now, s.outcome
-            );
-        }
-        panic!("{msg}");
+        fail_with_history(msg, &self.history, |s| {
+            format!("p{} {:?} now={} -> {:?}", s.phase, s.op, s.now, s.outcome)
+        })
     }
 }
 
@@ -2795,17 +2787,9 @@ impl<L: Algorithm> KeyedDiff<'_, L> {
             self.overrides,
             self.next_sweep
         );
-        let skip = self.history.len().saturating_sub(HISTORY_SHOWN);
-        let _ = writeln!(
-            msg,
-            "  history ({} steps{}):",
-            self.history.len(),
-            if skip > 0 { ", oldest left out" } else { "" }
-        );
-        for (i, (op, now, outcome)) in self.history.iter().enumerate().skip(skip) {
-            let _ = writeln!(msg, "    #{i} {op:?} now={now} -> {outcome:?}");
-        }
-        panic!("{msg}");
+        fail_with_history(msg, &self.history, |(op, now, outcome)| {
+            format!("{op:?} now={now} -> {outcome:?}")
+        })
     }
 
     fn record(&mut self, op: KeyedOp, outcome: KeyedOutcome) {

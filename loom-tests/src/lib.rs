@@ -202,9 +202,26 @@ mod harness {
         out
     }
 
-    /// A sequential execution at the frozen time [`NOW`]: `prefix` (all must be admitted),
-    /// then `asks[order[0]]`, `asks[order[1]]`, … Returns the limiter and each ask's result,
-    /// indexed like `asks`.
+    /// `prefix` (all must be admitted), then `asks[order[0]]`, `asks[order[1]]`, … through
+    /// `acquire`; each ask's result, indexed like `asks`.
+    fn in_order(
+        prefix: &[u32],
+        asks: &[u32],
+        order: &[usize],
+        mut acquire: impl FnMut(u32) -> Result<(), Denied>,
+    ) -> Vec<Result<(), Denied>> {
+        for &n in prefix {
+            acquire(n).expect("prefix is admitted");
+        }
+        let mut results = vec![Ok(()); asks.len()];
+        for &i in order {
+            results[i] = acquire(asks[i]);
+        }
+        results
+    }
+
+    /// A sequential execution at the frozen time [`NOW`] (see `in_order`). Returns the
+    /// limiter and each ask's result, indexed like `asks`.
     pub fn sequential<L: Limiter>(
         quota: Quota,
         prefix: &[u32],
@@ -212,15 +229,7 @@ mod harness {
         order: &[usize],
     ) -> (L, Vec<Result<(), Denied>>) {
         let limiter = L::build(quota, ManualClock::starting_at(NOW));
-        for &n in prefix {
-            limiter
-                .try_acquire_n_at(n, NOW)
-                .expect("prefix is admitted");
-        }
-        let mut results = vec![Ok(()); asks.len()];
-        for &i in order {
-            results[i] = limiter.try_acquire_n_at(asks[i], NOW);
-        }
+        let results = in_order(prefix, asks, order, |n| limiter.try_acquire_n_at(n, NOW));
         (limiter, results)
     }
 
@@ -232,13 +241,7 @@ mod harness {
         order: &[usize],
     ) -> (M, Vec<Result<(), Denied>>) {
         let mut model = M::new(quota);
-        for &n in prefix {
-            model.acquire(n, NOW).expect("prefix is admitted");
-        }
-        let mut results = vec![Ok(()); asks.len()];
-        for &i in order {
-            results[i] = model.acquire(asks[i], NOW);
-        }
+        let results = in_order(prefix, asks, order, |n| model.acquire(n, NOW));
         (model, results)
     }
 
