@@ -195,6 +195,7 @@ impl Bucket {
     /// `now` or `now` reads as behind the stored time. Measured from `now`, never from an
     /// earlier reading: the time field wraps, and a reading far enough behind the stored time
     /// would be taken for one far ahead (a full bucket).
+    #[cfg(feature = "std")] // `Keyed`'s idle test, its only user, needs `std`.
     pub(crate) fn full_for(&self, word: u64, now: Nanos) -> Option<Nanos> {
         let l = &self.layout;
         let missing = (u64::from(self.schedule.burst) - l.tokens(word)) * self.schedule.interval;
