@@ -2,13 +2,14 @@
 //! candidate maps for `Keyed` against each other.
 //!
 //! ```text
-//! cargo bench --bench keyed
+//! cargo bench --bench keyed --features dashmap
 //! cargo run --release --example keyed_memory   # bytes per key at 10^6 keys
 //! ```
 //!
 //! Groups (time per check per thread; this machine has 2 cores):
 //! - `keyed/hot`: every check on one key; `keyed/spread`: keys drawn uniformly from 100 000
-//!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, Gcra>`, the fixed-memory
+//!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, Gcra>` on its default
+//!   store (papaya) and, with `--features dashmap`, on `DashMapStore`, the fixed-memory
 //!   `KeyedSketch` (2^16 x 4 cells) and governor.
 //! - `map/hot`, `map/spread`: the map operation alone (get-or-insert, then a CAS on the
 //!   value's `AtomicU64`), papaya against dashmap.
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 const KEYS: u64 = 100_000;
 
 /// One contender's check of one key: admitted?
-type Check<'a> = &'a (dyn Fn(&u64) -> bool + Sync);
+type Check<'a> = Box<dyn Fn(&u64) -> bool + Sync + 'a>;
 
 /// A cheap per-thread key sequence (xorshift), the same for every contender.
 fn keys(seed: u64) -> impl FnMut() -> u64 {
@@ -81,16 +82,35 @@ fn keyed(c: &mut Criterion) {
         let _ = gov.check_key(&k);
         let _ = sketch.try_acquire(&k);
     }
-    let contenders: [(&str, Check<'_>); 3] = [
-        ("limitcore-keyed-gcra", &|k| ours.try_acquire(k).is_ok()),
-        ("limitcore-sketch", &|k| sketch.try_acquire(k).is_ok()),
-        ("governor-keyed", &|k| gov.check_key(k).is_ok()),
+    #[cfg(feature = "dashmap")]
+    let on_dashmap: Keyed<u64, Gcra, limitcore::DefaultClock, limitcore::DashMapStore<u64>> =
+        Keyed::with_store(quota, Default::default(), limitcore::DashMapStore::new()).unwrap();
+    #[cfg(feature = "dashmap")]
+    for k in 0..KEYS {
+        let _ = on_dashmap.try_acquire(&k);
+    }
+    let mut contenders: Vec<(&str, Check<'_>)> = vec![
+        (
+            "limitcore-keyed-gcra",
+            Box::new(|k| ours.try_acquire(k).is_ok()),
+        ),
+        (
+            "limitcore-sketch",
+            Box::new(|k| sketch.try_acquire(k).is_ok()),
+        ),
     ];
+    #[cfg(feature = "dashmap")]
+    contenders.push((
+        "limitcore-keyed-gcra-dashmap",
+        Box::new(|k| on_dashmap.try_acquire(k).is_ok()),
+    ));
+    // The baseline last (benches/report.py compares every other contender with it).
+    contenders.push(("governor-keyed", Box::new(|k| gov.check_key(k).is_ok())));
     for (pattern, spread) in [("hot", false), ("spread", true)] {
         let mut g = c.benchmark_group(format!("keyed/{pattern}"));
         for threads in [1usize, 2] {
-            for (name, check) in contenders {
-                g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
+            for (name, check) in &contenders {
+                g.bench_with_input(BenchmarkId::new(*name, threads), &threads, |b, &t| {
                     b.iter_custom(|iters| {
                         run_threads(t, iters, &|seed, iters| {
                             let mut next = keys(seed);

@@ -63,6 +63,8 @@ mod gcra;
 mod keyed;
 #[cfg(feature = "std")]
 mod keyed_sketch;
+#[cfg(feature = "std")]
+mod keyed_store;
 mod leaky_bucket;
 mod limiter;
 mod quota;
@@ -85,6 +87,10 @@ pub use gcra::Gcra;
 pub use keyed::{Algorithm, KeyRule, Keyed, EVICTION_GRACE_NS};
 #[cfg(feature = "std")]
 pub use keyed_sketch::{KeyedSketch, MAX_SKETCH_COUNT, MAX_SKETCH_DEPTH, MAX_SKETCH_WIDTH};
+#[cfg(feature = "dashmap")]
+pub use keyed_store::DashMapStore;
+#[cfg(feature = "std")]
+pub use keyed_store::{KeySlot, PapayaStore, Store};
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::{Denied, RateLimiter, Snapshot};
 pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};

@@ -6,9 +6,11 @@ mod common;
 use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
+#[cfg(feature = "dashmap")]
+use limitcore::DashMapStore;
 use limitcore::{
-    Denied, FixedWindow, Gcra, Keyed, Quota, RateLimiter, SlidingWindow, TokenBucket,
-    EVICTION_GRACE_NS,
+    Denied, FixedWindow, Gcra, Keyed, PapayaStore, Quota, RateLimiter, SlidingWindow, Store,
+    TokenBucket, EVICTION_GRACE_NS,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -38,7 +40,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 /// Run `ops` on a keyed limiter and on a map of models (never evicted): every decision
 /// must agree, so eviction changed nothing.
 fn agree<M>(
-    keyed: &Keyed<u8, impl limitcore::Algorithm, ManualClock>,
+    keyed: &Keyed<u8, impl limitcore::Algorithm, ManualClock, impl Store<u8>>,
     mut model: impl FnMut() -> M,
     acquire: fn(&mut M, u32, Nanos) -> Result<(), Denied>,
     ops: &[Op],
@@ -97,6 +99,22 @@ proptest! {
         let keyed: Keyed<u8, FixedWindow, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
         agree(&keyed, || FixedWindowModel::new(q), FixedWindowModel::acquire, &ops)?;
     }
+
+    #[cfg(feature = "dashmap")]
+    #[test]
+    fn keyed_gcra_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, Gcra, ManualClock, DashMapStore<u8>> =
+            Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
+        agree(&keyed, || GcraModel::new(q), GcraModel::acquire, &ops)?;
+    }
+
+    #[cfg(feature = "dashmap")]
+    #[test]
+    fn keyed_token_bucket_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, TokenBucket, ManualClock, DashMapStore<u8>> =
+            Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
+        agree(&keyed, || TokenBucketModel::new(q), TokenBucketModel::acquire, &ops)?;
+    }
 }
 
 /// A flood of 2 million fresh keys with `max_keys` = 10 000: the map never holds more than
@@ -105,9 +123,19 @@ proptest! {
 /// frees room and the count is exact.)
 #[test]
 fn key_flood_is_bounded_and_never_resets_a_limited_key() {
+    key_flood_is_bounded(PapayaStore::new());
+}
+
+#[cfg(feature = "dashmap")]
+#[test]
+fn key_flood_on_dashmap_is_bounded_and_never_resets_a_limited_key() {
+    key_flood_is_bounded(DashMapStore::new());
+}
+
+fn key_flood_is_bounded(store: impl Store<u64>) {
     let q = Quota::per_hour(10).unwrap();
     let clock = ManualClock::starting_at(1 << 40);
-    let keyed: Keyed<u64, Gcra, ManualClock> = Keyed::with_clock(q, clock.clone())
+    let keyed: Keyed<u64, Gcra, ManualClock, _> = Keyed::with_store(q, clock.clone(), store)
         .unwrap()
         .with_max_keys(10_000);
     // 100 limited clients, each exhausted.
@@ -257,16 +285,30 @@ fn set_quota_gives_a_key_its_own_allowance() {
 /// burst in total, even while another thread sweeps.
 #[test]
 fn threads_many_keys_and_hot_keys() {
+    threads_on_many_and_hot_keys(PapayaStore::new, PapayaStore::new);
+}
+
+#[cfg(feature = "dashmap")]
+#[test]
+fn threads_on_dashmap_many_keys_and_hot_keys() {
+    threads_on_many_and_hot_keys(DashMapStore::new, DashMapStore::new);
+}
+
+fn threads_on_many_and_hot_keys<S: Store<u32> + Send + Sync + 'static>(
+    store: fn() -> S,
+    other: fn() -> S,
+) {
     let q = Quota::per_hour(1).unwrap().with_burst(50).unwrap();
-    let keyed: Arc<Keyed<u32, SlidingWindow, ManualClock>> = Arc::new(
-        Keyed::with_clock(
+    let keyed: Arc<Keyed<u32, SlidingWindow, ManualClock, S>> = Arc::new(
+        Keyed::with_store(
             Quota::per_hour(50).unwrap(),
             ManualClock::starting_at(1 << 40),
+            store(),
         )
         .unwrap(),
     );
-    let gcra: Arc<Keyed<u32, Gcra, ManualClock>> =
-        Arc::new(Keyed::with_clock(q, ManualClock::starting_at(1 << 40)).unwrap());
+    let gcra: Arc<Keyed<u32, Gcra, ManualClock, S>> =
+        Arc::new(Keyed::with_store(q, ManualClock::starting_at(1 << 40), other()).unwrap());
     let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..1_000).map(|_| AtomicU64::new(0)).collect());
     let admitted_sw: Arc<Vec<AtomicU64>> =
         Arc::new((0..1_000).map(|_| AtomicU64::new(0)).collect());
@@ -319,4 +361,74 @@ fn threads_many_keys_and_hot_keys() {
         );
         assert_eq!(admitted_sw[k].load(Ordering::Relaxed), 50, "hot key {k}");
     }
+}
+
+/// The eviction race on real threads: in each phase the clock stands still while two threads
+/// hammer 64 keys and a third sweeps; between phases the clock moves past every key's idle
+/// point plus the grace, so every key starts each phase evictable and is retired while the
+/// others charge it. With 2 permits per key and phase, a charge lost to a retirement (or a
+/// key reset while busy) admits a third, and a charge applied twice admits only one.
+/// Checked by mutation: evicting busy keys fails it on both stores, and dropping the
+/// acquirers' `RETIRED` check fails it on papaya (whose retired slots stay visible until
+/// removed; dashmap retires and removes under one shard lock) within the 2 000 phases.
+#[test]
+fn eviction_racing_acquisitions_loses_and_duplicates_no_charge() {
+    eviction_races(PapayaStore::new());
+}
+
+#[cfg(feature = "dashmap")]
+#[test]
+fn eviction_on_dashmap_racing_acquisitions_loses_and_duplicates_no_charge() {
+    eviction_races(DashMapStore::new());
+}
+
+fn eviction_races(store: impl Store<u32> + Sync) {
+    const KEYS: u32 = 64;
+    const PHASES: u64 = 2000;
+    let q = Quota::per_hour(1).unwrap().with_burst(2).unwrap();
+    let clock = ManualClock::starting_at(1 << 40);
+    let keyed = Keyed::<u32, Gcra, ManualClock, _>::with_store(q, clock.clone(), store)
+        .unwrap()
+        .with_sweep_interval(Duration::ZERO);
+    let admitted: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let evicted = AtomicU64::new(0);
+    let barrier = std::sync::Barrier::new(3);
+    // Checked after the threads are joined: a panic inside the scope would leave the
+    // workers waiting at the barrier.
+    let mut wrong = Vec::new();
+    std::thread::scope(|s| {
+        for t in 0..2u32 {
+            let (keyed, admitted, barrier) = (&keyed, &admitted, &barrier);
+            s.spawn(move || {
+                for _ in 0..PHASES {
+                    barrier.wait();
+                    for i in 0..KEYS * 4 {
+                        let key = (i * 5 + t * 31) % KEYS;
+                        if keyed.try_acquire(&key).is_ok() {
+                            admitted[key as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    barrier.wait();
+                }
+            });
+        }
+        for phase in 1..=PHASES {
+            barrier.wait();
+            for _ in 0..20 {
+                evicted.fetch_add(keyed.evict_idle() as u64, Ordering::Relaxed);
+            }
+            barrier.wait();
+            for (k, a) in admitted.iter().enumerate() {
+                let got = a.load(Ordering::Relaxed);
+                if got != 2 * phase {
+                    wrong.push(format!("phase {phase}, key {k}: {got} admitted in all"));
+                }
+            }
+            // Past every TAT (at most 2 h ahead) by more than the grace.
+            clock.advance(Duration::from_secs(3 * 3600));
+        }
+    });
+    assert!(wrong.is_empty(), "exactly 2 per key and phase: {wrong:?}");
+    // Every key was idle at the start of each phase after the first, so sweeps found work.
+    assert!(evicted.load(Ordering::Relaxed) > 0);
 }

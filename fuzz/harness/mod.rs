@@ -46,9 +46,10 @@ use limitcore::reference::{
     TokenBucketModel,
 };
 use limitcore::{
-    Algorithm, Denied, FixedWindow, Gcra, Keyed, LeakyBucket, Quota, QuotaError, RateLimiter,
-    Reserve, SlidingLog, SlidingWindow, Snapshot, TokenBucket, EVICTION_GRACE_NS,
-    MAX_BACKWARD_TOLERANCE_NS, MAX_BURST_SPAN_NS, MAX_SLIDING_WINDOW_COUNT, STALE_TOLERANCE_NS,
+    Algorithm, Denied, FixedWindow, Gcra, Keyed, LeakyBucket, PapayaStore, Quota, QuotaError,
+    RateLimiter, Reserve, SlidingLog, SlidingWindow, Snapshot, Store, TokenBucket,
+    EVICTION_GRACE_NS, MAX_BACKWARD_TOLERANCE_NS, MAX_BURST_SPAN_NS, MAX_SLIDING_WINDOW_COUNT,
+    STALE_TOLERANCE_NS,
 };
 use std::collections::BTreeMap;
 
@@ -2719,8 +2720,8 @@ enum KeyedOutcome {
 /// A [`Keyed`] and its shadow: a map of [`KeyState`]s that mirrors `Keyed`'s map (which
 /// keys have a state of their own, created and evicted exactly when `Keyed` must), the
 /// overrides, the overflow state and the sweep schedule.
-struct KeyedDiff<'a, L: Algorithm> {
-    keyed: &'a Keyed<u8, L, NoClock>,
+struct KeyedDiff<'a, L: Algorithm, S: Store<u8>> {
+    keyed: &'a Keyed<u8, L, NoClock, S>,
     alg: KeyedAlgorithm,
     default: Quota,
     setup: String,
@@ -2747,7 +2748,7 @@ struct KeyedDiff<'a, L: Algorithm> {
     stopped: bool,
 }
 
-impl<L: Algorithm> KeyedDiff<'_, L> {
+impl<L: Algorithm, S: Store<u8>> KeyedDiff<'_, L, S> {
     /// Panic with everything needed to reproduce and understand a disagreement.
     #[cold]
     #[inline(never)]
@@ -2756,8 +2757,9 @@ impl<L: Algorithm> KeyedDiff<'_, L> {
         let q = &self.default;
         let _ = writeln!(
             msg,
-            "[keyed_differential] Keyed<u8, {:?}>: {what}",
-            self.alg
+            "[keyed_differential] Keyed<u8, {:?}> on {}: {what}",
+            self.alg,
+            core::any::type_name::<S>()
         );
         let _ = writeln!(
             msg,
@@ -3130,37 +3132,51 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 /// Found by this target and fixed: a sweep at a stale reading evicted a busy token bucket
 /// with a burst of 2^31 or more (its 32-bit time field read `now −` grace as a wrap far
 /// ahead); kept as `regressions/keyed_differential/bucket-w32-stale-sweep`.
+///
+/// Every input runs twice, the same operations on each store: the default `PapayaStore` and
+/// (with the feature `dashmap`, on by default in this crate) `DashMapStore`.
 pub(crate) fn keyed_differential(data: &[u8]) {
-    let _ = run_keyed(&mut Unstructured::new(data));
+    let _ = run_keyed(&mut Unstructured::new(data), PapayaStore::new);
+    #[cfg(feature = "dashmap")]
+    let _ = run_keyed(&mut Unstructured::new(data), limitcore::DashMapStore::new);
 }
 
-fn run_keyed(u: &mut Unstructured<'_>) -> ArbResult<()> {
+fn run_keyed<S: Store<u8>>(u: &mut Unstructured<'_>, store: fn() -> S) -> ArbResult<()> {
     let alg = KeyedAlgorithm::ALL[u.choose_index(KeyedAlgorithm::ALL.len())?];
     let Ok(quota) = alg.arbitrary_quota(u)? else {
         return Ok(());
     };
     match alg {
-        KeyedAlgorithm::Gcra => run_keyed_with::<Gcra<NoClock>>(u, alg, quota),
-        KeyedAlgorithm::TokenBucket => run_keyed_with::<TokenBucket<NoClock>>(u, alg, quota),
-        KeyedAlgorithm::FixedWindow => run_keyed_with::<FixedWindow<NoClock>>(u, alg, quota),
-        KeyedAlgorithm::SlidingWindow => run_keyed_with::<SlidingWindow<NoClock>>(u, alg, quota),
-        KeyedAlgorithm::LeakyBucket => run_keyed_with::<LeakyBucket<NoClock>>(u, alg, quota),
+        KeyedAlgorithm::Gcra => run_keyed_with::<Gcra<NoClock>, S>(u, alg, quota, store),
+        KeyedAlgorithm::TokenBucket => {
+            run_keyed_with::<TokenBucket<NoClock>, S>(u, alg, quota, store)
+        }
+        KeyedAlgorithm::FixedWindow => {
+            run_keyed_with::<FixedWindow<NoClock>, S>(u, alg, quota, store)
+        }
+        KeyedAlgorithm::SlidingWindow => {
+            run_keyed_with::<SlidingWindow<NoClock>, S>(u, alg, quota, store)
+        }
+        KeyedAlgorithm::LeakyBucket => {
+            run_keyed_with::<LeakyBucket<NoClock>, S>(u, alg, quota, store)
+        }
     }
 }
 
-fn run_keyed_with<L: Algorithm>(
+fn run_keyed_with<L: Algorithm, S: Store<u8>>(
     u: &mut Unstructured<'_>,
     alg: KeyedAlgorithm,
     quota: Quota,
+    store: fn() -> S,
 ) -> ArbResult<()> {
     let keyed = match (
-        Keyed::<u8, L, NoClock>::with_clock(quota, NoClock),
+        Keyed::<u8, L, NoClock, S>::with_store(quota, NoClock, store()),
         alg.twin(quota),
     ) {
         (Ok(keyed), Ok(_)) => keyed,
         (Err(a), Err(b)) if a == b => return Ok(()),
         (keyed, twin) => panic!(
-            "[keyed_differential] Keyed<u8, {alg:?}>::with_clock({quota:?}) gives {:?}, the \
+            "[keyed_differential] Keyed<u8, {alg:?}>::with_store({quota:?}) gives {:?}, the \
              single limiter {:?}",
             keyed.map(|_| ()),
             twin.map(|_| ())
