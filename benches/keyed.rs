@@ -9,8 +9,9 @@
 //! Groups (time per check per thread; this machine has 2 cores):
 //! - `keyed/hot`: every check on one key; `keyed/spread`: keys drawn uniformly from 100 000
 //!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, Gcra>` on its default
-//!   store (papaya) and, with `--features dashmap`, on `DashMapStore`, the fixed-memory
-//!   `KeyedSketch` (2^16 x 4 cells) and governor.
+//!   store (papaya, SipHash) and on papaya with foldhash, with `--features dashmap` also on
+//!   `DashMapStore` with SipHash and with foldhash, the fixed-memory `KeyedSketch` (2^16 x 4
+//!   cells) and governor (dashmap, SipHash: it has no hasher setting).
 //! - `map/hot`, `map/spread`: the map operation alone (get-or-insert, then a CAS on the
 //!   value's `AtomicU64`), papaya against dashmap.
 
@@ -18,7 +19,7 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use limitcore::{Gcra, Keyed, KeyedSketch, Quota};
+use limitcore::{DefaultClock, Gcra, Keyed, KeyedSketch, PapayaStore, Quota};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,17 +83,38 @@ fn keyed(c: &mut Criterion) {
         let _ = gov.check_key(&k);
         let _ = sketch.try_acquire(&k);
     }
+    let warm = |keyed: &dyn Fn(&u64) -> bool| {
+        for k in 0..KEYS {
+            keyed(&k);
+        }
+    };
+    let fold = foldhash::fast::RandomState::default;
+    let on_papaya_fold: Keyed<u64, Gcra, DefaultClock, PapayaStore<u64, _>> =
+        Keyed::with_store(quota, DefaultClock::new(), PapayaStore::with_hasher(fold())).unwrap();
+    warm(&|k| on_papaya_fold.try_acquire(k).is_ok());
     #[cfg(feature = "dashmap")]
-    let on_dashmap: Keyed<u64, Gcra, limitcore::DefaultClock, limitcore::DashMapStore<u64>> =
-        Keyed::with_store(quota, Default::default(), limitcore::DashMapStore::new()).unwrap();
-    #[cfg(feature = "dashmap")]
-    for k in 0..KEYS {
-        let _ = on_dashmap.try_acquire(&k);
-    }
+    let (on_dashmap, on_dashmap_fold) = {
+        use limitcore::DashMapStore;
+        let sip: Keyed<u64, Gcra, DefaultClock, DashMapStore<u64>> =
+            Keyed::with_store(quota, DefaultClock::new(), DashMapStore::new()).unwrap();
+        let fold: Keyed<u64, Gcra, DefaultClock, DashMapStore<u64, _>> = Keyed::with_store(
+            quota,
+            DefaultClock::new(),
+            DashMapStore::with_hasher(fold()),
+        )
+        .unwrap();
+        warm(&|k| sip.try_acquire(k).is_ok());
+        warm(&|k| fold.try_acquire(k).is_ok());
+        (sip, fold)
+    };
     let mut contenders: Vec<(&str, Check<'_>)> = vec![
         (
             "limitcore-keyed-gcra",
             Box::new(|k| ours.try_acquire(k).is_ok()),
+        ),
+        (
+            "limitcore-keyed-gcra-foldhash",
+            Box::new(|k| on_papaya_fold.try_acquire(k).is_ok()),
         ),
         (
             "limitcore-sketch",
@@ -100,10 +122,16 @@ fn keyed(c: &mut Criterion) {
         ),
     ];
     #[cfg(feature = "dashmap")]
-    contenders.push((
-        "limitcore-keyed-gcra-dashmap",
-        Box::new(|k| on_dashmap.try_acquire(k).is_ok()),
-    ));
+    contenders.extend([
+        (
+            "limitcore-keyed-gcra-dashmap",
+            Box::new(|k: &u64| on_dashmap.try_acquire(k).is_ok()) as Check<'_>,
+        ),
+        (
+            "limitcore-keyed-gcra-dashmap-foldhash",
+            Box::new(|k: &u64| on_dashmap_fold.try_acquire(k).is_ok()),
+        ),
+    ]);
     // The baseline last (benches/report.py compares every other contender with it).
     contenders.push(("governor-keyed", Box::new(|k| gov.check_key(k).is_ok())));
     for (pattern, spread) in [("hot", false), ("spread", true)] {

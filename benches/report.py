@@ -88,7 +88,16 @@ def pairs(group, names_, counts=(1, 2)):
             f"{rates[(a, t)] / rates[(b, t)]:.2f}" if rates[(a, t)] and rates[(b, t)] else "-" for t in counts) + " |")
 
 
-pairs("keyed_hot", ["limitcore-keyed-gcra", "limitcore-sketch", "governor-keyed"])
-pairs("keyed_spread", ["limitcore-keyed-gcra", "limitcore-sketch", "governor-keyed"])
+KEYED = [
+    "limitcore-keyed-gcra",
+    "limitcore-keyed-gcra-foldhash",
+    "limitcore-keyed-gcra-dashmap",
+    "limitcore-keyed-gcra-dashmap-foldhash",
+    "limitcore-sketch",
+    "governor-keyed",
+]
+# The dashmap contenders exist only with `--features dashmap`.
+pairs("keyed_hot", [n for n in KEYED if n in names("keyed_hot")])
+pairs("keyed_spread", [n for n in KEYED if n in names("keyed_spread")])
 pairs("map_hot", ["papaya", "dashmap"])
 pairs("map_spread", ["papaya", "dashmap"])

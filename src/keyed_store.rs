@@ -16,7 +16,8 @@ use crate::keyed::{Rule, RETIRED};
 use crate::sync::{AtomicU64, Ordering};
 use alloc::boxed::Box;
 use core::fmt;
-use core::hash::Hash;
+use core::hash::{BuildHasher, Hash};
+use std::collections::hash_map::RandomState;
 
 /// One key's state in a [`Store`]: its word, and its own rule if the key has a quota of its
 /// own. Opaque: only [`Keyed`](crate::Keyed) reads or writes it.
@@ -84,7 +85,8 @@ pub trait Store<K>: sealed::Sealed {
     fn retire_each(&self, retire: impl FnMut(&KeySlot) -> bool) -> usize;
 }
 
-/// The default [`Store`]: `papaya`'s lock-free hash map (SipHash with a random key).
+/// The default [`Store`]: `papaya`'s lock-free hash map, hashing keys with `H` (default:
+/// std's `RandomState`, SipHash-1-3 with a random key, safe with keys an attacker picks).
 ///
 /// A lookup takes no lock, global or sharded, and writes nothing shared but papaya's
 /// per-thread epoch marker, so threads that hit the same key only contend on that key's own
@@ -104,16 +106,26 @@ pub trait Store<K>: sealed::Sealed {
 /// assert!(keyed.try_acquire(&7).is_ok());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-pub struct PapayaStore<K> {
-    map: papaya::HashMap<K, KeySlot>,
+pub struct PapayaStore<K, H = RandomState> {
+    map: papaya::HashMap<K, KeySlot, H>,
 }
 
 impl<K> PapayaStore<K> {
-    /// An empty store.
+    /// An empty store hashing with SipHash-1-3 under a random key.
     pub fn new() -> Self {
+        PapayaStore::with_hasher(RandomState::new())
+    }
+}
+
+impl<K, H: BuildHasher> PapayaStore<K, H> {
+    /// An empty store hashing keys with `hasher`: a faster hash pays off on keys nobody
+    /// hostile chooses (papaya's lookups are bound by cache misses more than by hashing:
+    /// measured in `BENCHMARKS.md`, "Keyed throughput").
+    pub fn with_hasher(hasher: H) -> Self {
         PapayaStore {
             map: papaya::HashMap::builder()
                 .resize_mode(papaya::ResizeMode::Blocking)
+                .hasher(hasher)
                 .build(),
         }
     }
@@ -125,7 +137,7 @@ impl<K> Default for PapayaStore<K> {
     }
 }
 
-impl<K: Hash + Eq> fmt::Debug for PapayaStore<K> {
+impl<K: Hash + Eq, H: BuildHasher> fmt::Debug for PapayaStore<K, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PapayaStore")
             .field("len", &self.map.len())
@@ -133,9 +145,9 @@ impl<K: Hash + Eq> fmt::Debug for PapayaStore<K> {
     }
 }
 
-impl<K> sealed::Sealed for PapayaStore<K> {}
+impl<K, H> sealed::Sealed for PapayaStore<K, H> {}
 
-impl<K: Hash + Eq + Clone> Store<K> for PapayaStore<K> {
+impl<K: Hash + Eq + Clone, H: BuildHasher> Store<K> for PapayaStore<K, H> {
     fn len(&self) -> usize {
         self.map.len()
     }
@@ -173,9 +185,9 @@ impl<K: Hash + Eq + Clone> Store<K> for PapayaStore<K> {
     }
 }
 
-/// A [`Store`] on `dashmap` (feature `dashmap`): a sharded hash map (SipHash with a random
-/// key) whose entries sit inline in each shard's table, behind one reader-writer lock per
-/// shard.
+/// A [`Store`] on `dashmap` (feature `dashmap`): a sharded hash map whose entries sit inline
+/// in each shard's table, behind one reader-writer lock per shard, hashing keys with `H`
+/// (default: std's `RandomState`, SipHash-1-3 with a random key).
 ///
 /// A lookup is one cache miss cheaper than [`PapayaStore`]'s, so one thread over many keys
 /// runs faster, but every lookup takes its shard's lock for reading (two atomic
@@ -196,23 +208,39 @@ impl<K: Hash + Eq + Clone> Store<K> for PapayaStore<K> {
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 #[cfg(feature = "dashmap")]
-pub struct DashMapStore<K> {
-    map: dashmap::DashMap<K, KeySlot>,
+pub struct DashMapStore<K, H = RandomState> {
+    map: dashmap::DashMap<K, KeySlot, H>,
 }
 
 #[cfg(feature = "dashmap")]
 impl<K: Hash + Eq> DashMapStore<K> {
-    /// An empty store.
+    /// An empty store hashing with SipHash-1-3 under a random key.
     pub fn new() -> Self {
+        DashMapStore::with_hasher(RandomState::new())
+    }
+
+    /// An empty store with room for `capacity` keys before it resizes, hashing with
+    /// SipHash-1-3 under a random key.
+    pub fn with_capacity(capacity: usize) -> Self {
+        DashMapStore::with_capacity_and_hasher(capacity, RandomState::new())
+    }
+}
+
+#[cfg(feature = "dashmap")]
+impl<K: Hash + Eq, H: BuildHasher + Clone> DashMapStore<K, H> {
+    /// An empty store hashing keys with `hasher`. With inline entries the hash is a
+    /// visible part of a lookup (SipHash-1-3 of a `u64` costs about 11–15 ns on the
+    /// reference VM): a faster keyed hash pays off on keys nobody hostile chooses.
+    pub fn with_hasher(hasher: H) -> Self {
         DashMapStore {
-            map: dashmap::DashMap::new(),
+            map: dashmap::DashMap::with_hasher(hasher),
         }
     }
 
     /// An empty store with room for `capacity` keys before it resizes.
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub fn with_capacity_and_hasher(capacity: usize, hasher: H) -> Self {
         DashMapStore {
-            map: dashmap::DashMap::with_capacity(capacity),
+            map: dashmap::DashMap::with_capacity_and_hasher(capacity, hasher),
         }
     }
 }
@@ -225,7 +253,7 @@ impl<K: Hash + Eq> Default for DashMapStore<K> {
 }
 
 #[cfg(feature = "dashmap")]
-impl<K: Hash + Eq> fmt::Debug for DashMapStore<K> {
+impl<K: Hash + Eq, H: BuildHasher + Clone> fmt::Debug for DashMapStore<K, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DashMapStore")
             .field("len", &self.map.len())
@@ -234,10 +262,10 @@ impl<K: Hash + Eq> fmt::Debug for DashMapStore<K> {
 }
 
 #[cfg(feature = "dashmap")]
-impl<K> sealed::Sealed for DashMapStore<K> {}
+impl<K, H> sealed::Sealed for DashMapStore<K, H> {}
 
 #[cfg(feature = "dashmap")]
-impl<K: Hash + Eq + Clone> Store<K> for DashMapStore<K> {
+impl<K: Hash + Eq + Clone, H: BuildHasher + Clone> Store<K> for DashMapStore<K, H> {
     fn len(&self) -> usize {
         self.map.len()
     }
