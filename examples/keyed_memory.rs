@@ -3,8 +3,10 @@
 //! `KeyedSketch` (count-min sketch, 2^16 × 4 cells) for comparison.
 //!
 //! ```text
-//! cargo run --release --example keyed_memory
+//! cargo run --release --example keyed_memory --features dashmap
 //! ```
+//!
+//! Without `--features dashmap` the `DashMapStore` line is left out.
 
 use limitcore::{Gcra, Keyed, KeyedSketch, Quota};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -40,6 +42,21 @@ fn main() {
         }
         keyed
     });
+    #[cfg(feature = "dashmap")]
+    let (on_dashmap, dashmap_bytes) = live_bytes(|| {
+        let keyed: Keyed<u64, Gcra, limitcore::DefaultClock, limitcore::DashMapStore<u64>> =
+            Keyed::with_store(
+                quota,
+                limitcore::DefaultClock::new(),
+                limitcore::DashMapStore::new(),
+            )
+            .unwrap()
+            .with_sweep_interval(std::time::Duration::ZERO);
+        for k in 0..KEYS {
+            let _ = keyed.try_acquire(&k);
+        }
+        keyed
+    });
     let (gov, gov_bytes) = live_bytes(|| {
         let gov =
             governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::new(10).unwrap()));
@@ -62,6 +79,14 @@ fn main() {
         "limitcore Keyed<u64, Gcra> (papaya): {:.1} bytes/key",
         ours_bytes as f64 / KEYS as f64
     );
+    #[cfg(feature = "dashmap")]
+    {
+        assert_eq!(on_dashmap.len() as u64, KEYS);
+        println!(
+            "limitcore Keyed<u64, Gcra> (dashmap): {:.1} bytes/key",
+            dashmap_bytes as f64 / KEYS as f64
+        );
+    }
     println!(
         "governor keyed (dashmap):            {:.1} bytes/key",
         gov_bytes as f64 / KEYS as f64

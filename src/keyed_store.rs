@@ -1,5 +1,5 @@
 //! The maps a [`Keyed`](crate::Keyed) limiter can keep its per-key states in: [`Store`],
-//! [`PapayaStore`] (the default) and [`DashMapStore`] (feature `dashmap`).
+//! [`PapayaStore`] (the default) and `DashMapStore` (feature `dashmap`).
 //!
 //! A store holds one [`KeySlot`] per key and knows nothing of rates: it finds a key's slot,
 //! inserts one, and removes a slot once [`Keyed`](crate::Keyed) has retired it (the word
@@ -50,7 +50,7 @@ mod sealed {
 }
 
 /// A concurrent map from keys to per-key limiter states, for [`Keyed`](crate::Keyed)'s `S`
-/// parameter: [`PapayaStore`] (the default) or [`DashMapStore`] (feature `dashmap`).
+/// parameter: [`PapayaStore`] (the default) or `DashMapStore` (feature `dashmap`).
 ///
 /// This trait is sealed; its methods are the crate's own.
 pub trait Store<K>: sealed::Sealed {
@@ -102,7 +102,7 @@ pub trait Store<K>: sealed::Sealed {
 /// use limitcore::clock::ManualClock;
 ///
 /// let keyed: Keyed<u64, Gcra, ManualClock, PapayaStore<u64>> =
-///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), PapayaStore::new());
+///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), PapayaStore::new())?;
 /// assert!(keyed.try_acquire(&7).is_ok());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
@@ -202,7 +202,7 @@ impl<K: Hash + Eq + Clone, H: BuildHasher> Store<K> for PapayaStore<K, H> {
 /// use limitcore::clock::ManualClock;
 ///
 /// let keyed: Keyed<u64, Gcra, ManualClock, DashMapStore<u64>> =
-///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), DashMapStore::new());
+///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), DashMapStore::new())?;
 /// assert!(keyed.try_acquire_n(&7, 5).is_ok());
 /// assert!(keyed.try_acquire(&7).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())

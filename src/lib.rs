@@ -10,7 +10,8 @@
 //! - [`FixedWindow`], [`SlidingWindow`] (Cloudflare's counter, per-CPU leases),
 //!   [`SlidingLog`] (exact "at most N in any T") and [`LeakyBucket`] (a pacer that gives each
 //!   request its start time, through [`Reserve`]).
-//! - [`Keyed`]: one limiter per key with bounded memory; [`All`]: several limits, all or
+//! - [`Keyed`]: one limiter per key with bounded memory, on a concurrent map of your choice
+//!   ([`Store`]); [`All`]: several limits, all or
 //!   nothing; [`Throttler`]: calls started in submission order under per-channel and total
 //!   limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
@@ -44,6 +45,9 @@
 //!
 //! - `std` (default): the OS clocks. Without it the crate is `no_std` + `alloc`, and the
 //!   default clock is [`ManualClock`](clock::ManualClock).
+//! - `tokio`: `wait::Async`, waits on tokio's timer.
+//! - `dashmap`: `DashMapStore`, a [`Keyed`] store on dashmap (faster than the default
+//!   [`PapayaStore`] for one thread over many keys; see [`Store`]).
 //!
 //! # Checking
 //!
