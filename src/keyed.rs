@@ -223,8 +223,8 @@ fn acquire_word(word: &AtomicU64, rule: &Rule, n: u32, now: Nanos) -> Result<(),
 ///
 /// The default map is `papaya`'s lock-free hash map ([`PapayaStore`]): a lookup takes no
 /// lock, global or sharded, the better choice when threads share keys. With the feature
-/// `dashmap`, `DashMapStore` (through [`Keyed::with_store`]) is
-/// faster for one thread over many keys; decisions are the same on either.
+/// `dashmap`, `DashMapStore` (through [`Keyed::with_store`]) is faster for one thread over
+/// many keys; decisions are the same on either.
 ///
 /// # Examples
 ///
