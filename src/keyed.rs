@@ -404,20 +404,21 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock, S: Store<K>> Keyed<K, L, C, S
         Ok(())
     }
 
-    /// Retire `slot` if its state is idle at `now` (see the module's "Orderings"); the
-    /// caller then removes it from the store.
+    /// Retire `slot` if its state is idle at `now` (see the module's "Orderings"); whether
+    /// the slot is retired now (by this call, or earlier by a sweep or `set_quota` that has
+    /// not removed it yet). The caller then removes it from the store.
     fn retire_if_idle(&self, slot: &KeySlot, now: Nanos) -> bool {
         let rule = slot.rule.as_deref().unwrap_or(&self.default);
         // Relaxed: see the module's "Orderings"; the CAS below decides.
         let word = slot.word.load(Ordering::Relaxed);
-        word != RETIRED
-            && rule.idle(word, now)
-            // Relaxed: the retirement only has to be ordered against the other writes of
-            // this word, which the word's modification order does; it publishes nothing.
-            && slot
-                .word
-                .compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        word == RETIRED
+            || (rule.idle(word, now)
+                // Relaxed: the retirement only has to be ordered against the other writes of
+                // this word, which the word's modification order does; it publishes nothing.
+                && slot
+                    .word
+                    .compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok())
     }
 
     /// The rule a new state for `key` gets.
@@ -508,7 +509,10 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock, S: Store<K>> Keyed<K, L, C, S
 
     /// Whether a new key may get a slot now, sweeping first if it is time to.
     fn room_for_new_key(&self, now: Nanos) -> bool {
-        let full = self.map.len() >= self.max_keys;
+        // Unbounded (the default): no need to count the keys (`DashMapStore` counts by
+        // locking every shard in turn).
+        let bounded = self.max_keys != usize::MAX;
+        let full = bounded && self.map.len() >= self.max_keys;
         // Relaxed: `next_sweep` only elects one sweeper at a time; the CAS decides who.
         let due = self.next_sweep.load(Ordering::Relaxed);
         if (self.sweep_every > 0 || full) && now >= due {
@@ -522,7 +526,7 @@ impl<K: Hash + Eq + Clone, L: Algorithm, C: Clock, S: Store<K>> Keyed<K, L, C, S
                 self.evict_idle_at(now);
             }
         }
-        self.map.len() < self.max_keys
+        !bounded || self.map.len() < self.max_keys
     }
 
     /// The shared overflow limiter, for keys refused a slot of their own.

@@ -7,10 +7,11 @@
 //! release/acquire protocol, so a slot's initial word is visible to every thread that finds
 //! the slot; every later change of the word goes through the slot's own compare-and-swap.
 //!
-//! Which to use (measured in `BENCHMARKS.md`, "Keyed throughput"; 2 cores): papaya's lookups
-//! take no lock at all, so it is the faster under contention (one key hit from several
-//! threads: 2–3.6× dashmap); dashmap keeps entries inline in its shards (one cache miss fewer
-//! per lookup), so it is the faster for one thread over many keys (1.9× papaya at 10^5 keys).
+//! Which to use (`keyed/*` in `BENCHMARKS.md`, "Keyed throughput"; 2 cores, same hasher on
+//! both): papaya's lookups take no lock at all, so it is the faster under contention (one
+//! key hit from 2 threads: 1.2–1.65× `DashMapStore`'s checks/s); dashmap keeps entries inline
+//! in its shards (one cache miss fewer per lookup), so it is the faster for one thread over
+//! many keys (10^5 keys: 1.3–1.5× papaya's).
 
 use crate::keyed::{Rule, RETIRED};
 use crate::sync::{AtomicU64, Ordering};
@@ -53,6 +54,25 @@ mod sealed {
 /// parameter: [`PapayaStore`] (the default) or `DashMapStore` (feature `dashmap`).
 ///
 /// This trait is sealed; its methods are the crate's own.
+///
+/// # Examples
+///
+/// Code that takes any `Keyed`, whatever its store:
+///
+/// ```
+/// use limitcore::clock::ManualClock;
+/// use limitcore::{Gcra, Keyed, PapayaStore, Quota, Store};
+///
+/// fn admit_all<S: Store<u32>>(keyed: &Keyed<u32, Gcra, ManualClock, S>, keys: &[u32]) -> usize {
+///     keys.iter().filter(|k| keyed.try_acquire(k).is_ok()).count()
+/// }
+///
+/// let keyed: Keyed<u32, Gcra, ManualClock, PapayaStore<u32>> =
+///     Keyed::with_store(Quota::per_second(1)?, ManualClock::new(), PapayaStore::new())?;
+/// assert_eq!(admit_all(&keyed, &[1, 2, 1]), 2); // key 1's second request waits 1 s
+/// assert_eq!(keyed.len(), 2);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
 pub trait Store<K>: sealed::Sealed {
     /// How many keys have a slot (live or retired and not yet removed).
     fn len(&self) -> usize;
@@ -80,7 +100,7 @@ pub trait Store<K>: sealed::Sealed {
     fn remove_retired(&self, key: &K) -> bool;
 
     /// Offer every slot to `retire` (which retires it or leaves it as it is, returning
-    /// whether it retired it) and remove the retired ones; how many this call removed.
+    /// whether it is retired) and remove the retired ones; how many this call removed.
     #[doc(hidden)]
     fn retire_each(&self, retire: impl FnMut(&KeySlot) -> bool) -> usize;
 }
@@ -177,9 +197,7 @@ impl<K: Hash + Eq + Clone, H: BuildHasher> Store<K> for PapayaStore<K, H> {
         let map = self.map.pin();
         map.iter()
             .filter(|&(key, slot)| {
-                // A slot retired by another sweep that has not removed it yet is removed too.
-                (slot.is_retired() || retire(slot))
-                    && matches!(map.remove_if(key, |_, s| s.is_retired()), Ok(Some(_)))
+                retire(slot) && matches!(map.remove_if(key, |_, s| s.is_retired()), Ok(Some(_)))
             })
             .count()
     }
@@ -294,10 +312,9 @@ impl<K: Hash + Eq + Clone, H: BuildHasher + Clone> Store<K> for DashMapStore<K, 
     fn retire_each(&self, mut retire: impl FnMut(&KeySlot) -> bool) -> usize {
         let mut removed = 0;
         self.map.retain(|_, slot| {
-            // A slot retired by a sweep that lost its removal race (or by `set_quota`) is
-            // removed as well; a slot retired here is removed at once, inside the shard's
-            // write lock, so no reader ever holds it.
-            let gone = slot.is_retired() || retire(slot);
+            // A slot retired here is removed at once, inside the shard's write lock, so no
+            // reader ever holds it.
+            let gone = retire(slot);
             removed += usize::from(gone);
             !gone
         });

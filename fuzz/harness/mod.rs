@@ -411,62 +411,13 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
     /// again exactly that much later conforms, one nanosecond earlier is refused by 1 ns);
     /// `Duration::MAX` means never (still refused at the end of the clock).
     fn check_retry_after(&self, op: Op, n: u32, now: u64, got: Result<(), Denied>) {
-        let Err(Denied::RateLimited { retry_after }) = got else {
+        let Err(denied) = got else {
             return;
         };
-        if retry_after == Duration::MAX {
-            let at_end = self.gcra.clone().acquire(n, u64::MAX);
-            if at_end.is_ok() {
-                self.fail(
-                    "retry_after = MAX but conforms later",
-                    op,
-                    now,
-                    &format!("  denied {got:?}, but asking again at u64::MAX conforms"),
-                );
-            }
-            return;
-        }
-        let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-        if wait == 0 {
-            self.fail(
-                "zero retry_after",
-                op,
-                now,
-                "  a denial must ask for a wait of at least 1 ns",
-            );
-        }
-        let Some(then) = now.checked_add(wait) else {
-            self.fail(
-                "finite retry_after past the end of the clock",
-                op,
-                now,
-                &format!(
-                    "  denied {got:?}: now + retry_after passes u64::MAX (should be Duration::MAX)"
-                ),
-            );
-        };
-        let at_then = self.gcra.clone().acquire(n, then);
-        if at_then.is_err() {
-            self.fail(
-                "retry_after too short",
-                op,
-                now,
-                &format!("  denied {got:?}, but asking again at now + {wait} gives {at_then:?}"),
-            );
-        }
-        let just_before = self.gcra.clone().acquire(n, then - 1);
-        let by_one = Err(Denied::RateLimited {
-            retry_after: Duration::from_nanos(1),
-        });
-        if just_before != by_one {
-            self.fail(
-                "retry_after too long",
-                op,
-                now,
-                &format!(
-                    "  denied {got:?}, but asking again at now + {wait} - 1 gives {just_before:?}"
-                ),
-            );
+        if let Err((what, detail)) =
+            probe_retry_after(denied, now, |t| self.gcra.clone().acquire(n, t))
+        {
+            self.fail(what, op, now, &detail);
         }
     }
 
@@ -1327,6 +1278,74 @@ fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// A broken contract: what (the failure's title) and the detail lines, for a `fail`.
+type Broken = (&'static str, String);
+
+/// The contract of a [`Denied::RateLimited`] `denied` at `now`, probed with `decide(t)`: the
+/// model's decision on the same request at `t`, on a fresh copy of the model each call (the
+/// model the limiter has just been shown to equal).
+///
+/// - `retry_after = Duration::MAX` means never: still refused at the end of the clock.
+/// - A finite `retry_after` is exact: at least 1 ns, with `now + retry_after` on the clock,
+///   admitted when asked again exactly that much later, and refused by exactly 1 ns one
+///   nanosecond earlier.
+///
+/// Returns the instant `now + retry_after` (`None` for `Duration::MAX` or another denial).
+fn probe_retry_after<T: core::fmt::Debug>(
+    denied: Denied,
+    now: u64,
+    decide: impl Fn(u64) -> Result<T, Denied>,
+) -> Result<Option<u64>, Broken> {
+    let Denied::RateLimited { retry_after } = denied else {
+        return Ok(None);
+    };
+    if retry_after == Duration::MAX {
+        let at_end = decide(u64::MAX);
+        if at_end.is_ok() {
+            return Err((
+                "retry_after = MAX but admitted later",
+                format!("  denied {denied:?}, but asking again at u64::MAX gives {at_end:?}"),
+            ));
+        }
+        return Ok(None);
+    }
+    let wait = saturating_nanos(retry_after);
+    if wait == 0 {
+        return Err((
+            "zero retry_after",
+            "  a denial must ask for a wait of at least 1 ns".to_string(),
+        ));
+    }
+    let Some(then) = now.checked_add(wait) else {
+        return Err((
+            "finite retry_after past the end of the clock",
+            format!(
+                "  denied {denied:?}: now + retry_after passes u64::MAX (should be Duration::MAX)"
+            ),
+        ));
+    };
+    let at_then = decide(then);
+    if at_then.is_err() {
+        return Err((
+            "retry_after too short",
+            format!("  denied {denied:?}, but asking again at now + {wait} gives {at_then:?}"),
+        ));
+    }
+    let just_before = decide(then - 1).map(drop);
+    let by_one = Err(Denied::RateLimited {
+        retry_after: Duration::from_nanos(1),
+    });
+    if just_before != by_one {
+        return Err((
+            "retry_after too long",
+            format!(
+                "  denied {denied:?}, but asking again at now + {wait} - 1 gives {just_before:?}"
+            ),
+        ));
+    }
+    Ok(Some(then))
+}
+
 /// The time scales a window run draws its distances around.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
@@ -1633,20 +1652,16 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
     /// the run may read); `Duration::MAX` means never (still refused at the end of the
     /// clock).
     fn check_retry_after(&mut self, op: TimedOp, n: u32, now: u64, got: Result<(), Denied>) {
-        let Err(Denied::RateLimited { retry_after }) = got else {
+        let Err(denied @ Denied::RateLimited { .. }) = got else {
             return;
         };
         let t = &self.trace;
-        if retry_after == Duration::MAX {
-            let at_end = self.model.clone().decide(n, u64::MAX);
-            if at_end.is_ok() {
-                t.fail(
-                    "retry_after = MAX but admitted later",
-                    op,
-                    now,
-                    &format!("  denied {got:?}, but asking again at u64::MAX is admitted"),
-                );
-            }
+        let then = match probe_retry_after(denied, now, |at| self.model.clone().decide(n, at)) {
+            Ok(then) => then,
+            Err((what, detail)) => t.fail(what, op, now, &detail),
+        };
+        // `None`: `retry_after = Duration::MAX`.
+        let Some(then) = then else {
             if self.readings.allows(u64::MAX) {
                 let s = self.limiter.snapshot_at(u64::MAX);
                 if s.remaining >= n {
@@ -1659,49 +1674,7 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
                 }
             }
             return;
-        }
-        let wait = saturating_nanos(retry_after);
-        if wait == 0 {
-            t.fail(
-                "zero retry_after",
-                op,
-                now,
-                "  a denial must ask for a wait of at least 1 ns",
-            );
-        }
-        let Some(then) = now.checked_add(wait) else {
-            t.fail(
-                "finite retry_after past the end of the clock",
-                op,
-                now,
-                &format!(
-                    "  denied {got:?}: now + retry_after passes u64::MAX (should be Duration::MAX)"
-                ),
-            );
         };
-        let at_then = self.model.clone().decide(n, then);
-        if at_then.is_err() {
-            t.fail(
-                "retry_after too short",
-                op,
-                now,
-                &format!("  denied {got:?}, but asking again at now + {wait} gives {at_then:?}"),
-            );
-        }
-        let just_before = self.model.clone().decide(n, then - 1);
-        let by_one = Err(Denied::RateLimited {
-            retry_after: Duration::from_nanos(1),
-        });
-        if just_before != by_one {
-            t.fail(
-                "retry_after too long",
-                op,
-                now,
-                &format!(
-                    "  denied {got:?}, but asking again at now + {wait} - 1 gives {just_before:?}"
-                ),
-            );
-        }
         for (at, room) in [(then, true), (then - 1, false)] {
             if !self.readings.allows(at) {
                 continue;
@@ -1719,7 +1692,7 @@ impl<'a, L: RateLimiter, M: WindowModel> WindowDiff<'a, L, M> {
                 );
             }
         }
-        self.last_denied = Some((n, wait));
+        self.last_denied = Some((n, then - now));
     }
 
     /// Is the model full (nothing counted against the next request) at `at`?
@@ -2191,65 +2164,12 @@ impl PacerDiff<'_> {
         now: u64,
         denied: Denied,
     ) {
-        let Denied::RateLimited { retry_after } = denied else {
-            return;
-        };
         let mw = max_wait.map_or(0, saturating_nanos);
-        let t = &self.trace;
-        if retry_after == Duration::MAX {
-            let at_end = self.model.clone().reserve(n, u64::MAX, mw);
-            if at_end.is_ok() {
-                t.fail(
-                    "retry_after = MAX but admitted later",
-                    op,
-                    now,
-                    &format!("  denied {denied:?}, but asking again at u64::MAX gives {at_end:?}"),
-                );
-            }
-            return;
+        match probe_retry_after(denied, now, |t| self.model.clone().reserve(n, t, mw)) {
+            Ok(Some(then)) => self.last_denied = Some((n, max_wait, then - now)),
+            Ok(None) => {}
+            Err((what, detail)) => self.trace.fail(what, op, now, &detail),
         }
-        let wait = saturating_nanos(retry_after);
-        if wait == 0 {
-            t.fail(
-                "zero retry_after",
-                op,
-                now,
-                "  a denial must ask for a wait of at least 1 ns",
-            );
-        }
-        let Some(then) = now.checked_add(wait) else {
-            t.fail(
-                "finite retry_after past the end of the clock",
-                op,
-                now,
-                &format!("  denied {denied:?}: now + retry_after passes u64::MAX"),
-            );
-        };
-        let at_then = self.model.clone().reserve(n, then, mw);
-        if at_then.is_err() {
-            t.fail(
-                "retry_after too short",
-                op,
-                now,
-                &format!("  denied {denied:?}, but asking again at now + {wait} gives {at_then:?}"),
-            );
-        }
-        let just_before = self.model.clone().reserve(n, then - 1, mw);
-        let by_one = Err(Denied::RateLimited {
-            retry_after: Duration::from_nanos(1),
-        });
-        if just_before != by_one {
-            t.fail(
-                "retry_after too long",
-                op,
-                now,
-                &format!(
-                    "  denied {denied:?}, but asking again at now + {wait} - 1 gives \
-                     {just_before:?}"
-                ),
-            );
-        }
-        self.last_denied = Some((n, max_wait, wait));
     }
 
     /// The snapshot in the queue reading, on copies of the model: the queue has drained

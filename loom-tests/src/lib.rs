@@ -271,6 +271,29 @@ mod harness {
         );
     }
 
+    /// One loom thread per entry of `asks`, each running `run(&shared, ask)` on its own clone
+    /// of `shared`; their results in the order of `asks`. `P` is the caller's pointer: a
+    /// `loom::sync::Arc`, or a `std::sync::Arc` where the reference counts should not be loom
+    /// operations (fewer executions to explore; see README, "Preemption bound").
+    pub fn in_threads<P, A, T>(shared: &P, asks: &[A], run: fn(&P::Target, A) -> T) -> Vec<T>
+    where
+        P: std::ops::Deref + Clone + Send + 'static,
+        A: Copy + Send + 'static,
+        T: Send + 'static,
+    {
+        let handles: Vec<_> = asks
+            .iter()
+            .map(|&ask| {
+                let shared = shared.clone();
+                loom::thread::spawn(move || run(&shared, ask))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread panicked"))
+            .collect()
+    }
+
     /// The concurrent part of a frozen-clock model: a fresh limiter, `prefix` admitted at
     /// [`NOW`] by the main thread, then one loom thread per entry of `asks`, each calling
     /// `try_acquire_n_at(ask, NOW)`. Returns the limiter and each thread's result.
@@ -285,17 +308,7 @@ mod harness {
                 .try_acquire_n_at(n, NOW)
                 .expect("prefix is admitted");
         }
-        let handles: Vec<_> = asks
-            .iter()
-            .map(|&n| {
-                let limiter = limiter.clone();
-                loom::thread::spawn(move || limiter.try_acquire_n_at(n, NOW))
-            })
-            .collect();
-        let results = handles
-            .into_iter()
-            .map(|h| h.join().expect("thread panicked"))
-            .collect();
+        let results = in_threads(&limiter, asks, |l: &L, n| l.try_acquire_n_at(n, NOW));
         (limiter, results)
     }
 
@@ -499,17 +512,7 @@ mod harness {
                 .try_acquire_n_at(n, now)
                 .expect("prefix is admitted");
         }
-        let handles: Vec<_> = asks
-            .iter()
-            .map(|&(n, now)| {
-                let limiter = limiter.clone();
-                loom::thread::spawn(move || limiter.try_acquire_n_at(n, now))
-            })
-            .collect();
-        let results = handles
-            .into_iter()
-            .map(|h| h.join().expect("thread panicked"))
-            .collect();
+        let results = in_threads(&limiter, asks, |l: &L, (n, now)| l.try_acquire_n_at(n, now));
         (limiter, results)
     }
 
@@ -529,20 +532,10 @@ mod harness {
                 .try_acquire_n_at(n, now)
                 .expect("prefix is admitted");
         }
-        let handles: Vec<_> = asks
-            .iter()
-            .map(|&(n, now)| {
-                let limiter = limiter.clone();
-                loom::thread::spawn(move || {
-                    let result = limiter.try_acquire_n_at(n, now);
-                    (result, limiter.snapshot_at(now))
-                })
-            })
-            .collect();
-        let results = handles
-            .into_iter()
-            .map(|h| h.join().expect("thread panicked"))
-            .collect();
+        let results = in_threads(&limiter, asks, |l: &L, (n, now)| {
+            let result = l.try_acquire_n_at(n, now);
+            (result, l.snapshot_at(now))
+        });
         (limiter, results)
     }
 

@@ -16,7 +16,7 @@
 
 use limitcore::clock::ManualClock;
 use limitcore::{All, Denied, Gcra, RateLimiter, Snapshot};
-use loom_tests::{model, permutations, quota, Outcomes, NOW, PROBES, T};
+use loom_tests::{in_threads, model, permutations, quota, Outcomes, NOW, PROBES, T};
 use std::sync::Arc;
 
 type G = Gcra<ManualClock>;
@@ -200,17 +200,7 @@ fn check_all(name: &str, setup: Setup, reqs: &'static [Req]) -> (Outcomes, Outco
         // A std `Arc`: its counts are no loom operations, so loom does not also explore
         // where they happen (README, "Preemption bound").
         let world = Arc::new(World::new(setup));
-        let handles: Vec<_> = reqs
-            .iter()
-            .map(|&req| {
-                let world = world.clone();
-                loom::thread::spawn(move || world.run(req))
-            })
-            .collect();
-        let results: Vec<Result<(), Denied>> = handles
-            .into_iter()
-            .map(|h| h.join().expect("thread panicked"))
-            .collect();
+        let results: Vec<Result<(), Denied>> = in_threads(&world, reqs, World::run);
 
         let demand: u32 = setup.prefix.iter().chain(reqs).map(|r| r.n()).sum();
         for r in &results {

@@ -25,7 +25,7 @@
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::SlidingWindowModel;
 use limitcore::{Denied, KeyedSketch};
-use loom_tests::{model, permutations, window_quota, Outcomes, NOW};
+use loom_tests::{in_threads, model, permutations, window_quota, Outcomes, NOW};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,17 +65,9 @@ fn race(
             .expect("prefix is admitted");
     }
     let sketch = Arc::new(sketch);
-    let handles: Vec<_> = asks
-        .iter()
-        .map(|&(k, n, t)| {
-            let sketch = sketch.clone();
-            loom::thread::spawn(move || sketch.try_acquire_n_at(&k, n, t))
-        })
-        .collect();
-    let results = handles
-        .into_iter()
-        .map(|h| h.join().expect("thread panicked"))
-        .collect();
+    let results = in_threads(&sketch, asks, |s: &S, (k, n, t)| {
+        s.try_acquire_n_at(&k, n, t)
+    });
     (sketch, results)
 }
 

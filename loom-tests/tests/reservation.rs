@@ -18,7 +18,7 @@
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::LeakyBucketModel;
 use limitcore::{Denied, Gcra, LeakyBucket, Quota, RateLimiter, Reserve};
-use loom_tests::{model, permutations, probe, quota, Outcomes, NOW, T};
+use loom_tests::{in_threads, model, permutations, probe, quota, Outcomes, NOW, T};
 use std::time::Duration;
 
 /// One thread's call.
@@ -95,17 +95,7 @@ impl Pacer for Gcra<ManualClock> {
 /// One loom thread per op on a fresh limiter; returns it and each op's result.
 fn race<P: Pacer>(burst: u32, ops: &[Op]) -> (loom::sync::Arc<P>, Vec<Result<Nanos, Denied>>) {
     let limiter = loom::sync::Arc::new(P::build(quota(burst)));
-    let handles: Vec<_> = ops
-        .iter()
-        .map(|&op| {
-            let limiter = limiter.clone();
-            loom::thread::spawn(move || op.run(&*limiter))
-        })
-        .collect();
-    let results = handles
-        .into_iter()
-        .map(|h| h.join().expect("thread panicked"))
-        .collect();
+    let results = in_threads(&limiter, ops, |l: &P, op: Op| op.run(l));
     (limiter, results)
 }
 
