@@ -12,6 +12,7 @@
 //!   store (papaya, SipHash) and on papaya with foldhash, with `--features dashmap` also on
 //!   `DashMapStore` with SipHash and with foldhash, the fixed-memory `KeyedSketch` (2^16 x 4
 //!   cells) and governor (dashmap, SipHash: it has no hasher setting).
+//! - `keyed/insert`: every check for a key never seen before (the insert path), 1 thread.
 //! - `map/hot`, `map/spread`: the map operation alone (get-or-insert, then a CAS on the
 //!   value's `AtomicU64`), papaya against dashmap.
 
@@ -200,9 +201,45 @@ fn maps(c: &mut Criterion) {
     }
 }
 
+/// First requests: every check is for a key never seen before (the insert path), on one
+/// thread, with the default unbounded key count and no automatic sweep (each contender keeps
+/// every key, as governor does).
+fn insert(c: &mut Criterion) {
+    let quota = Quota::per_second(10).unwrap();
+    let mut g = c.benchmark_group("keyed/insert");
+    let fresh_keys = |b: &mut criterion::Bencher<'_>, check: &dyn Fn(&u64) -> bool| {
+        let mut next = 0u64;
+        b.iter(|| {
+            next += 1;
+            black_box(check(&next))
+        })
+    };
+    g.bench_function("limitcore-keyed-gcra", |b| {
+        let keyed: Keyed<u64, Gcra> = Keyed::new(quota)
+            .unwrap()
+            .with_sweep_interval(Duration::ZERO);
+        fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
+    });
+    #[cfg(feature = "dashmap")]
+    g.bench_function("limitcore-keyed-gcra-dashmap", |b| {
+        let store = limitcore::DashMapStore::new();
+        let keyed: Keyed<u64, Gcra, DefaultClock, _> =
+            Keyed::with_store(quota, DefaultClock::new(), store)
+                .unwrap()
+                .with_sweep_interval(Duration::ZERO);
+        fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
+    });
+    g.bench_function("governor-keyed", |b| {
+        let gov =
+            governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::new(10).unwrap()));
+        fresh_keys(b, &|k| gov.check_key(k).is_ok());
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = keyed, maps
+    targets = keyed, insert, maps
 }
 criterion_main!(benches);
