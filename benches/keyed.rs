@@ -8,7 +8,7 @@
 //!
 //! Groups (time per check per thread; this machine has 2 cores):
 //! - `keyed/hot`: every check on one key; `keyed/spread`: keys drawn uniformly from 100 000
-//!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, Gcra>` on its default
+//!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, GcraRule>` on its default
 //!   store (papaya, SipHash) and on papaya with foldhash, with `--features dashmap` also on
 //!   `DashMapStore` with SipHash and with foldhash, the fixed-memory `KeyedSketch` (2^16 x 4
 //!   cells) and governor (dashmap, SipHash: it has no hasher setting).
@@ -20,7 +20,8 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use limitcore::{DefaultClock, Gcra, Keyed, KeyedSketch, PapayaStore, Quota};
+use limitcore::rules::GcraRule;
+use limitcore::{DefaultClock, Keyed, KeyedSketch, PapayaStore, Quota};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +67,7 @@ fn keyed(c: &mut Criterion) {
         .unwrap()
         .with_burst(1_000_000)
         .unwrap();
-    let ours: Keyed<u64, Gcra> = Keyed::new(quota).unwrap();
+    let ours: Keyed<u64, GcraRule> = Keyed::new(quota).unwrap();
     let gov = governor::RateLimiter::keyed(
         governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
             .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
@@ -90,15 +91,15 @@ fn keyed(c: &mut Criterion) {
         }
     };
     let fold = foldhash::fast::RandomState::default;
-    let on_papaya_fold: Keyed<u64, Gcra, DefaultClock, PapayaStore<u64, _>> =
+    let on_papaya_fold: Keyed<u64, GcraRule, DefaultClock, PapayaStore<u64, _>> =
         Keyed::with_store(quota, DefaultClock::new(), PapayaStore::with_hasher(fold())).unwrap();
     warm(&|k| on_papaya_fold.try_acquire(k).is_ok());
     #[cfg(feature = "dashmap")]
     let (on_dashmap, on_dashmap_fold) = {
         use limitcore::DashMapStore;
-        let sip: Keyed<u64, Gcra, DefaultClock, DashMapStore<u64>> =
+        let sip: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64>> =
             Keyed::with_store(quota, DefaultClock::new(), DashMapStore::new()).unwrap();
-        let fold: Keyed<u64, Gcra, DefaultClock, DashMapStore<u64, _>> = Keyed::with_store(
+        let fold: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64, _>> = Keyed::with_store(
             quota,
             DefaultClock::new(),
             DashMapStore::with_hasher(fold()),
@@ -215,7 +216,7 @@ fn insert(c: &mut Criterion) {
         })
     };
     g.bench_function("limitcore-keyed-gcra", |b| {
-        let keyed: Keyed<u64, Gcra> = Keyed::new(quota)
+        let keyed: Keyed<u64, GcraRule> = Keyed::new(quota)
             .unwrap()
             .with_sweep_interval(Duration::ZERO);
         fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
@@ -223,7 +224,7 @@ fn insert(c: &mut Criterion) {
     #[cfg(feature = "dashmap")]
     g.bench_function("limitcore-keyed-gcra-dashmap", |b| {
         let store = limitcore::DashMapStore::new();
-        let keyed: Keyed<u64, Gcra, DefaultClock, _> =
+        let keyed: Keyed<u64, GcraRule, DefaultClock, _> =
             Keyed::with_store(quota, DefaultClock::new(), store)
                 .unwrap()
                 .with_sweep_interval(Duration::ZERO);

@@ -82,7 +82,7 @@ fn contenders(deny: bool) -> Vec<(&'static str, Check)> {
         assert!(gov.check().is_ok() && gov.check().is_err());
     }
     vec![
-        ("gcra", concrete!(Gcra::new(q("gcra")))),
+        ("gcra", concrete!(Gcra::new(q("gcra")).unwrap())),
         (
             "token-bucket",
             concrete!(TokenBucket::new(q("token-bucket")).unwrap()),
@@ -101,7 +101,7 @@ fn contenders(deny: bool) -> Vec<(&'static str, Check)> {
         ),
         (
             "leaky-bucket",
-            concrete!(LeakyBucket::new(q("leaky-bucket"))),
+            concrete!(LeakyBucket::new(q("leaky-bucket")).unwrap()),
         ),
         ("governor", Box::new(move || gov.check().is_ok())),
     ]

@@ -1,4 +1,4 @@
-//! Bytes per key at 10^6 keys: `Keyed<u64, Gcra>` against governor's keyed limiter, measured
+//! Bytes per key at 10^6 keys: `Keyed<u64, GcraRule>` against governor's keyed limiter, measured
 //! by counting the heap bytes each allocates (through `stats_alloc`), and the fixed-memory
 //! `KeyedSketch` (count-min sketch, 2^16 × 4 cells) for comparison.
 //!
@@ -8,7 +8,8 @@
 //!
 //! Without `--features dashmap` the `DashMapStore` line is left out.
 
-use limitcore::{Gcra, Keyed, KeyedSketch, Quota};
+use limitcore::rules::GcraRule;
+use limitcore::{Keyed, KeyedSketch, Quota};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::num::NonZeroU32;
@@ -34,7 +35,7 @@ fn main() {
     let quota = Quota::per_second(10).unwrap();
     let (ours, ours_bytes) = live_bytes(|| {
         // No automatic sweep: the keys would go idle (and be evicted) while we insert them.
-        let keyed: Keyed<u64, Gcra> = Keyed::new(quota)
+        let keyed: Keyed<u64, GcraRule> = Keyed::new(quota)
             .unwrap()
             .with_sweep_interval(std::time::Duration::ZERO);
         for k in 0..KEYS {
@@ -44,7 +45,7 @@ fn main() {
     });
     #[cfg(feature = "dashmap")]
     let (on_dashmap, dashmap_bytes) = live_bytes(|| {
-        let keyed: Keyed<u64, Gcra, limitcore::DefaultClock, limitcore::DashMapStore<u64>> =
+        let keyed: Keyed<u64, GcraRule, limitcore::DefaultClock, limitcore::DashMapStore<u64>> =
             Keyed::with_store(
                 quota,
                 limitcore::DefaultClock::new(),
@@ -76,14 +77,14 @@ fn main() {
     assert_eq!(gov.len() as u64, KEYS);
     println!("keys: {KEYS} (u64 keys, GCRA state)");
     println!(
-        "limitcore Keyed<u64, Gcra> (papaya): {:.1} bytes/key",
+        "limitcore Keyed<u64, GcraRule> (papaya): {:.1} bytes/key",
         ours_bytes as f64 / KEYS as f64
     );
     #[cfg(feature = "dashmap")]
     {
         assert_eq!(on_dashmap.len() as u64, KEYS);
         println!(
-            "limitcore Keyed<u64, Gcra> (dashmap): {:.1} bytes/key",
+            "limitcore Keyed<u64, GcraRule> (dashmap): {:.1} bytes/key",
             dashmap_bytes as f64 / KEYS as f64
         );
     }

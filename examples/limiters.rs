@@ -39,7 +39,7 @@ fn main() {
     );
 
     let limiters: Vec<(&str, Arc<dyn RateLimiter>)> = vec![
-        ("gcra", Arc::new(Gcra::new(quota))),
+        ("gcra", Arc::new(Gcra::new(quota).unwrap())),
         (
             "token-bucket",
             Arc::new(TokenBucket::new(quota).unwrap_or_else(|e| {
@@ -85,7 +85,7 @@ fn main() {
 
     // Decisions at explicit times: a proxy that already stamped each request.
     println!("\nexplicit times (quota {quota}):");
-    let limiter = Gcra::with_clock(quota, limitcore::clock::ManualClock::new());
+    let limiter = Gcra::with_clock(quota, limitcore::clock::ManualClock::new()).unwrap();
     let step = quota.emission_interval_ns() / 2;
     for i in 0..6u64 {
         let at = i * step;

@@ -339,3 +339,26 @@ mod os {
 }
 #[cfg(feature = "std")]
 pub use os::{CoarseClock, MonotonicClock, StdClock};
+
+/// Without `std` there is no OS clock: `MonotonicClock` still exists, so that the default
+/// clock of every limiter ([`DefaultClock`](crate::DefaultClock)) means the same type with
+/// and without the feature (features stay additive), but it has no values. Name a clock of
+/// your own (for example [`ManualClock`]) where `std` is off.
+#[cfg(not(feature = "std"))]
+mod no_os {
+    use super::{Clock, Nanos};
+
+    /// The default clock, the CPU's time-stamp counter; it needs the `std` feature. Without
+    /// it this type has no values: build limiters with an explicit clock
+    /// (`Gcra::with_clock(quota, ManualClock::new())`).
+    #[derive(Debug, Clone, Copy)]
+    pub enum MonotonicClock {}
+
+    impl Clock for MonotonicClock {
+        fn now(&self) -> Nanos {
+            match *self {}
+        }
+    }
+}
+#[cfg(not(feature = "std"))]
+pub use no_os::MonotonicClock;

@@ -11,9 +11,8 @@
 //!   [`SlidingLog`] (exact "at most N in any T") and [`LeakyBucket`] (a pacer that gives each
 //!   request its start time, through [`Reserve`]).
 //! - [`Keyed`]: one limiter per key with bounded memory, on a concurrent map of your choice
-//!   ([`Store`]); [`All`]: several limits, all or
-//!   nothing; [`Throttler`]: calls started in submission order under per-channel and total
-//!   limits.
+//!   ([`Store`]); [`All`]: several limits, keyed or not, all or nothing; [`Throttler`]:
+//!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
 //! - [`wait`]: blocking and async waits with deadlines.
@@ -25,14 +24,34 @@
 //! - [`reference`](mod@reference): plain models the limiters are differentially tested against.
 //!
 //! Every limiter implements [`RateLimiter`], whose decisions can also be made at an
-//! explicit time (`try_acquire_n_at`).
+//! explicit time (`try_acquire_n_at`) and can return the state they left
+//! ([`Decision`]); the keyed ones implement [`KeyedRateLimiter`]. [`Algorithm`] names
+//! them all and builds one from text.
+//!
+//! # Layers
+//!
+//! The crate is built in layers, each using only the ones below it:
+//!
+//! 0. **Primitives**: the one module that imports atomics (`sync`), the one
+//!    compare-and-swap loop (`cas`), and the cells a state is shared in ([`cell`]).
+//! 1. **Rules** ([`rules`]): each algorithm's pure arithmetic, from (old state, now,
+//!    request) to (new state, receipt) or a denial, behind one trait,
+//!    [`Rule`](rules::Rule).
+//! 2. **Shells**: [`Limiter<R, C>`](Limiter) applies any rule to one shared state;
+//!    [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`] and [`SlidingLog`] are its
+//!    aliases. [`SlidingWindow`] spreads its counts over per-CPU shards.
+//! 3. **Composites**: [`Keyed`] (any rule per key), [`KeyedSketch`], [`Global`], [`All`]
+//!    (keyed and unkeyed limits, all or nothing) and [`Throttler`].
+//!
+//! Integrations live in their own crates of the workspace: the `limitcore` command
+//! (`crates/cli`), a tower layer (`crates/tower`) and a Redis backend (`crates/redis`).
 //!
 //! # Examples
 //!
 //! ```
 //! use limitcore::{Gcra, Quota, RateLimiter};
 //!
-//! let limiter = Gcra::new("100/s burst 10".parse()?);
+//! let limiter = Gcra::new("100/s burst 10".parse()?)?;
 //! for _ in 0..10 {
 //!     assert!(limiter.try_acquire().is_ok());
 //! }
@@ -43,9 +62,16 @@
 //!
 //! # Features
 //!
-//! - `std` (default): the OS clocks. Without it the crate is `no_std` + `alloc`, and the
-//!   default clock is [`ManualClock`](clock::ManualClock).
-//! - `tokio`: `wait::Async`, waits on tokio's timer.
+//! Features are additive: turning one on only adds items.
+//!
+//! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`wait`], and
+//!   [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
+//!   takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own), and the
+//!   default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
+//! - `keyed` (default; implies `std`): [`Keyed`] (on the `papaya` map), [`KeyedSketch`],
+//!   [`Global`], [`Algorithm::keyed`]. Without it, `Gcra` and the other limiters pull in no
+//!   map.
+//! - `tokio`: [`wait::Async`], waits on tokio's timer.
 //! - `dashmap`: `DashMapStore`, a [`Keyed`] store on dashmap (faster than the default
 //!   [`PapayaStore`] for one thread over many keys; see [`Store`]).
 //!
@@ -58,60 +84,55 @@
 
 extern crate alloc;
 
-mod all;
+// Layer 0: primitives.
 mod cas;
+pub mod cell;
+mod sync;
+
 pub mod clock;
-mod fixed_window;
-mod gcra;
-#[cfg(feature = "std")]
-mod keyed;
-#[cfg(feature = "std")]
-mod keyed_sketch;
-#[cfg(feature = "std")]
-mod keyed_store;
-mod leaky_bucket;
 mod limiter;
 mod quota;
-pub mod reference;
-mod reservation;
-#[cfg(feature = "std")]
-mod sliding_log;
-mod sliding_window;
-mod sync;
+
+// Layer 1: the pure rules.
+pub mod rules;
+
+// Layer 2: the shells.
+mod limiters;
+
+// Layer 3: the composites.
+mod all;
+#[cfg(feature = "keyed")]
+mod keyed;
 #[cfg(feature = "std")]
 mod throttler;
-mod token_bucket;
+
+mod algorithm;
+pub mod reference;
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod wait;
 
-pub use all::{All, DynRefund, Receipt, Refund};
-pub use fixed_window::FixedWindow;
-pub use gcra::Gcra;
-#[cfg(feature = "std")]
-pub use keyed::{Algorithm, KeyRule, Keyed, EVICTION_GRACE_NS};
-#[cfg(feature = "std")]
-pub use keyed_sketch::{KeyedSketch, MAX_SKETCH_COUNT, MAX_SKETCH_DEPTH, MAX_SKETCH_WIDTH};
+pub use algorithm::{Algorithm, Bound, UnknownAlgorithm};
+pub use all::All;
 #[cfg(feature = "dashmap")]
-pub use keyed_store::DashMapStore;
+pub use keyed::DashMapStore;
+#[cfg(feature = "keyed")]
+pub use keyed::{Global, Keyed, KeyedSketch, PapayaStore, Store};
+pub use limiter::{
+    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
+};
 #[cfg(feature = "std")]
-pub use keyed_store::{KeySlot, PapayaStore, Store};
-pub use leaky_bucket::LeakyBucket;
-pub use limiter::{Denied, RateLimiter, Snapshot};
-pub use quota::{Quota, QuotaError, MAX_BURST_SPAN_NS};
-pub use reservation::{Reservation, Reserve};
-#[cfg(feature = "std")]
-pub use sliding_log::{SlidingLog, MAX_LOG_ENTRIES};
-pub use sliding_window::{SlidingWindow, MAX_SLIDING_WINDOW_COUNT, STALE_TOLERANCE_NS};
+pub use limiters::SlidingLog;
+pub use limiters::{
+    FixedWindow, Gcra, LeakyBucket, Limiter, Reservation, Reserve, SlidingWindow, TokenBucket,
+};
+pub use quota::{Quota, QuotaError};
+pub use rules::Receipt;
 #[cfg(feature = "std")]
 pub use throttler::{Cancelled, TaskHandle, Throttler};
-pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
 
-/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)
-/// with `std`, [`ManualClock`](clock::ManualClock) without it.
-#[cfg(feature = "std")]
+/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock),
+/// the CPU's time-stamp counter. The same type with and without `std`; without it the type
+/// has no values, so every limiter names its clock (features stay additive: turning `std`
+/// on never changes what a type means).
 pub type DefaultClock = clock::MonotonicClock;
-
-/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)
-/// with `std`, [`ManualClock`](clock::ManualClock) without it.
-#[cfg(not(feature = "std"))]
-pub type DefaultClock = clock::ManualClock;

@@ -1,7 +1,12 @@
-//! The [`RateLimiter`] trait every limiter implements, and its decision types.
+//! The traits every limiter implements ([`RateLimiter`], [`KeyedRateLimiter`], and their
+//! refundable forms [`Refund`], [`KeyedRefund`]) and the decision types ([`Denied`],
+//! [`Snapshot`], [`Decision`]).
 
 use crate::clock::Nanos;
+use crate::rules::Receipt;
 use crate::Quota;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
 use core::fmt;
 use core::time::Duration;
 
@@ -14,7 +19,7 @@ use core::time::Duration;
 /// use limitcore::clock::ManualClock;
 /// use std::time::Duration;
 ///
-/// let limiter = Gcra::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// let limiter = Gcra::with_clock(Quota::per_second(2)?, ManualClock::new())?;
 /// assert!(limiter.try_acquire_n(2).is_ok());
 /// let denied = limiter.try_acquire().unwrap_err();
 /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
@@ -117,18 +122,6 @@ impl fmt::Display for Denied {
 #[cfg(feature = "std")]
 impl std::error::Error for Denied {}
 
-/// The size checks every limiter makes before touching its state: [`Denied::ExceedsCapacity`]
-/// for `n > capacity` (never conforms, consumes nothing), `Ok(false)` for `n == 0` (admitted,
-/// nothing to do), `Ok(true)` for a request to decide.
-#[inline]
-pub(crate) fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
-    if n > capacity {
-        Err(Denied::ExceedsCapacity { capacity })
-    } else {
-        Ok(n != 0)
-    }
-}
-
 /// A read of a limiter's state that consumes nothing.
 ///
 /// # Examples
@@ -138,7 +131,7 @@ pub(crate) fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
 /// use limitcore::clock::ManualClock;
 /// use std::time::Duration;
 ///
-/// let limiter = Gcra::with_clock(Quota::per_second(10)?, ManualClock::new());
+/// let limiter = Gcra::with_clock(Quota::per_second(10)?, ManualClock::new())?;
 /// limiter.try_acquire_n(4).unwrap();
 /// let s = limiter.snapshot();
 /// assert_eq!(s.remaining, 6);
@@ -154,16 +147,66 @@ pub struct Snapshot {
     pub full_after: Duration,
 }
 
+/// A decision together with the state it left, read in the same step (so that an HTTP
+/// layer can write `RateLimit` headers without a second, racy read of the limiter).
+///
+/// `state` is the limiter's state at the decision's time just after the decision: after an
+/// admission, with its permits taken; after a refusal, the unchanged state the refusal saw.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Gcra, Quota, RateLimiter};
+/// use limitcore::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let limiter = Gcra::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+/// let d = limiter.decide_n(4);
+/// assert!(d.is_admitted());
+/// assert_eq!(d.state.remaining, 6);                          // what the 4 left
+/// assert_eq!(d.state.full_after, Duration::from_millis(400));
+/// let d = limiter.decide_n(7);
+/// assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+/// assert_eq!(d.state.remaining, 6);                          // a refusal takes nothing
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use]
+pub struct Decision {
+    /// `Ok(())` if the request was admitted, the refusal otherwise.
+    pub result: Result<(), Denied>,
+    /// The state this decision left, at its own time.
+    pub state: Snapshot,
+}
+
+impl Decision {
+    /// Whether the request was admitted.
+    #[inline]
+    pub fn is_admitted(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// The wait a refusal reports ([`Denied::retry_after`]); `None` when admitted or when
+    /// waiting cannot help.
+    #[inline]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.result.err().and_then(|d| d.retry_after())
+    }
+}
+
 /// A rate limiter: every algorithm in this crate implements it.
 ///
 /// The trait is dyn-compatible, so `Box<dyn RateLimiter>` can pick the algorithm at run
-/// time. `try_acquire_n_at` is the one required decision; the others read the limiter's own
-/// clock and call it.
+/// time ([`Algorithm::limiter`](crate::Algorithm::limiter) builds one from its name).
+/// `try_acquire_n_at` and `decide_n_at` are the decisions; the other methods read the
+/// limiter's own clock and call them.
 ///
 /// # Contract (for every implementation)
 ///
 /// - `n == 0` succeeds and changes nothing.
-/// - `n > burst` is [`Denied::ExceedsCapacity`] and consumes nothing.
+/// - `n > capacity()` is [`Denied::ExceedsCapacity`] and consumes nothing. The capacity is
+///   the quota's burst for every limiter in this crate (the window limiters refuse a quota
+///   whose burst is not its count, so nothing of a quota is ever ignored).
 /// - A denial never changes the state.
 /// - [`Denied::RateLimited`]'s `retry_after` is exact: waiting exactly that long and asking
 ///   again succeeds (if nothing else consumed meanwhile); asking any earlier fails.
@@ -179,9 +222,10 @@ pub struct Snapshot {
 /// let limiter: Box<dyn RateLimiter> = if std::env::args().count() > 99 {
 ///     Box::new(TokenBucket::new(quota)?)
 /// } else {
-///     Box::new(Gcra::new(quota))
+///     Box::new(Gcra::new(quota)?)
 /// };
 /// assert!(limiter.try_acquire().is_ok());
+/// assert_eq!(limiter.capacity(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 pub trait RateLimiter: Send + Sync {
@@ -194,6 +238,10 @@ pub trait RateLimiter: Send + Sync {
     /// [`Denied`] as described in the trait's contract.
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied>;
 
+    /// As [`RateLimiter::try_acquire_n_at`], returning the state the decision left with it
+    /// (read in the same step, not by a second look).
+    fn decide_n_at(&self, n: u32, now: Nanos) -> Decision;
+
     /// The current time of the limiter's clock, in nanoseconds since its epoch.
     fn now(&self) -> Nanos;
 
@@ -202,6 +250,13 @@ pub trait RateLimiter: Send + Sync {
 
     /// The quota the limiter enforces.
     fn quota(&self) -> Quota;
+
+    /// The most permits one request can take; more is [`Denied::ExceedsCapacity`]. The
+    /// quota's burst.
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.quota().burst()
+    }
 
     /// Decide a request for `n` permits now.
     ///
@@ -223,9 +278,273 @@ pub trait RateLimiter: Send + Sync {
         self.try_acquire_n(1)
     }
 
+    /// Decide a request for `n` permits now, with the state it left.
+    #[inline]
+    fn decide_n(&self, n: u32) -> Decision {
+        self.decide_n_at(n, self.now())
+    }
+
     /// The state now, consuming nothing.
     #[inline]
     fn snapshot(&self) -> Snapshot {
         self.snapshot_at(self.now())
     }
 }
+
+/// Limiters whose admissions can be given back without ever creating a permit, so that
+/// several limits can be combined all or nothing ([`All`](crate::All)).
+///
+/// Every limiter of this crate implements it: the single-word ones and the sliding log
+/// through their rule's refund (each [`rules`](crate::rules) type documents its own,
+/// and why it never makes the state more permissive than if the admission had not
+/// happened), and [`SlidingWindow`](crate::SlidingWindow) by returning the permits to a
+/// per-CPU lease (they stay counted in its global word, so its bound is unchanged).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Gcra, Quota, RateLimiter, Refund};
+/// use limitcore::clock::ManualClock;
+///
+/// let limiter = Gcra::with_clock(Quota::per_second(2)?, ManualClock::new())?;
+/// let receipt = limiter.acquire_refundable_at(2, 0)?;
+/// assert!(limiter.try_acquire_n_at(1, 0).is_err());
+/// limiter.refund(receipt, 0);                     // exact at the admission's own time
+/// assert!(limiter.try_acquire_n_at(2, 0).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Refund: RateLimiter {
+    /// Decide `n` permits at `now` like `try_acquire_n_at`, returning what to give back.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire_n_at`].
+    fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied>;
+
+    /// As [`Refund::acquire_refundable_at`], with the state the decision left.
+    fn decide_refundable_at(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot);
+
+    /// Give back the admission on `receipt` at time `at` (ns, at or after the admission's
+    /// time): never more permissive than if it had not happened, exact at its own time.
+    fn refund(&self, receipt: Receipt, at: Nanos);
+
+    /// The answer `n` permits would get at `now`, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`RateLimiter::try_acquire_n_at`].
+    fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied>;
+}
+
+/// One limit per key (a client address, a tenant, an API key): the keyed form of
+/// [`RateLimiter`], implemented by [`Keyed`](crate::Keyed) (one state per key),
+/// [`KeyedSketch`](crate::KeyedSketch) (a count-min sketch in fixed memory) and
+/// [`Global`](crate::Global) (one limiter applied to every key), so that code (an HTTP
+/// layer, a combination in [`All`](crate::All)) can be written once over any of them.
+///
+/// `K` is the type a key is *looked up* by, so it may be unsized: a `Keyed<String>`
+/// implements `KeyedRateLimiter<str>`, and is queried with a `&str`.
+///
+/// # Contract
+///
+/// Per key, [`RateLimiter`]'s contract (with `quota_for(key)`'s capacity); each
+/// implementation documents what it adds (eviction, sketch collisions).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Global, Gcra, Keyed, KeyedRateLimiter, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+///
+/// fn admitted(limit: &dyn KeyedRateLimiter<str>, keys: &[&str]) -> usize {
+///     keys.iter().filter(|k| limit.try_acquire(k).is_ok()).count()
+/// }
+///
+/// let clock = ManualClock::new();
+/// let per_client: Keyed<String, GcraRule, ManualClock> = Keyed::with_clock(Quota::per_second(1)?, clock.clone())?;
+/// let everyone = Global::new(Gcra::with_clock(Quota::per_second(2)?, clock)?);
+/// assert_eq!(admitted(&per_client, &["a", "b", "a"]), 2);
+/// assert_eq!(admitted(&everyone, &["a", "b", "a"]), 2);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub trait KeyedRateLimiter<K: ?Sized>: Send + Sync {
+    /// Decide `n` permits for `key` at the explicit time `now` (ns of the limiter's clock).
+    ///
+    /// # Errors
+    ///
+    /// [`Denied`] as for [`RateLimiter::try_acquire_n_at`], for this key.
+    fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied>;
+
+    /// As [`KeyedRateLimiter::try_acquire_n_at`], with the state the decision left for
+    /// this key, read in the same step.
+    fn decide_n_at(&self, key: &K, n: u32, now: Nanos) -> Decision;
+
+    /// The state of `key` at `now`, consuming nothing (a fresh state for a key never seen).
+    fn snapshot_at(&self, key: &K, now: Nanos) -> Snapshot;
+
+    /// The quota that applies to `key` (its own, or the default).
+    fn quota_for(&self, key: &K) -> Quota;
+
+    /// The current time of the limiter's clock, ns since its epoch.
+    fn now(&self) -> Nanos;
+
+    /// Decide `n` permits for `key` now.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedRateLimiter::try_acquire_n_at`].
+    #[inline]
+    fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), Denied> {
+        self.try_acquire_n_at(key, n, self.now())
+    }
+
+    /// Decide one permit for `key` now.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedRateLimiter::try_acquire_n_at`].
+    #[inline]
+    fn try_acquire(&self, key: &K) -> Result<(), Denied> {
+        self.try_acquire_n(key, 1)
+    }
+
+    /// Decide `n` permits for `key` now, with the state it left.
+    #[inline]
+    fn decide_n(&self, key: &K, n: u32) -> Decision {
+        self.decide_n_at(key, n, self.now())
+    }
+
+    /// The state of `key` now, consuming nothing.
+    #[inline]
+    fn snapshot(&self, key: &K) -> Snapshot {
+        self.snapshot_at(key, self.now())
+    }
+}
+
+/// The keyed form of [`Refund`]: admissions for a key that can be given back, so that keyed
+/// and global limits combine all or nothing in [`All`](crate::All).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Keyed, KeyedRateLimiter, KeyedRefund, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+///
+/// let per_client: Keyed<u32, GcraRule, ManualClock> = Keyed::with_clock(Quota::per_second(1)?, ManualClock::new())?;
+/// let receipt = per_client.acquire_refundable_at(&7, 1, 0)?;
+/// per_client.refund(&7, receipt, 0);
+/// assert!(per_client.try_acquire_n_at(&7, 1, 0).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait KeyedRefund<K: ?Sized>: KeyedRateLimiter<K> {
+    /// Decide `n` permits for `key` at `now`, returning what to give back.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedRateLimiter::try_acquire_n_at`].
+    fn acquire_refundable_at(&self, key: &K, n: u32, now: Nanos) -> Result<Receipt, Denied>;
+
+    /// As [`KeyedRefund::acquire_refundable_at`], with the state the decision left.
+    fn decide_refundable_at(
+        &self,
+        key: &K,
+        n: u32,
+        now: Nanos,
+    ) -> (Result<Receipt, Denied>, Snapshot);
+
+    /// Give back `key`'s admission on `receipt` at time `at` (see [`Refund::refund`]).
+    fn refund(&self, key: &K, receipt: Receipt, at: Nanos);
+
+    /// The answer `n` permits for `key` would get at `now`, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedRateLimiter::try_acquire_n_at`].
+    fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied>;
+}
+
+/// The four traits for a pointer to a limiter (`&L`, `Box<L>`, `Arc<L>`), so that shared
+/// and boxed limiters (`Arc<Gcra>`, `Box<dyn Refund>`) combine like owned ones.
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        impl<L: RateLimiter + ?Sized> RateLimiter for $ptr {
+            #[inline]
+            fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
+                (**self).try_acquire_n_at(n, now)
+            }
+            #[inline]
+            fn decide_n_at(&self, n: u32, now: Nanos) -> Decision {
+                (**self).decide_n_at(n, now)
+            }
+            #[inline]
+            fn now(&self) -> Nanos {
+                (**self).now()
+            }
+            fn snapshot_at(&self, now: Nanos) -> Snapshot {
+                (**self).snapshot_at(now)
+            }
+            fn quota(&self) -> Quota {
+                (**self).quota()
+            }
+            fn capacity(&self) -> u32 {
+                (**self).capacity()
+            }
+        }
+
+        impl<L: Refund + ?Sized> Refund for $ptr {
+            #[inline]
+            fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
+                (**self).acquire_refundable_at(n, now)
+            }
+            fn decide_refundable_at(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
+                (**self).decide_refundable_at(n, now)
+            }
+            fn refund(&self, receipt: Receipt, at: Nanos) {
+                (**self).refund(receipt, at)
+            }
+            fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
+                (**self).check_at(n, now)
+            }
+        }
+
+        impl<K: ?Sized, L: KeyedRateLimiter<K> + ?Sized> KeyedRateLimiter<K> for $ptr {
+            #[inline]
+            fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
+                (**self).try_acquire_n_at(key, n, now)
+            }
+            #[inline]
+            fn decide_n_at(&self, key: &K, n: u32, now: Nanos) -> Decision {
+                (**self).decide_n_at(key, n, now)
+            }
+            fn snapshot_at(&self, key: &K, now: Nanos) -> Snapshot {
+                (**self).snapshot_at(key, now)
+            }
+            fn quota_for(&self, key: &K) -> Quota {
+                (**self).quota_for(key)
+            }
+            #[inline]
+            fn now(&self) -> Nanos {
+                (**self).now()
+            }
+        }
+
+        impl<K: ?Sized, L: KeyedRefund<K> + ?Sized> KeyedRefund<K> for $ptr {
+            #[inline]
+            fn acquire_refundable_at(&self, key: &K, n: u32, now: Nanos) -> Result<Receipt, Denied> {
+                (**self).acquire_refundable_at(key, n, now)
+            }
+            fn decide_refundable_at(&self, key: &K, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
+                (**self).decide_refundable_at(key, n, now)
+            }
+            fn refund(&self, key: &K, receipt: Receipt, at: Nanos) {
+                (**self).refund(key, receipt, at)
+            }
+            fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
+                (**self).check_at(key, n, now)
+            }
+        }
+    )*};
+}
+forward!(&L, Box<L>, Arc<L>);

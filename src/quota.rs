@@ -6,11 +6,6 @@ use core::fmt;
 use core::str::FromStr;
 use core::time::Duration;
 
-/// The largest time a full burst may take to refill: `burst × emission interval ≤ 2^62 ns`
-/// (about 146 years). It keeps every sum of a time and a burst's worth of intervals inside
-/// `u64` for the first 438 years of a clock, and beyond that the sums are checked.
-pub const MAX_BURST_SPAN_NS: Nanos = 1 << 62;
-
 /// A rate limit: `count` permits per `period`, of which up to `burst` may be taken at once.
 ///
 /// The *emission interval* (GCRA's *T*) is `period / count`, rounded **up** to whole
@@ -26,7 +21,7 @@ pub const MAX_BURST_SPAN_NS: Nanos = 1 << 62;
 /// - `period ≤ u64::MAX` ns (about 584 years);
 /// - the interval must be at least 1 ns: `period ≥ count` ns (`1_000_000_000/s` is the
 ///   fastest whole rate; `2_000_000_000/s` is refused);
-/// - a full burst must refill within [`MAX_BURST_SPAN_NS`]: `burst × interval ≤ 2^62` ns
+/// - a full burst must refill within [`Quota::MAX_BURST_SPAN_NS`]: `burst × interval ≤ 2^62` ns
 ///   (for example `1/d` allows a burst of up to 53 375).
 ///
 /// # Text form
@@ -62,13 +57,18 @@ pub struct Quota {
 }
 
 impl Quota {
+    /// The largest time a full burst may take to refill: `burst × emission interval ≤ 2^62
+    /// ns` (about 146 years). It keeps every sum of a time and a burst's worth of intervals
+    /// inside `u64` for the first 438 years of a clock, and beyond that the sums are checked.
+    pub const MAX_BURST_SPAN_NS: Nanos = 1 << 62;
+
     /// `count` permits per `period`, burst `count`.
     ///
     /// # Errors
     ///
     /// [`QuotaError`] if `count` or `period` is zero, `period` exceeds `u64::MAX` ns, the
     /// rate is faster than one permit per nanosecond, or the burst would take longer than
-    /// [`MAX_BURST_SPAN_NS`] to refill.
+    /// [`Quota::MAX_BURST_SPAN_NS`] to refill.
     pub fn new(count: u32, period: Duration) -> Result<Quota, QuotaError> {
         let period = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLarge)?;
         Quota::from_parts(count, period, count)
@@ -127,7 +127,7 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError::ZeroBurst`] for 0; [`QuotaError::BurstTooLarge`] if the burst would
-    /// take longer than [`MAX_BURST_SPAN_NS`] to refill.
+    /// take longer than [`Quota::MAX_BURST_SPAN_NS`] to refill.
     pub fn with_burst(self, burst: u32) -> Result<Quota, QuotaError> {
         Quota::from_parts(self.count, self.period, burst)
     }
@@ -151,11 +151,11 @@ impl Quota {
         }
         let interval = period.div_ceil(u64::from(count));
         let span = u128::from(interval) * u128::from(burst);
-        if span > u128::from(MAX_BURST_SPAN_NS) {
+        if span > u128::from(Quota::MAX_BURST_SPAN_NS) {
             return Err(QuotaError::BurstTooLarge {
                 burst,
                 span_ns: span,
-                max_span_ns: MAX_BURST_SPAN_NS,
+                max_span_ns: Quota::MAX_BURST_SPAN_NS,
             });
         }
         Ok(Quota {
@@ -203,9 +203,9 @@ impl Quota {
     }
 
     /// `burst × emission interval` in nanoseconds: how long an empty limiter takes to fill
-    /// (≤ [`MAX_BURST_SPAN_NS`]).
+    /// (≤ [`Quota::MAX_BURST_SPAN_NS`]).
     pub fn burst_span_ns(&self) -> Nanos {
-        // Cannot overflow: checked against MAX_BURST_SPAN_NS at construction.
+        // Cannot overflow: checked against Quota::MAX_BURST_SPAN_NS at construction.
         self.interval * u64::from(self.burst)
     }
 }
@@ -374,6 +374,18 @@ pub enum QuotaError {
         /// The requested depth (rows).
         depth: usize,
     },
+    /// A burst on a quota for an algorithm that has none: the window limiters (fixed window,
+    /// sliding window, sliding log, count-min sketch, throttler) admit `count` per window,
+    /// so a burst other than the count would be silently ignored; it is refused instead.
+    /// Give such a limiter the quota without a burst (`"100/s"`, not `"100/s burst 10"`).
+    BurstNotSupported {
+        /// The algorithm, by its name in [`Algorithm`](crate::Algorithm)'s text form.
+        algorithm: &'static str,
+        /// The quota's count.
+        count: u32,
+        /// The quota's burst.
+        burst: u32,
+    },
     /// The text form could not be parsed.
     Syntax {
         /// What was given.
@@ -422,6 +434,16 @@ impl fmt::Display for QuotaError {
                 "invalid sketch size: width {width} x depth {depth}; the width must be 1 to \
                  2^30 and the depth 1 to 16, and width (rounded up to a power of two) x depth \
                  x 8 bytes must be allocatable"
+            ),
+            QuotaError::BurstNotSupported {
+                algorithm,
+                count,
+                burst,
+            } => write!(
+                f,
+                "invalid quota for {algorithm}: a burst of {burst} with a count of {count}; a \
+                 window admits its count per window and has no burst of its own (leave the \
+                 burst out, or use gcra, token-bucket or leaky-bucket)"
             ),
             QuotaError::Syntax { input, reason } => {
                 write!(f, "invalid quota {input:?}: {reason}")

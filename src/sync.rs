@@ -36,10 +36,10 @@ impl Backoff {
 
 /// The lock of the one limiter that needs one ([`SlidingLog`](crate::SlidingLog)).
 #[cfg(all(feature = "std", not(loom)))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 #[cfg(all(feature = "std", loom))]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// The index of the per-CPU shard the current thread should use, before masking.
 ///

@@ -2,7 +2,7 @@
 
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::limiter::Denied;
-use crate::sliding_log::{Log, MAX_LOG_ENTRIES};
+use crate::rules::{Log, SlidingLogRule};
 use crate::{DefaultClock, Quota, QuotaError};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -106,13 +106,13 @@ impl<C: Hash + Eq> Throttler<C, DefaultClock> {
 }
 
 fn log_for(quota: &Quota) -> Result<Log, QuotaError> {
-    if quota.count() > MAX_LOG_ENTRIES {
+    if quota.count() > SlidingLogRule::MAX_ENTRIES {
         return Err(QuotaError::CountTooLarge {
             count: quota.count(),
-            max: MAX_LOG_ENTRIES,
+            max: SlidingLogRule::MAX_ENTRIES,
         });
     }
-    Ok(Log::new(quota.count(), quota.period_ns()))
+    Ok(SlidingLogRule::log(quota.count(), quota.period_ns()))
 }
 
 impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
@@ -121,7 +121,7 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     /// # Errors
     ///
     /// [`QuotaError::CountTooLarge`] for a count above
-    /// [`MAX_LOG_ENTRIES`](crate::MAX_LOG_ENTRIES) (each limit keeps an exact log).
+    /// [`SlidingLogRule::MAX_ENTRIES`](crate::rules::SlidingLogRule::MAX_ENTRIES) (each limit keeps an exact log).
     pub fn with_clock(
         total: Quota,
         channels: impl IntoIterator<Item = (C, Quota)>,

@@ -50,14 +50,14 @@ fn next_wait(denied: Denied, deadline: Option<Instant>) -> Result<Duration, Deni
 /// use limitcore::wait::Blocking;
 /// use std::time::{Duration, Instant};
 ///
-/// let limiter = Gcra::new(Quota::per_second(100)?.with_burst(1)?);
+/// let limiter = Gcra::new(Quota::per_second(100)?.with_burst(1)?)?;
 /// let t0 = Instant::now();
 /// for _ in 0..3 {
-///     limiter.acquire()?; // the 2nd and 3rd sleep about 10 ms each
+///     limiter.acquire_blocking()?; // the 2nd and 3rd sleep about 10 ms each
 /// }
 /// assert!(t0.elapsed() >= Duration::from_millis(19));
 /// // Cannot succeed within 1 ms: refused at once, not after sleeping.
-/// assert!(limiter.acquire_n_timeout(1, Duration::from_millis(1)).is_err());
+/// assert!(limiter.acquire_n_blocking_within(1, Duration::from_millis(1)).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Blocking: RateLimiter {
@@ -66,8 +66,8 @@ pub trait Blocking: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n(&self, n: u32) -> Result<(), Denied> {
-        self.acquire_n_until(n, None)
+    fn acquire_n_blocking(&self, n: u32) -> Result<(), Denied> {
+        self.acquire_n_blocking_until(n, None)
     }
 
     /// Take one permit, sleeping until it is available.
@@ -75,17 +75,17 @@ pub trait Blocking: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn acquire(&self) -> Result<(), Denied> {
-        self.acquire_n_until(1, None)
+    fn acquire_blocking(&self) -> Result<(), Denied> {
+        self.acquire_n_blocking_until(1, None)
     }
 
-    /// Take `n` permits if that is possible within `timeout`.
+    /// Take `n` permits if that is possible within `max_wait`.
     ///
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_timeout(&self, n: u32, timeout: Duration) -> Result<(), Denied> {
-        self.acquire_n_until(n, Instant::now().checked_add(timeout))
+    fn acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
+        self.acquire_n_blocking_until(n, Instant::now().checked_add(max_wait))
     }
 
     /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
@@ -93,7 +93,7 @@ pub trait Blocking: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
+    fn acquire_n_blocking_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
         loop {
             match self.try_acquire_n(n) {
                 Ok(()) => return Ok(()),
@@ -105,7 +105,9 @@ pub trait Blocking: RateLimiter {
 
 impl<L: RateLimiter + ?Sized> Blocking for L {}
 
-/// Async waits for any [`RateLimiter`], sleeping on tokio's timer (feature `tokio`).
+/// Async waits for any [`RateLimiter`], sleeping on tokio's timer (feature `tokio`). The
+/// method names end in `_async` and [`Blocking`]'s in `_blocking`, so both traits can be in
+/// scope at once.
 ///
 /// # Errors (for every method)
 ///
@@ -120,35 +122,45 @@ impl<L: RateLimiter + ?Sized> Blocking for L {}
 /// use limitcore::wait::Async;
 /// use std::time::Duration;
 ///
-/// let limiter = Gcra::new(Quota::per_second(1_000)?.with_burst(1)?);
-/// limiter.acquire_n(1).await?;
-/// limiter.acquire_n(1).await?; // about 1 ms later
-/// assert!(limiter.acquire_n_timeout(1, Duration::ZERO).await.is_err());
+/// let limiter = Gcra::new(Quota::per_second(1_000)?.with_burst(1)?)?;
+/// limiter.acquire_async().await?;
+/// limiter.acquire_n_async(1).await?; // about 1 ms later
+/// assert!(limiter.acquire_n_async_within(1, Duration::ZERO).await.is_err());
 /// # Ok(())
 /// # }
 /// ```
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub trait Async: RateLimiter {
     /// Take `n` permits, sleeping (asynchronously) until they are available.
     ///
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n(&self, n: u32) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.acquire_n_until(n, None)
+    fn acquire_n_async(&self, n: u32) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.acquire_n_async_until(n, None)
     }
 
-    /// Take `n` permits if that is possible within `timeout`.
+    /// Take one permit, sleeping (asynchronously) until it is available.
     ///
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_timeout(
+    fn acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.acquire_n_async_until(1, None)
+    }
+
+    /// Take `n` permits if that is possible within `max_wait`.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn acquire_n_async_within(
         &self,
         n: u32,
-        timeout: Duration,
+        max_wait: Duration,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.acquire_n_until(n, Instant::now().checked_add(timeout))
+        self.acquire_n_async_until(n, Instant::now().checked_add(max_wait))
     }
 
     /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
@@ -156,7 +168,7 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_until(
+    fn acquire_n_async_until(
         &self,
         n: u32,
         deadline: Option<Instant>,

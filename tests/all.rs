@@ -6,7 +6,7 @@ mod common;
 use common::cases;
 use limitcore::clock::ManualClock;
 use limitcore::reference::GcraModel;
-use limitcore::{All, Denied, DynRefund, Gcra, LeakyBucket, Quota, RateLimiter};
+use limitcore::{All, Denied, Gcra, LeakyBucket, Quota, RateLimiter, Refund};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,12 +18,12 @@ fn a_refusal_leaves_the_other_limits_unchanged() {
     let fast: Arc<Gcra<ManualClock>> = Arc::new(Gcra::with_clock(
         Quota::per_second(100).unwrap(),
         clock.clone(),
-    ));
+    ).unwrap());
     let slow: Arc<Gcra<ManualClock>> = Arc::new(Gcra::with_clock(
         Quota::per_minute(3).unwrap(),
         clock.clone(),
-    ));
-    let both = All::new(vec![fast.clone(), slow.clone()], clock.clone());
+    ).unwrap());
+    let both = All::new(vec![fast.clone(), slow.clone()]);
     both.try_acquire_n(3).unwrap();
     let (before_fast, before_slow) = (fast.tat(), slow.tat());
     let denied = both.try_acquire().unwrap_err();
@@ -35,7 +35,7 @@ fn a_refusal_leaves_the_other_limits_unchanged() {
     // The slow limit's wait, 20 s, is the largest.
     assert_eq!(denied.retry_after(), Some(Duration::from_secs(20)));
     // Order does not matter: with the refusing limit first, same result.
-    let reversed = All::new(vec![slow.clone(), fast.clone()], clock.clone());
+    let reversed = All::new(vec![slow.clone(), fast.clone()]);
     assert_eq!(reversed.try_acquire(), Err(denied));
     assert_eq!((fast.tat(), slow.tat()), (before_fast, before_slow));
     // Capacity beats waiting.
@@ -48,17 +48,17 @@ fn a_refusal_leaves_the_other_limits_unchanged() {
 #[test]
 fn mixed_limiter_types() {
     let clock = ManualClock::new();
-    let limits: Vec<DynRefund> = vec![
+    let limits: Vec<Box<dyn Refund>> = vec![
         Box::new(LeakyBucket::with_clock(
             Quota::per_second(10).unwrap().with_burst(1).unwrap(),
             clock.clone(),
-        )),
+        ).unwrap()),
         Box::new(Gcra::with_clock(
             Quota::per_second(1).unwrap(),
             clock.clone(),
-        )),
+        ).unwrap()),
     ];
-    let all = All::new(limits, clock.clone());
+    let all = All::new(limits);
     all.try_acquire().unwrap();
     clock.advance(Duration::from_millis(100));
     // The pacer would admit now; the per-second GCRA refuses for 900 ms more.
@@ -84,8 +84,8 @@ proptest! {
     ) {
         let clock = ManualClock::new();
         let qs: Vec<Quota> = quotas.iter().map(|&(c, b)| Quota::per_second(c).unwrap().with_burst(b).unwrap()).collect();
-        let limiters: Vec<Arc<Gcra<ManualClock>>> = qs.iter().map(|&q| Arc::new(Gcra::with_clock(q, clock.clone()))).collect();
-        let all = All::new(limiters.clone(), clock.clone());
+        let limiters: Vec<Arc<Gcra<ManualClock>>> = qs.iter().map(|&q| Arc::new(Gcra::with_clock(q, clock.clone()).unwrap())).collect();
+        let all = All::new(limiters.clone());
         let mut models: Vec<GcraModel> = qs.iter().map(|&q| GcraModel::new(q)).collect();
         let mut now = 0u64;
         for (step, n) in ops {
@@ -126,21 +126,21 @@ fn concurrent_refusals_leak_nothing() {
                 .with_burst(global_burst)
                 .unwrap(),
             clock.clone(),
-        ));
+        ).unwrap());
         let admitted = Arc::new(AtomicU64::new(0));
         let channels: Vec<_> = (0..6u32)
             .map(|t| {
                 Arc::new(Gcra::with_clock(
                     Quota::per_hour(1).unwrap().with_burst(50 + t).unwrap(),
                     clock.clone(),
-                ))
+                ).unwrap())
             })
             .collect();
         let handles: Vec<_> = channels
             .iter()
             .map(|channel| {
                 let (clock, global, admitted) = (clock.clone(), global.clone(), admitted.clone());
-                let both = All::new(vec![global, channel.clone()], clock);
+                let both = All::new(vec![global, channel.clone()]);
                 std::thread::spawn(move || {
                     for _ in 0..5_000 {
                         if both.try_acquire().is_ok() {

@@ -44,7 +44,7 @@ fn gcra_frozen_clock_exact() {
     for burst in [1, 7, 10_000] {
         let q = Quota::per_second(1).unwrap().with_burst(burst).unwrap();
         frozen_clock_admits_exactly_burst(
-            Arc::new(Gcra::with_clock(q, ManualClock::new())),
+            Arc::new(Gcra::with_clock(q, ManualClock::new()).unwrap()),
             u64::from(burst),
         );
     }
@@ -67,7 +67,7 @@ fn token_bucket_frozen_clock_exact() {
 fn mixed_sizes_never_exceed_burst() {
     let q = Quota::per_second(1).unwrap().with_burst(1_000).unwrap();
     let limiters: [Arc<dyn RateLimiter>; 2] = [
-        Arc::new(Gcra::with_clock(q, ManualClock::new())),
+        Arc::new(Gcra::with_clock(q, ManualClock::new()).unwrap()),
         Arc::new(TokenBucket::with_clock(q, ManualClock::new()).unwrap()),
     ];
     for limiter in limiters {
@@ -107,7 +107,7 @@ fn mixed_sizes_never_exceed_burst() {
 fn real_clock_rate_holds_under_contention() {
     let q = Quota::per_second(10_000).unwrap().with_burst(100).unwrap();
     let limiters: [Arc<dyn RateLimiter>; 2] = [
-        Arc::new(Gcra::with_clock(q, MonotonicClock::new())),
+        Arc::new(Gcra::with_clock(q, MonotonicClock::new()).unwrap()),
         Arc::new(TokenBucket::with_clock(q, MonotonicClock::new()).unwrap()),
     ];
     for limiter in limiters {

@@ -5,7 +5,8 @@ mod common;
 
 use common::{cases, quota, run, start_time, steps, Model};
 use limitcore::reference::{GcraModel, TokenBucketModel};
-use limitcore::{Denied, Gcra, Quota, RateLimiter, TokenBucket, MAX_BACKWARD_TOLERANCE_NS};
+use limitcore::rules::TokenBucketRule;
+use limitcore::{Denied, Gcra, Quota, RateLimiter, TokenBucket};
 use proptest::prelude::*;
 
 fn gcra_model(q: Quota) -> Model<GcraModel> {
@@ -33,7 +34,7 @@ proptest! {
     /// clock, including backwards steps and times near u64::MAX.
     #[test]
     fn gcra_equals_reference_models((q, s) in quota().prop_flat_map(|q| (Just(q), steps(q.burst(), 1 << 40, 1 << 40))), start in start_time()) {
-        let mut gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new());
+        let mut gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
         let (mut m1, mut m2) = (gcra_model(q), token_bucket_model(q));
         run(&mut [&mut gcra, &mut m1, &mut m2], start, u64::MAX, &s)?;
     }
@@ -45,10 +46,10 @@ proptest! {
         let Ok(mut tb) = TokenBucket::with_clock(q, limitcore::clock::ManualClock::new()) else {
             return Ok(());
         };
-        let mut gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new());
+        let mut gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
         let (mut m1, mut m2) = (gcra_model(q), token_bucket_model(q));
         let token_bits = 32 - q.burst().leading_zeros();
-        let window = MAX_BACKWARD_TOLERANCE_NS.min(1 << (62 - token_bits));
+        let window = TokenBucketRule::MAX_CLOCK_LAG_NS.min(1 << (62 - token_bits));
         run(&mut [&mut tb, &mut gcra, &mut m1, &mut m2], start, window, &s)?;
     }
 
@@ -59,7 +60,7 @@ proptest! {
         let Ok(tb) = TokenBucket::with_clock(q, limitcore::clock::ManualClock::new()) else {
             return Ok(());
         };
-        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new());
+        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
         let mut now = start;
         for (step, n) in s {
             now = now.saturating_add(step);
@@ -71,7 +72,7 @@ proptest! {
     /// `n > burst` is always ExceedsCapacity and consumes nothing; `n == 0` always succeeds.
     #[test]
     fn capacity_and_zero(q in quota(), n in any::<u32>(), now in any::<u64>()) {
-        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new());
+        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
         let before = gcra.snapshot_at(now);
         prop_assert_eq!(gcra.try_acquire_n_at(0, now), Ok(()));
         if n > q.burst() {
@@ -88,7 +89,7 @@ proptest! {
 fn one_per_day_burst_ten_huge_n() {
     let q = Quota::per_day(1).unwrap().with_burst(10).unwrap();
     let clock = limitcore::clock::ManualClock::new();
-    let gcra = Gcra::with_clock(q, clock.clone());
+    let gcra = Gcra::with_clock(q, clock.clone()).unwrap();
     let tb = TokenBucket::with_clock(q, clock.clone()).unwrap();
     let want = Err(Denied::ExceedsCapacity { capacity: 10 });
     for n in [11, 213_505, u32::MAX / 2, u32::MAX] {
@@ -106,7 +107,7 @@ fn one_per_day_burst_ten_huge_n() {
 fn idle_never_exceeds_burst() {
     let q = Quota::per_second(5).unwrap();
     for gap in [1u64, 1_000_000_000, 3_600_000_000_000, 1 << 50] {
-        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new());
+        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
         let tb = TokenBucket::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
         for l in [&gcra as &dyn RateLimiter, &tb] {
             l.try_acquire_n_at(5, 0).unwrap();

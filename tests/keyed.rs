@@ -8,10 +8,11 @@ use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
 #[cfg(feature = "dashmap")]
 use limitcore::DashMapStore;
-use limitcore::{
-    Denied, FixedWindow, Gcra, Keyed, PapayaStore, Quota, RateLimiter, SlidingWindow, Store,
-    TokenBucket, EVICTION_GRACE_NS,
-};
+use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
+use limitcore::{Denied, Gcra, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
+
+/// The eviction grace.
+const EVICTION_GRACE_NS: Nanos = Keyed::<u8>::EVICTION_GRACE_NS;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,8 +40,8 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 
 /// Run `ops` on a keyed limiter and on a map of models (never evicted): every decision
 /// must agree, so eviction changed nothing.
-fn agree<M>(
-    keyed: &Keyed<u8, impl limitcore::Algorithm, ManualClock, impl Store<u8>>,
+fn agree<M, R: Rule>(
+    keyed: &Keyed<u8, R, ManualClock, impl Store<u8>>,
     mut model: impl FnMut() -> M,
     acquire: fn(&mut M, u32, Nanos) -> Result<(), Denied>,
     ops: &[Op],
@@ -84,26 +85,28 @@ proptest! {
 
     #[test]
     fn keyed_gcra_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, Gcra, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        let keyed: Keyed<u8, GcraRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
         agree(&keyed, || GcraModel::new(q), GcraModel::acquire, &ops)?;
     }
 
     #[test]
     fn keyed_token_bucket_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, TokenBucket, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        let keyed: Keyed<u8, TokenBucketRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
         agree(&keyed, || TokenBucketModel::new(q), TokenBucketModel::acquire, &ops)?;
     }
 
     #[test]
     fn keyed_fixed_window_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, FixedWindow, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        // A window has no burst: the quota's count per window.
+        let q = Quota::new(q.count(), q.period()).unwrap();
+        let keyed: Keyed<u8, FixedWindowRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
         agree(&keyed, || FixedWindowModel::new(q), FixedWindowModel::acquire, &ops)?;
     }
 
     #[cfg(feature = "dashmap")]
     #[test]
     fn keyed_gcra_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, Gcra, ManualClock, DashMapStore<u8>> =
+        let keyed: Keyed<u8, GcraRule, ManualClock, DashMapStore<u8>> =
             Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
         agree(&keyed, || GcraModel::new(q), GcraModel::acquire, &ops)?;
     }
@@ -111,7 +114,7 @@ proptest! {
     #[cfg(feature = "dashmap")]
     #[test]
     fn keyed_token_bucket_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, TokenBucket, ManualClock, DashMapStore<u8>> =
+        let keyed: Keyed<u8, TokenBucketRule, ManualClock, DashMapStore<u8>> =
             Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
         agree(&keyed, || TokenBucketModel::new(q), TokenBucketModel::acquire, &ops)?;
     }
@@ -135,7 +138,7 @@ fn key_flood_on_dashmap_is_bounded_and_never_resets_a_limited_key() {
 fn key_flood_is_bounded(store: impl Store<u64>) {
     let q = Quota::per_hour(10).unwrap();
     let clock = ManualClock::starting_at(1 << 40);
-    let keyed: Keyed<u64, Gcra, ManualClock, _> = Keyed::with_store(q, clock.clone(), store)
+    let keyed: Keyed<u64, GcraRule, ManualClock, _> = Keyed::with_store(q, clock.clone(), store)
         .unwrap()
         .with_max_keys(10_000);
     // 100 limited clients, each exhausted.
@@ -164,7 +167,7 @@ fn key_flood_is_bounded(store: impl Store<u64>) {
 #[test]
 fn key_flood_with_evictions_stays_bounded() {
     let clock = ManualClock::starting_at(1 << 40);
-    let keyed: Keyed<u64, Gcra, ManualClock> =
+    let keyed: Keyed<u64, GcraRule, ManualClock> =
         Keyed::with_clock(Quota::per_second(10).unwrap(), clock.clone())
             .unwrap()
             .with_max_keys(5_000);
@@ -186,7 +189,7 @@ fn key_flood_with_evictions_stays_bounded() {
 #[test]
 fn eviction_waits_for_idle_plus_grace() {
     let q = Quota::per_second(1).unwrap();
-    let keyed: Keyed<&str, Gcra, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+    let keyed: Keyed<&str, GcraRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
     let t0 = 5_000_000_000;
     keyed.try_acquire_n_at(&"a", 1, t0).unwrap(); // TAT = t0 + 1 s
     assert_eq!(
@@ -211,7 +214,7 @@ fn a_busy_token_bucket_is_not_evicted_by_a_stale_sweep() {
     for burst in [1u32 << 31, (1 << 30) + 7, 1 << 20, 10] {
         // One token per ns: a full refill takes `burst` ns.
         let q = Quota::new_with_burst(39, Duration::from_nanos(39), burst).unwrap();
-        let keyed: Keyed<u8, TokenBucket, ManualClock> =
+        let keyed: Keyed<u8, TokenBucketRule, ManualClock> =
             Keyed::with_clock(q, ManualClock::new()).unwrap();
         let single = TokenBucket::with_clock(q, ManualClock::new()).unwrap();
         let t0: Nanos = 1 << 40;
@@ -247,7 +250,7 @@ fn a_busy_token_bucket_is_not_evicted_by_a_stale_sweep() {
 /// and to a limited key only once it has gone idle (a quota change never resets it).
 #[test]
 fn set_quota_gives_a_key_its_own_allowance() {
-    let keyed: Keyed<&str, Gcra, ManualClock> =
+    let keyed: Keyed<&str, GcraRule, ManualClock> =
         Keyed::with_clock(Quota::per_second(1).unwrap(), ManualClock::new()).unwrap();
     keyed
         .set_quota_at("big", Quota::per_second(100).unwrap(), 0)
@@ -297,7 +300,7 @@ fn threads_on_dashmap_many_keys_and_hot_keys() {
 /// `store` makes an empty store, once for each of the two limiters.
 fn threads_on_many_and_hot_keys<S: Store<u32> + Send + Sync + 'static>(store: fn() -> S) {
     let q = Quota::per_hour(1).unwrap().with_burst(50).unwrap();
-    let keyed: Arc<Keyed<u32, SlidingWindow, ManualClock, S>> = Arc::new(
+    let keyed: Arc<Keyed<u32, SlidingWindowRule, ManualClock, S>> = Arc::new(
         Keyed::with_store(
             Quota::per_hour(50).unwrap(),
             ManualClock::starting_at(1 << 40),
@@ -305,7 +308,7 @@ fn threads_on_many_and_hot_keys<S: Store<u32> + Send + Sync + 'static>(store: fn
         )
         .unwrap(),
     );
-    let gcra: Arc<Keyed<u32, Gcra, ManualClock, S>> =
+    let gcra: Arc<Keyed<u32, GcraRule, ManualClock, S>> =
         Arc::new(Keyed::with_store(q, ManualClock::starting_at(1 << 40), store()).unwrap());
     let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..1_000).map(|_| AtomicU64::new(0)).collect());
     let admitted_sw: Arc<Vec<AtomicU64>> =
@@ -385,7 +388,7 @@ fn eviction_races(store: impl Store<u32> + Sync) {
     const PHASES: u64 = 2000;
     let q = Quota::per_hour(1).unwrap().with_burst(2).unwrap();
     let clock = ManualClock::starting_at(1 << 40);
-    let keyed = Keyed::<u32, Gcra, ManualClock, _>::with_store(q, clock.clone(), store)
+    let keyed = Keyed::<u32, GcraRule, ManualClock, _>::with_store(q, clock.clone(), store)
         .unwrap()
         .with_sweep_interval(Duration::ZERO);
     let admitted: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();

@@ -8,7 +8,7 @@ use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::SlidingWindowModel;
 use limitcore::{
-    Denied, KeyedSketch, Quota, QuotaError, MAX_SKETCH_COUNT, MAX_SKETCH_DEPTH, MAX_SKETCH_WIDTH,
+    Denied, KeyedSketch, Quota, QuotaError,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -394,9 +394,9 @@ fn bad_dimensions_are_errors() {
         (0, 1),
         (1, 0),
         (0, 0),
-        (MAX_SKETCH_WIDTH + 1, 1),
+        (KeyedSketch::<u64>::MAX_WIDTH + 1, 1),
         (usize::MAX, 4),
-        (16, MAX_SKETCH_DEPTH + 1),
+        (16, KeyedSketch::<u64>::MAX_DEPTH + 1),
         (16, usize::MAX),
     ] {
         assert_eq!(
@@ -405,21 +405,21 @@ fn bad_dimensions_are_errors() {
         );
     }
     assert_eq!(build(1, 1), Ok(1));
-    assert_eq!(build(1000, MAX_SKETCH_DEPTH), Ok(1024));
+    assert_eq!(build(1000, KeyedSketch::<u64>::MAX_DEPTH), Ok(1024));
     let e = build(0, 3).unwrap_err().to_string();
     assert!(e.contains("width 0") && e.contains("depth 3"), "{e}");
 
-    let too_many = Quota::per_hour(MAX_SKETCH_COUNT + 1).unwrap();
+    let too_many = Quota::per_hour(KeyedSketch::<u64>::MAX_COUNT + 1).unwrap();
     assert_eq!(
         KeyedSketch::<u64, ManualClock>::with_clock(too_many, 8, 2, ManualClock::new()).err(),
         Some(QuotaError::CountTooLarge {
-            count: MAX_SKETCH_COUNT + 1,
-            max: MAX_SKETCH_COUNT
+            count: KeyedSketch::<u64>::MAX_COUNT + 1,
+            max: KeyedSketch::<u64>::MAX_COUNT
         })
     );
-    let most = Quota::per_hour(MAX_SKETCH_COUNT).unwrap();
+    let most = Quota::per_hour(KeyedSketch::<u64>::MAX_COUNT).unwrap();
     let s = KeyedSketch::<u64, ManualClock>::with_clock(most, 8, 2, ManualClock::new()).unwrap();
-    s.try_acquire_n(&1, MAX_SKETCH_COUNT).unwrap();
+    s.try_acquire_n(&1, KeyedSketch::<u64>::MAX_COUNT).unwrap();
     assert!(s.try_acquire(&1).is_err());
 }
 

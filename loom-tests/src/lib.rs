@@ -115,7 +115,7 @@ mod harness {
     impl Limiter for Gcra<ManualClock> {
         type Model = GcraModel;
         fn build(quota: Quota, clock: ManualClock) -> Self {
-            Gcra::with_clock(quota, clock)
+            Gcra::with_clock(quota, clock).unwrap()
         }
         fn tat(&self) -> Nanos {
             Gcra::tat(self)

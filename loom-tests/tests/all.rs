@@ -20,7 +20,7 @@ use loom_tests::{in_threads, model, permutations, quota, Outcomes, NOW, PROBES, 
 use std::sync::Arc;
 
 type G = Gcra<ManualClock>;
-type AllOf = All<Arc<G>, ManualClock>;
+type AllOf = All<Arc<G>>;
 
 /// One request, all at [`NOW`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +68,11 @@ impl World {
         let clock = ManualClock::starting_at(NOW);
         let limits = setup
             .bursts
-            .map(|b| Arc::new(Gcra::with_clock(quota(b), clock.clone())));
+            .map(|b| Arc::new(Gcra::with_clock(quota(b), clock.clone()).unwrap()));
         let alls = setup
             .orders
             .iter()
-            .map(|order| All::new(order.map(|l| limits[l].clone()).to_vec(), clock.clone()))
+            .map(|order| All::new(order.map(|l| limits[l].clone()).to_vec()))
             .collect();
         let world = World { limits, alls };
         for &req in setup.prefix {

@@ -43,11 +43,15 @@
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::GcraModel;
-use limitcore::{Denied, Gcra, Keyed, RateLimiter, Snapshot, EVICTION_GRACE_NS};
+use limitcore::rules::GcraRule;
+use limitcore::{Denied, Gcra, Keyed, RateLimiter, Snapshot};
 use loom_tests::{model, quota, Outcomes, NOW, T};
 use std::time::Duration;
 
-type K = Keyed<u8, Gcra, ManualClock>;
+type K = Keyed<u8, GcraRule, ManualClock>;
+
+/// The eviction grace.
+const EVICTION_GRACE_NS: Nanos = K::EVICTION_GRACE_NS;
 
 /// The key every acquirer uses.
 const KEY: u8 = 7;
@@ -92,7 +96,7 @@ fn gcra_state(gcra: &Gcra<ManualClock>, at: Nanos) -> Vec<Snapshot> {
 
 /// A fresh `Gcra` of `burst` (the sequential reference).
 fn fresh_gcra(burst: u32, at: Nanos) -> Gcra<ManualClock> {
-    Gcra::with_clock(quota(burst), ManualClock::starting_at(at))
+    Gcra::with_clock(quota(burst), ManualClock::starting_at(at)).unwrap()
 }
 
 /// A keyed GCRA on a `ManualClock` with automatic sweeps off (only `evict_idle_at`, and

@@ -69,7 +69,7 @@ trait Pacer: Reserve + Send + Sync + Sized + 'static {
 
 impl Pacer for LeakyBucket<ManualClock> {
     fn build(quota: Quota) -> Self {
-        LeakyBucket::with_clock(quota, ManualClock::starting_at(NOW))
+        LeakyBucket::with_clock(quota, ManualClock::starting_at(NOW)).unwrap()
     }
     fn state(&self) -> Nanos {
         // `full_after` at NOW is the drain time minus NOW, 0 once drained (never before NOW
@@ -85,7 +85,7 @@ impl Pacer for LeakyBucket<ManualClock> {
 
 impl Pacer for Gcra<ManualClock> {
     fn build(quota: Quota) -> Self {
-        Gcra::with_clock(quota, ManualClock::starting_at(NOW))
+        Gcra::with_clock(quota, ManualClock::starting_at(NOW)).unwrap()
     }
     fn state(&self) -> Nanos {
         self.tat()

@@ -96,8 +96,8 @@
 
 use crate::cas;
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{precheck, Denied, Snapshot};
-use crate::sliding_window::{Counter, Window, STALE_TOLERANCE_NS};
+use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
+use crate::rules::{precheck, window_quota, Counter, Receipt, SlidingWindowRule, Window};
 use crate::sync::{AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
@@ -109,15 +109,17 @@ use core::marker::PhantomData;
 use core::time::Duration;
 use std::collections::hash_map::RandomState;
 
-/// The most rows a [`KeyedSketch`] may have: 16 (failure probability `e^−16` ≈ 1.1·10^−7).
-pub const MAX_SKETCH_DEPTH: usize = 16;
+/// The most rows a sketch may have.
+const MAX_DEPTH: usize = 16;
 
-/// The widest row a [`KeyedSketch`] may have: 2^30 cells (8 GiB per row).
-pub const MAX_SKETCH_WIDTH: usize = 1 << 30;
+/// The largest count a sketch accepts (see [`KeyedSketch::MAX_COUNT`]).
+const MAX_COUNT: u32 = (1 << COUNT_BITS) - 2;
 
-/// The largest count a [`KeyedSketch`] accepts: `2^24 − 2`, one below a cell's saturated
-/// value (each of a cell's two counts has 24 bits).
-pub const MAX_SKETCH_COUNT: u32 = (1 << COUNT_BITS) - 2;
+/// Set in a receipt's mark when the rows recorded the permits in different windows (a
+/// cell was ahead of the reading): such an admission is not refunded (stricter), since a
+/// refund by one window number could subtract from another window's count. Window numbers
+/// are below 2^63 (a period is at least 2 ns).
+const MIXED_WINDOWS: u64 = 1 << 63;
 
 /// Bits of each of a cell's two counts.
 const COUNT_BITS: u32 = 24;
@@ -172,22 +174,23 @@ struct Cells {
     /// The sliding-window formula (period, count) and its exact waits.
     counter: Counter,
     /// Windows a reading may lag a cell's window and still be taken as from an earlier
-    /// window (not as a wrap of the window field): [`STALE_TOLERANCE_NS`] worth, within
+    /// window (not as a wrap of the window field): [`SlidingWindowRule::MAX_CLOCK_LAG_NS`] worth, within
     /// `[4, 2^13 − 1]`.
     behind: u64,
 }
 
 impl Cells {
     fn new(quota: &Quota) -> Result<Cells, QuotaError> {
-        if quota.count() > MAX_SKETCH_COUNT {
+        window_quota(quota, "keyed-sketch")?;
+        if quota.count() > MAX_COUNT {
             return Err(QuotaError::CountTooLarge {
                 count: quota.count(),
-                max: MAX_SKETCH_COUNT,
+                max: MAX_COUNT,
             });
         }
         // The formula on exact counts, as `Keyed<_, SlidingWindow>` builds it.
         let counter = Counter::new(quota, 1, Some(0))?;
-        let behind = STALE_TOLERANCE_NS
+        let behind = SlidingWindowRule::MAX_CLOCK_LAG_NS
             .div_ceil(quota.period_ns())
             .clamp(4, WINDOW_MASK >> 2);
         Ok(Cells { counter, behind })
@@ -367,7 +370,8 @@ impl Cells {
 /// Cloudflare 2017) summed over every key that maps to it. A key's estimate at time `t` is
 /// the minimum over its cells of `⌈prev·(period − e)/period⌉ + curr` (`e`: time into the
 /// current window), and a request for `n` is admitted iff that minimum plus `n` is at most
-/// `count`. The quota's burst is not used: a window's capacity is `count`.
+/// `count`. A window has no burst: a quota whose burst is not its count is refused
+/// ([`QuotaError::BurstNotSupported`]).
 ///
 /// # Contract: never looser than one exact limiter per key
 ///
@@ -386,7 +390,7 @@ impl Cells {
 /// starts (stricter). The exact per-key counter would decide such a reading at its own
 /// latest window instead, so with a clock that goes back, or across keys in a shared cell,
 /// the sketch is stricter than it. As for [`SlidingWindow`](crate::SlidingWindow), a reading
-/// must not lag the latest one by more than [`STALE_TOLERANCE_NS`] (8.59 s), nor by more than
+/// must not lag the latest one by more than [`SlidingWindowRule::MAX_CLOCK_LAG_NS`] (8.59 s), nor by more than
 /// 8 191 periods (the window number is kept modulo 2^15): anything further behind is taken
 /// as a later window.
 ///
@@ -486,6 +490,16 @@ impl<K: ?Sized, C: fmt::Debug> fmt::Debug for KeyedSketch<K, C> {
 }
 
 impl<K: ?Sized, C> KeyedSketch<K, C> {
+    /// The most rows a sketch may have: 16 (failure probability `e^−16` ≈ 1.1·10^−7).
+    pub const MAX_DEPTH: usize = MAX_DEPTH;
+
+    /// The widest row a sketch may have: 2^30 cells (8 GiB per row).
+    pub const MAX_WIDTH: usize = 1 << 30;
+
+    /// The largest count a sketch accepts: `2^24 − 2`, one below a cell's saturated value
+    /// (each of a cell's two counts has 24 bits).
+    pub const MAX_COUNT: u32 = MAX_COUNT;
+
     /// Cells per row (a power of two).
     pub fn width(&self) -> usize {
         1 << self.width_bits
@@ -592,9 +606,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     ///
     /// # Errors
     ///
-    /// [`QuotaError::SketchSize`] for `width` outside `1..=`[`MAX_SKETCH_WIDTH`], `depth`
-    /// outside `1..=`[`MAX_SKETCH_DEPTH`], or cells that cannot be allocated;
-    /// [`QuotaError::CountTooLarge`] above [`MAX_SKETCH_COUNT`];
+    /// [`QuotaError::SketchSize`] for `width` outside `1..=`[`Self::MAX_WIDTH`], `depth`
+    /// outside `1..=`[`Self::MAX_DEPTH`], or cells that cannot be allocated;
+    /// [`QuotaError::CountTooLarge`] above [`Self::MAX_COUNT`];
     /// [`QuotaError::WindowTooShort`] for a period under `2^b` ns (`b` = bit length of the
     /// count), as for [`SlidingWindow`](crate::SlidingWindow).
     ///
@@ -618,7 +632,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
         clock: C,
     ) -> Result<Self, QuotaError> {
         let size = QuotaError::SketchSize { width, depth };
-        if !(1..=MAX_SKETCH_WIDTH).contains(&width) || !(1..=MAX_SKETCH_DEPTH).contains(&depth) {
+        if !(1..=Self::MAX_WIDTH).contains(&width) || !(1..=Self::MAX_DEPTH).contains(&depth) {
             return Err(size);
         }
         let arith = Cells::new(&quota)?;
@@ -652,9 +666,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
 
     /// The index in `cells` of `key`'s cell in every row (the first `depth` entries).
     #[inline]
-    fn cells_of(&self, key: &K) -> [usize; MAX_SKETCH_DEPTH] {
+    fn cells_of(&self, key: &K) -> [usize; MAX_DEPTH] {
         let h = u128::from(self.hasher.hash_one(key));
-        let mut out = [0; MAX_SKETCH_DEPTH];
+        let mut out = [0; MAX_DEPTH];
         for (i, &(a, b)) in self.rows.iter().enumerate() {
             let column = if self.width_bits == 0 {
                 0
@@ -684,7 +698,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
 
     /// Step 3 on one cell: take back the `n` added in window `k_add` (nothing to take back:
     /// no write).
-    fn refund(&self, cell: &AtomicU64, k_add: u64, n: u64) {
+    fn refund_cell(&self, cell: &AtomicU64, k_add: u64, n: u64) {
         // Relaxed: refunds only need single-cell arithmetic (Lemma 3); as RMWs they keep
         // release sequences intact whatever their ordering (F1).
         let _ = cas::apply(cell, |word| {
@@ -725,28 +739,40 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     /// # Ok::<(), limitcore::QuotaError>(())
     /// ```
     pub fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.acquire(key, n, now).map(|_| ())
+    }
+
+    /// The protocol of the module's notes; the receipt's mark is the window every row
+    /// recorded the permits in (or [`MIXED_WINDOWS`]).
+    fn acquire(&self, key: &K, n: u32, now: Nanos) -> Result<Receipt, Denied> {
         if !precheck(n, self.arith.counter.count)? {
-            return Ok(());
+            return Ok(Receipt::NOTHING);
         }
+        let n32 = n;
         let n = u64::from(n);
         let depth = self.depth();
         let cells = self.cells_of(key);
         // Step 1: add to every row, in row order.
-        let mut added = [0u64; MAX_SKETCH_DEPTH];
-        let mut reads = [0u64; MAX_SKETCH_DEPTH];
+        let mut added = [0u64; MAX_DEPTH];
+        let mut reads = [0u64; MAX_DEPTH];
         for i in 0..depth {
             (reads[i], added[i]) = self.add(&self.cells[cells[i]], now, n);
         }
+        let mark = if added[..depth].iter().all(|&k| k == added[0]) {
+            added[0]
+        } else {
+            MIXED_WINDOWS
+        };
         // Step 2: the last row's add is its read; then the other rows, until one admits.
         if self.arith.admits(reads[depth - 1], now) {
-            return Ok(());
+            return Ok(Receipt::new(n32, mark));
         }
         for i in 0..depth - 1 {
             // AcqRel: the release half makes this read head a release sequence that a
             // later add synchronizes with (Lemma 1); RMW, so it reads the latest value (F2).
             reads[i] = self.cells[cells[i]].fetch_add(0, Ordering::AcqRel);
             if self.arith.admits(reads[i], now) {
-                return Ok(());
+                return Ok(Receipt::new(n32, mark));
             }
         }
         // Step 3: refused by every row. The wait is the earliest at which any row, without
@@ -758,7 +784,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
             if row.retry_after() < denied.retry_after() {
                 denied = row;
             }
-            self.refund(&self.cells[cells[i]], added[i], n);
+            self.refund_cell(&self.cells[cells[i]], added[i], n);
         }
         Err(denied)
     }
@@ -857,6 +883,88 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     /// [`KeyedSketch::snapshot_at`] now.
     pub fn snapshot(&self, key: &K) -> Snapshot {
         self.snapshot_at(key, self.clock.now())
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K> for KeyedSketch<K, C> {
+    #[inline]
+    fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
+        KeyedSketch::try_acquire_n_at(self, key, n, now)
+    }
+
+    /// The decision, then the key's state read at once after it: the key's rows cannot be
+    /// read in one step.
+    fn decide_n_at(&self, key: &K, n: u32, now: Nanos) -> Decision {
+        Decision {
+            result: KeyedSketch::try_acquire_n_at(self, key, n, now),
+            state: KeyedSketch::snapshot_at(self, key, now),
+        }
+    }
+
+    fn snapshot_at(&self, key: &K, now: Nanos) -> Snapshot {
+        KeyedSketch::snapshot_at(self, key, now)
+    }
+
+    fn quota_for(&self, _key: &K) -> Quota {
+        self.quota
+    }
+
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> KeyedRefund<K> for KeyedSketch<K, C> {
+    fn acquire_refundable_at(&self, key: &K, n: u32, now: Nanos) -> Result<Receipt, Denied> {
+        self.acquire(key, n, now)
+    }
+
+    fn decide_refundable_at(
+        &self,
+        key: &K,
+        n: u32,
+        now: Nanos,
+    ) -> (Result<Receipt, Denied>, Snapshot) {
+        let result = self.acquire(key, n, now);
+        (result, KeyedSketch::snapshot_at(self, key, now))
+    }
+
+    /// Step 3 of the protocol for an admitted request: subtract its permits from every row's
+    /// cell, in the window they were recorded in (Lemma 3: a cell then still counts every
+    /// other admitted permit). Not when the rows recorded them in different windows
+    /// (stricter).
+    fn refund(&self, key: &K, receipt: Receipt, _at: Nanos) {
+        if receipt.n() == 0 || receipt.mark() & MIXED_WINDOWS != 0 {
+            return;
+        }
+        let cells = self.cells_of(key);
+        for &c in &cells[..self.depth()] {
+            self.refund_cell(&self.cells[c], receipt.mark(), u64::from(receipt.n()));
+        }
+    }
+
+    /// Whether some row of the key would admit `n` now (its estimate plus `n` within the
+    /// count), else the earliest wait of any row.
+    fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
+        if !precheck(n, self.arith.counter.count)? {
+            return Ok(());
+        }
+        let n = u64::from(n);
+        let cells = self.cells_of(key);
+        let mut denied = Denied::NEVER;
+        for &c in &cells[..self.depth()] {
+            // Relaxed: an observation (module "Orderings"); nothing is admitted on it.
+            let word = self.cells[c].load(Ordering::Relaxed);
+            if self.arith.admits(self.arith.add(word, now, n).0, now) {
+                return Ok(());
+            }
+            let row = self.arith.retry(word, now, n);
+            if row.retry_after() < denied.retry_after() {
+                denied = row;
+            }
+        }
+        Err(denied)
     }
 }
 

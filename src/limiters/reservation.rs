@@ -18,7 +18,7 @@ use core::time::Duration;
 /// use limitcore::clock::ManualClock;
 /// use std::time::Duration;
 ///
-/// let pacer = LeakyBucket::with_clock(Quota::per_second(4)?, ManualClock::new());
+/// let pacer = LeakyBucket::with_clock(Quota::per_second(4)?, ManualClock::new())?;
 /// let delays: Vec<_> = (0..3).map(|_| pacer.reserve_n(1).unwrap().delay()).collect();
 /// assert_eq!(delays, [Duration::ZERO, Duration::from_millis(250), Duration::from_millis(500)]);
 /// # Ok::<(), limitcore::QuotaError>(())
@@ -78,7 +78,7 @@ impl Reservation {
 /// use limitcore::clock::ManualClock;
 /// use std::time::Duration;
 ///
-/// let limiter = Gcra::with_clock(Quota::per_second(10)?.with_burst(1)?, ManualClock::new());
+/// let limiter = Gcra::with_clock(Quota::per_second(10)?.with_burst(1)?, ManualClock::new())?;
 /// assert_eq!(limiter.reserve_n_within(1, Duration::ZERO)?.delay(), Duration::ZERO);
 /// assert_eq!(limiter.reserve_n_within(1, Duration::from_secs(1))?.delay(), Duration::from_millis(100));
 /// // A third would wait 200 ms: more than allowed.

@@ -1,0 +1,227 @@
+//! How a rule's state is shared between threads: the cells of layer 0.
+//!
+//! A [`Rule`](crate::rules::Rule) is pure; its state lives in a cell that a shell updates:
+//!
+//! - a `u64` word lives in one `AtomicU64`, changed only through the crate's one CAS loop
+//!   ([`cas`](crate::cas)): lock-free, and `Relaxed` is enough (see `cas`'s "Orderings");
+//! - any other state (the sliding log's ring) lives behind a mutex.
+//!
+//! A keyed slot ([`Keyed`](crate::Keyed)) adds one protocol, eviction: a slot can be
+//! *retired* once its state is indistinguishable from a fresh one, after which no update
+//! may touch it.
+//!
+//! # Orderings of the retirement protocol on a word
+//!
+//! The evictor replaces an idle word by the reserved word [`RETIRED`] with a
+//! compare-and-swap, and only then removes the key from the map. Every acquirer's CAS
+//! expects the exact word it decided on, so exactly one of "an acquirer's charge" and "the
+//! retirement" wins (the word's modification order is total, whatever the orderings); an
+//! acquirer that finds `RETIRED` helps remove the dead entry and looks the key up again,
+//! getting a fresh state that is indistinguishable from the retired one. No charge is ever
+//! applied to a removed state, and none is applied twice. The retiring CAS publishes
+//! nothing but the word itself, so it is `Relaxed` like every other access here. Under a
+//! mutex (the sliding log's slot) the lock orders everything, and retirement is the slot's
+//! state becoming `None`.
+
+use crate::cas;
+use crate::sync::{AtomicU64, Ordering};
+
+/// The word no rule ever stores in a keyed slot: a state retired by eviction.
+///
+/// A new state equal to it is refused instead (with `retry_after = Duration::MAX`); that can
+/// only happen at the last nanosecond of the clock's range.
+pub(crate) const RETIRED: u64 = u64::MAX;
+
+pub(crate) use sealed::Attempt;
+
+/// A state type a shell can share between threads: `u64` (one atomic word, lock-free) or
+/// [`Log`](crate::rules::Log) (behind a mutex).
+///
+/// Sealed: the cells and their protocols are the crate's own. A rule of your own
+/// ([`Rule`](crate::rules::Rule)) with `State = u64` gets the lock-free shell
+/// ([`Limiter`](crate::Limiter)) and keyed slots ([`Keyed`](crate::Keyed)) for free.
+pub trait Shared: sealed::Cells {}
+
+impl<T: sealed::Cells> Shared for T {}
+
+pub(crate) mod sealed {
+    use core::fmt;
+
+    /// The outcome of an update of a keyed slot that did not apply.
+    #[derive(Debug)]
+    pub enum Attempt<E> {
+        /// The update refused (the rule's denial, or whatever the update returns).
+        Failed(E),
+        /// The slot was retired by eviction: look the key up again.
+        Retired,
+        /// The new state would have been the reserved word [`RETIRED`]; refused as never
+        /// conforming (`retry_after = Duration::MAX`).
+        Reserved,
+    }
+
+
+    /// The cells of a state type (see the module). The trait sits in a private module, so
+    /// its methods cannot be called, nor its types named, outside the crate.
+    pub trait Cells: Clone + fmt::Debug + Send + Sync + Sized + 'static {
+        /// The cell of a limiter.
+        type Cell: fmt::Debug + Send + Sync;
+        /// The cell of a keyed slot, which can be retired.
+        type Slot: Send + Sync;
+
+        fn cell(self) -> Self::Cell;
+
+        /// Apply `f` atomically; `f` is pure and may run once per attempt. On `Err` nothing
+        /// is written.
+        fn update<T, E>(cell: &Self::Cell, f: impl Fn(&mut Self) -> Result<T, E>) -> Result<T, E>;
+
+        fn read<T>(cell: &Self::Cell, f: impl FnOnce(&Self) -> T) -> T;
+
+        fn slot(self) -> Self::Slot;
+
+        /// As `update`, on a live slot; `Attempt::Retired` if it was retired.
+        fn update_slot<T, E>(
+            slot: &Self::Slot,
+            f: impl Fn(&mut Self) -> Result<T, E>,
+        ) -> Result<T, Attempt<E>>;
+
+        /// `f` of the slot's state, `None` if it was retired.
+        fn read_slot<T>(slot: &Self::Slot, f: impl FnOnce(&Self) -> T) -> Option<T>;
+
+        /// Retire the slot if `idle` says its state is; whether the slot is retired now (by
+        /// this call or before).
+        fn retire_if(slot: &Self::Slot, idle: impl FnOnce(&Self) -> bool) -> bool;
+
+        fn is_retired(slot: &Self::Slot) -> bool;
+    }
+}
+
+impl sealed::Cells for u64 {
+    type Cell = AtomicU64;
+    type Slot = AtomicU64;
+
+    #[inline]
+    fn cell(self) -> AtomicU64 {
+        AtomicU64::new(self)
+    }
+
+    #[inline]
+    fn update<T, E>(cell: &AtomicU64, f: impl Fn(&mut u64) -> Result<T, E>) -> Result<T, E> {
+        cas::apply(cell, |word| {
+            let mut next = word;
+            let value = f(&mut next)?;
+            Ok((next, value))
+        })
+    }
+
+    #[inline]
+    fn read<T>(cell: &AtomicU64, f: impl FnOnce(&u64) -> T) -> T {
+        // Relaxed: a read-only observation of the single state word (see `cas` "Orderings").
+        f(&cell.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    fn slot(self) -> AtomicU64 {
+        AtomicU64::new(self)
+    }
+
+    #[inline]
+    fn update_slot<T, E>(
+        slot: &AtomicU64,
+        f: impl Fn(&mut u64) -> Result<T, E>,
+    ) -> Result<T, Attempt<E>> {
+        cas::apply(slot, |word| {
+            if word == RETIRED {
+                return Err(Attempt::Retired);
+            }
+            let mut next = word;
+            match f(&mut next) {
+                // The reserved word cannot be a state (see `RETIRED`).
+                Ok(_) if next == RETIRED => Err(Attempt::Reserved),
+                Ok(value) => Ok((next, value)),
+                Err(e) => Err(Attempt::Failed(e)),
+            }
+        })
+    }
+
+    #[inline]
+    fn read_slot<T>(slot: &AtomicU64, f: impl FnOnce(&u64) -> T) -> Option<T> {
+        // Relaxed: a read-only observation (module "Orderings").
+        let word = slot.load(Ordering::Relaxed);
+        (word != RETIRED).then(|| f(&word))
+    }
+
+    fn retire_if(slot: &AtomicU64, idle: impl FnOnce(&u64) -> bool) -> bool {
+        // Relaxed: see the module's "Orderings"; the CAS below decides.
+        let word = slot.load(Ordering::Relaxed);
+        word == RETIRED
+            || (idle(&word)
+                // Relaxed: the retirement only has to be ordered against the other writes of
+                // this word (the acquirers' CASes), which the word's modification order does;
+                // it publishes nothing.
+                && slot
+                    .compare_exchange(word, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok())
+    }
+
+    #[inline]
+    fn is_retired(slot: &AtomicU64) -> bool {
+        // Relaxed: the retiring CAS is the slot's last write (module "Orderings"); a stale
+        // read only leaves a live slot in place for a later sweep.
+        slot.load(Ordering::Relaxed) == RETIRED
+    }
+}
+
+/// The cells of a state behind a lock: `Mutex<S>` for a limiter, `Mutex<Option<S>>` for a
+/// keyed slot (`None` once retired). A panic while the lock is held cannot leave a state
+/// the rules would misread (a rule writes only on admission, in one assignment), so a
+/// poisoned lock is used as it is.
+#[cfg(feature = "std")]
+pub(crate) mod locked {
+    use super::Attempt;
+    use crate::sync::{Mutex, MutexGuard};
+
+    fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
+        m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn update<S, T, E>(
+        cell: &Mutex<S>,
+        f: impl Fn(&mut S) -> Result<T, E>,
+    ) -> Result<T, E> {
+        f(&mut lock(cell))
+    }
+
+    pub(crate) fn read<S, T>(cell: &Mutex<S>, f: impl FnOnce(&S) -> T) -> T {
+        f(&lock(cell))
+    }
+
+    pub(crate) fn update_slot<S, T, E>(
+        slot: &Mutex<Option<S>>,
+        f: impl Fn(&mut S) -> Result<T, E>,
+    ) -> Result<T, Attempt<E>> {
+        match lock(slot).as_mut() {
+            Some(state) => f(state).map_err(Attempt::Failed),
+            None => Err(Attempt::Retired),
+        }
+    }
+
+    pub(crate) fn read_slot<S, T>(slot: &Mutex<Option<S>>, f: impl FnOnce(&S) -> T) -> Option<T> {
+        lock(slot).as_ref().map(f)
+    }
+
+    pub(crate) fn retire_if<S>(slot: &Mutex<Option<S>>, idle: impl FnOnce(&S) -> bool) -> bool {
+        let mut guard = lock(slot);
+        match guard.as_ref() {
+            None => true,
+            Some(state) if idle(state) => {
+                *guard = None;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    pub(crate) fn is_retired<S>(slot: &Mutex<Option<S>>) -> bool {
+        lock(slot).is_none()
+    }
+}

@@ -1,0 +1,654 @@
+//! Layer 3, keyed limits: [`Keyed`] (one state per key, bounded memory), [`KeyedSketch`]
+//! (a count-min sketch in fixed memory), [`Global`] (one limiter for every key), and the
+//! maps `Keyed` keeps its states in ([`Store`]).
+//!
+//! # Orderings
+//!
+//! Each key's whole state is one cell of its rule's state type, updated through the
+//! crate's CAS loop (or lock, for a sliding log); eviction retires a cell before its key
+//! is removed from the map, and an acquirer that meets a retired cell looks the key up
+//! again. The protocol and why `Relaxed` is enough are in [`cell`](crate::cell)'s
+//! "Orderings". The map (the [`Store`]) publishes its entries with its own
+//! release/acquire protocol, so a slot's initial state is visible to every thread that finds
+//! the slot; a store never retires a slot itself, it only removes retired ones.
+
+mod global;
+mod sketch;
+mod store;
+
+pub use global::Global;
+pub use sketch::KeyedSketch;
+#[cfg(feature = "dashmap")]
+pub use store::DashMapStore;
+pub use store::{PapayaStore, Store};
+
+use crate::cell::sealed::Cells;
+use crate::cell::Attempt;
+use crate::clock::{Clock, Nanos};
+use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
+use crate::rules::{precheck, GcraRule, Receipt, Rule};
+use crate::sync::{AtomicU64, Ordering};
+use crate::{DefaultClock, Quota, QuotaError};
+use alloc::boxed::Box;
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::Hash;
+use core::time::Duration;
+
+/// One key's state in the store: its cell, and its own rule if the key has a quota of its
+/// own.
+struct Slot<R: Rule> {
+    state: <R::State as Cells>::Slot,
+    rule: Option<Box<R>>,
+}
+
+/// A refusal with the state it saw, for `decide_*`: the rule's denials carry it, the
+/// size checks and the reserved word do not (the caller reads it then).
+struct Refused {
+    denied: Denied,
+    state: Option<Snapshot>,
+}
+
+impl From<Denied> for Refused {
+    fn from(denied: Denied) -> Self {
+        Refused {
+            denied,
+            state: None,
+        }
+    }
+}
+
+/// One rate limiter per key (tenant, user, client address, channel), created on first use
+/// from a default [`Quota`], with per-key overrides and bounded memory.
+///
+/// `R` is the rule run per key (see [`rules`](crate::rules); default [`GcraRule`]),
+/// `C` the clock, `S` the kind of concurrent map that holds the per-key states (see
+/// [`Store`]; default [`PapayaStore`]). Lookups take the key by any borrowed form
+/// (`Keyed<String>` is queried with a `&str`), and `Keyed` implements
+/// [`KeyedRateLimiter`] and [`KeyedRefund`] for each of them.
+///
+/// # Contract
+///
+/// Per key, exactly the contract of `R` in a [`Limiter`](crate::Limiter) (same decisions,
+/// same `retry_after`), with these additions:
+///
+/// - **Eviction never changes a decision.** A key is removed only when its state has been
+///   indistinguishable from a fresh one for [`Keyed::EVICTION_GRACE_NS`] (for GCRA: its
+///   TAT is at least that far in the past), so a limited key is never reset, and a key that
+///   comes back gets exactly the state it would have had. Removal is safe against concurrent
+///   requests on the same key (see the module's "Orderings": no charge lost or applied
+///   twice). It runs by itself, at most once per sweep interval (default 1 s of the clock),
+///   inside the call that inserts a new key; on demand with [`Keyed::evict_idle`];
+///   [`Keyed::len`] observes it.
+/// - **Bounded memory under a flood of fresh keys.** With [`Keyed::with_max_keys`], once the
+///   map holds `max_keys` keys (after an eviction sweep), requests for keys not in the map
+///   share one **overflow state** with the default quota, instead of getting a state of
+///   their own: the flood is limited as one client, and no existing (possibly limited) key
+///   is ever dropped to make room. The bound is soft by at most the number of threads
+///   inserting at the same instant.
+/// - **The clock's last nanoseconds.** For a rule with a `u64` state, a transition whose new
+///   state would be the word `u64::MAX` (reserved to mark an evicted state) is refused with
+///   `retry_after = Duration::MAX` where the rule alone would admit. It can only happen at
+///   the very end of the clock's 584-year range.
+/// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
+///   the key's next fresh state: at once for a key that is new or idle, otherwise once its
+///   current state (decided under its old quota) goes idle and is evicted. A quota change
+///   never resets a limited key, and a live state is never read under another quota's rule.
+/// - **Refunds** ([`KeyedRefund`]) go to the state that was charged (the key's, or the
+///   overflow state). A key evicted since its charge is fresh already and gets nothing;
+///   that is exact as long as the refund's time does not lag the sweep's clock by more than
+///   the grace (the assumption eviction itself makes).
+///
+/// The default map is `papaya`'s lock-free hash map ([`PapayaStore`]): a lookup takes no
+/// lock, global or sharded, the better choice when threads share keys. With the feature
+/// `dashmap`, `DashMapStore` (through [`Keyed::with_store`]) is faster for one thread over
+/// many keys; decisions are the same on either.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Keyed, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let per_ip: Keyed<String, GcraRule, ManualClock> = Keyed::with_clock(Quota::per_second(2)?, clock.clone())?;
+/// assert!(per_ip.try_acquire_n("10.0.0.1", 2).is_ok()); // looked up by &str
+/// assert!(per_ip.try_acquire("10.0.0.1").is_err());
+/// assert!(per_ip.try_acquire("10.0.0.2").is_ok()); // another key, its own budget
+/// assert_eq!(per_ip.len(), 2);
+///
+/// clock.advance(Duration::from_secs(3)); // both idle for longer than the grace
+/// assert_eq!(per_ip.evict_idle(), 2);
+/// assert_eq!(per_ip.len(), 0);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = PapayaStore<K>> {
+    map: S::Map<Slot<R>>,
+    default: R,
+    overrides: papaya::HashMap<K, R>,
+    /// Whether `overrides` may be non-empty (0 or 1), so the common case skips its lookup.
+    any_overrides: AtomicU64,
+    max_keys: usize,
+    /// The shared state of keys refused a slot of their own (default rule); never retired.
+    overflow: <R::State as Cells>::Slot,
+    sweep_every: Nanos,
+    /// The clock time after which the next automatic sweep may run.
+    next_sweep: AtomicU64,
+    clock: C,
+}
+
+impl<K, R: Rule, C: fmt::Debug, S: Store<K>> fmt::Debug for Keyed<K, R, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyed")
+            .field("rule", &self.default)
+            .field("keys", &S::len(&self.map))
+            .field("max_keys", &self.max_keys)
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<K: Hash + Eq + Send + Sync + 'static, R: Rule> Keyed<K, R, DefaultClock> {
+    /// Keyed limiters for `quota` on the default clock, unbounded key count.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of `R` for this quota ([`Rule::new`]).
+    pub fn new(quota: Quota) -> Result<Self, QuotaError> {
+        Keyed::with_clock(quota, DefaultClock::new())
+    }
+}
+
+impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock> Keyed<K, R, C> {
+    /// Keyed limiters for `quota` reading time from `clock`, unbounded key count, on the
+    /// default store ([`PapayaStore`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of `R` for this quota ([`Rule::new`]).
+    pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        Keyed::with_store(quota, clock, PapayaStore::new())
+    }
+}
+
+impl<K, R: Rule, C, S: Store<K>> Keyed<K, R, C, S> {
+    /// How long after a key's state became indistinguishable from a fresh one it may be
+    /// evicted: 2^30 ns (1.07 s). Within this grace a stale clock reading (a thread preempted
+    /// between reading the clock and deciding) could still see the old state as stricter
+    /// than a fresh one; after it, no plausible reading can, so eviction changes no decision.
+    pub const EVICTION_GRACE_NS: Nanos = 1 << 30;
+}
+
+impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed<K, R, C, S> {
+    /// Keyed limiters for `quota` reading time from `clock`, unbounded key count, keeping
+    /// the per-key states in a map of kind `store`.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of `R` for this quota ([`Rule::new`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "dashmap")] {
+    /// use limitcore::{DashMapStore, Keyed, Quota};
+    /// use limitcore::clock::MonotonicClock;
+    /// use limitcore::rules::TokenBucketRule;
+    ///
+    /// // One thread over many keys: dashmap's inline entries are one cache miss cheaper.
+    /// let per_user: Keyed<u64, TokenBucketRule, MonotonicClock, DashMapStore<u64>> =
+    ///     Keyed::with_store(Quota::per_second(100)?, MonotonicClock::new(), DashMapStore::new())?;
+    /// assert!(per_user.try_acquire(&42).is_ok());
+    /// # }
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
+    pub fn with_store(quota: Quota, clock: C, store: S) -> Result<Self, QuotaError> {
+        let default = R::new(&quota)?;
+        Ok(Keyed {
+            map: store.build(),
+            overflow: default.fresh().slot(),
+            default,
+            overrides: papaya::HashMap::new(),
+            any_overrides: AtomicU64::new(0),
+            max_keys: usize::MAX,
+            sweep_every: 1_000_000_000,
+            next_sweep: AtomicU64::new(0),
+            clock,
+        })
+    }
+
+    /// Bound the number of keys with a state of their own (see "Bounded memory").
+    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Sweep idle keys automatically at most once per `every` of clock time (default 1 s),
+    /// inside the call that inserts a new key; `Duration::ZERO` turns automatic sweeps off
+    /// (then only [`Keyed::evict_idle`] and the `max_keys` bound sweep).
+    pub fn with_sweep_interval(mut self, every: Duration) -> Self {
+        self.sweep_every = crate::clock::duration_to_nanos(every);
+        self
+    }
+
+    /// The default quota.
+    pub fn quota(&self) -> Quota {
+        self.default.quota()
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// How many keys have a state of their own.
+    pub fn len(&self) -> usize {
+        S::len(&self.map)
+    }
+
+    /// Whether no key has a state of its own.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Give `key` its own quota (see "Per-key quotas"), as of the clock's current time.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of `R` for this quota.
+    pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), QuotaError>
+    where
+        K: Clone,
+    {
+        self.set_quota_at(key, quota, self.clock.now())
+    }
+
+    /// As [`Keyed::set_quota`], at the explicit time `now`: if the key's current state is
+    /// idle at `now` (see "Contract"), it is evicted at once, so the new quota applies to the
+    /// key's next request; otherwise the key keeps its state, under its old quota, until it
+    /// goes idle.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of `R` for this quota.
+    pub fn set_quota_at(&self, key: K, quota: Quota, now: Nanos) -> Result<(), QuotaError>
+    where
+        K: Clone,
+    {
+        let rule = R::new(&quota)?;
+        // Relaxed: a hint that only lets lookups skip an empty map; `overrides` publishes
+        // its entries itself.
+        self.any_overrides.store(1, Ordering::Relaxed);
+        self.overrides.pin().insert(key.clone(), rule);
+        if S::with_slot(&self.map, &key, |slot| self.retire_if_idle(slot, now)) == Some(true) {
+            S::remove_if(&self.map, &key, Self::retired);
+        }
+        Ok(())
+    }
+
+    /// The rule `slot`'s state is decided under.
+    #[inline]
+    fn rule_of<'a>(&'a self, slot: &'a Slot<R>) -> &'a R {
+        slot.rule.as_deref().unwrap_or(&self.default)
+    }
+
+    fn retired(slot: &Slot<R>) -> bool {
+        R::State::is_retired(&slot.state)
+    }
+
+    /// Retire `slot` if its state is idle at `now`; whether the slot is retired now (by this
+    /// call, or earlier by a sweep or `set_quota` that has not removed it yet). The caller
+    /// then removes it from the store.
+    fn retire_if_idle(&self, slot: &Slot<R>, now: Nanos) -> bool {
+        let rule = self.rule_of(slot);
+        R::State::retire_if(&slot.state, |state| {
+            now.checked_sub(Self::EVICTION_GRACE_NS)
+                .is_some_and(|since| rule.fresh_since(state, since, now))
+        })
+    }
+
+    /// The rule a new state for `key` gets.
+    fn rule_for_new<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> R
+    where
+        K: Borrow<Q>,
+    {
+        // Relaxed: see `set_quota_at`.
+        if self.any_overrides.load(Ordering::Relaxed) != 0 {
+            if let Some(rule) = self.overrides.pin().get(key) {
+                return rule.clone();
+            }
+        }
+        self.default.clone()
+    }
+
+    /// The one path of every decision: `f` applied to `key`'s state under the key's rule,
+    /// after the size check of `1 ≤ n`; a new key gets a fresh state (or, at the key bound,
+    /// the shared overflow state); a state retired under us is looked up again. Receipts of
+    /// the overflow state are marked so that a refund finds it.
+    #[inline]
+    fn with_state<Q, E: From<Denied>>(
+        &self,
+        key: &Q,
+        n: u32,
+        now: Nanos,
+        f: impl Fn(&R, &mut R::State) -> Result<Receipt, E>,
+    ) -> Result<Receipt, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let attempt = |slot: &Slot<R>| {
+            let rule = self.rule_of(slot);
+            precheck(n, rule.capacity()).map_err(|d| Attempt::Failed(E::from(d)))?;
+            R::State::update_slot(&slot.state, |s| f(rule, s))
+        };
+        loop {
+            let outcome = match S::with_slot(&self.map, key, attempt) {
+                Some(outcome) => outcome,
+                None => {
+                    let rule = self.rule_for_new(key);
+                    precheck(n, rule.capacity())?;
+                    if !self.room_for_new_key(now) {
+                        return self.with_overflow(n, &f);
+                    }
+                    let own = (rule.quota() != self.default.quota()).then(|| Box::new(rule.clone()));
+                    let make = || Slot {
+                        state: rule.fresh().slot(),
+                        rule: own,
+                    };
+                    S::with_slot_or_insert(&self.map, key, make, attempt)
+                }
+            };
+            match outcome {
+                Ok(receipt) => return Ok(receipt),
+                Err(Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::Reserved) => return Err(E::from(Denied::NEVER)),
+                // Help the evictor remove the dead entry, then look again.
+                Err(Attempt::Retired) => {
+                    S::remove_if(&self.map, key, Self::retired);
+                }
+            }
+        }
+    }
+
+    /// [`Keyed::with_state`] on the shared overflow state, for keys refused a slot.
+    fn with_overflow<E: From<Denied>>(
+        &self,
+        n: u32,
+        f: &impl Fn(&R, &mut R::State) -> Result<Receipt, E>,
+    ) -> Result<Receipt, E> {
+        precheck(n, self.default.capacity())?;
+        match R::State::update_slot(&self.overflow, |s| f(&self.default, s)) {
+            Ok(mut receipt) => {
+                receipt.overflow = true;
+                Ok(receipt)
+            }
+            Err(Attempt::Failed(e)) => Err(e),
+            // The overflow state is never retired.
+            Err(Attempt::Retired | Attempt::Reserved) => Err(E::from(Denied::NEVER)),
+        }
+    }
+
+    /// Decide `n` permits for `key` at the explicit time `now` (ns of the clock).
+    ///
+    /// # Errors
+    ///
+    /// [`Denied`] as for `R`: [`Denied::ExceedsCapacity`] for `n` above the key's capacity,
+    /// [`Denied::RateLimited`] with the exact wait otherwise.
+    #[inline]
+    pub fn try_acquire_n_at<Q>(&self, key: &Q, n: u32, now: Nanos) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if n == 0 {
+            return Ok(());
+        }
+        self.with_state(key, n, now, |rule, s| rule.take(s, now, n))
+            .map(|_| ())
+    }
+
+    /// Decide `n` permits for `key` now.
+    ///
+    /// # Errors
+    ///
+    /// As [`Keyed::try_acquire_n_at`].
+    pub fn try_acquire_n<Q>(&self, key: &Q, n: u32) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.try_acquire_n_at(key, n, self.clock.now())
+    }
+
+    /// Decide one permit for `key` now.
+    ///
+    /// # Errors
+    ///
+    /// As [`Keyed::try_acquire_n_at`].
+    pub fn try_acquire<Q>(&self, key: &Q) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.try_acquire_n(key, 1)
+    }
+
+    /// As [`Keyed::try_acquire_n_at`], with the state the decision left for `key`, read in
+    /// the same update.
+    pub fn decide_n_at<Q>(&self, key: &Q, n: u32, now: Nanos) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let (result, state) = self.decide_refundable_at(key, n, now);
+        Decision {
+            result: result.map(|_| ()),
+            state,
+        }
+    }
+
+    /// The decision with its state: the admission's receipt, or the refusal.
+    fn decide_refundable_at<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        now: Nanos,
+    ) -> (Result<Receipt, Denied>, Snapshot)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if n == 0 {
+            return (Ok(Receipt::NOTHING), self.snapshot_at(key, now));
+        }
+        let state = core::cell::Cell::new(None);
+        let outcome = self.with_state(key, n, now, |rule, s| match rule.take(s, now, n) {
+            Ok(receipt) => {
+                state.set(Some(rule.snapshot(s, now)));
+                Ok(receipt)
+            }
+            Err(denied) => Err(Refused {
+                denied,
+                state: Some(rule.snapshot(s, now)),
+            }),
+        });
+        match outcome {
+            Ok(receipt) => {
+                let state = state.get().unwrap_or_else(|| self.snapshot_at(key, now));
+                (Ok(receipt), state)
+            }
+            Err(Refused { denied, state }) => (
+                Err(denied),
+                state.unwrap_or_else(|| self.snapshot_at(key, now)),
+            ),
+        }
+    }
+
+    /// The state of `key` at `now`, consuming nothing (a fresh state for an unknown key).
+    pub fn snapshot_at<Q>(&self, key: &Q, now: Nanos) -> Snapshot
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let seen = S::with_slot(&self.map, key, |slot| {
+            let rule = self.rule_of(slot);
+            R::State::read_slot(&slot.state, |s| rule.snapshot(s, now))
+        });
+        seen.flatten().unwrap_or_else(|| {
+            let rule = self.rule_for_new(key);
+            rule.snapshot(&rule.fresh(), now)
+        })
+    }
+
+    /// The state of `key` now, consuming nothing.
+    pub fn snapshot<Q>(&self, key: &Q) -> Snapshot
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.snapshot_at(key, self.clock.now())
+    }
+
+    /// Whether a new key may get a slot now, sweeping first if it is time to.
+    fn room_for_new_key(&self, now: Nanos) -> bool {
+        // Unbounded (the default): no need to count the keys (`DashMapStore` counts by
+        // locking every shard in turn).
+        let bounded = self.max_keys != usize::MAX;
+        let full = bounded && self.len() >= self.max_keys;
+        // Relaxed: `next_sweep` only elects one sweeper at a time; the CAS decides who.
+        let due = self.next_sweep.load(Ordering::Relaxed);
+        if (self.sweep_every > 0 || full) && now >= due {
+            let next = now.saturating_add(self.sweep_every.max(1_000_000));
+            // Relaxed: as above; the sweep itself synchronises through each slot's cell.
+            if self
+                .next_sweep
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.evict_idle_at(now);
+            }
+        }
+        !bounded || self.len() < self.max_keys
+    }
+
+    /// Remove every key idle for at least [`Keyed::EVICTION_GRACE_NS`] at the clock's
+    /// current time; returns how many were removed.
+    pub fn evict_idle(&self) -> usize {
+        self.evict_idle_at(self.clock.now())
+    }
+
+    /// As [`Keyed::evict_idle`], at the explicit time `now`.
+    pub fn evict_idle_at(&self, now: Nanos) -> usize {
+        S::retire_each(&self.map, |slot| self.retire_if_idle(slot, now), Self::retired)
+    }
+}
+
+impl<K, Q, R, C, S> KeyedRateLimiter<Q> for Keyed<K, R, C, S>
+where
+    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    R: Rule,
+    C: Clock,
+    S: Store<K>,
+{
+    #[inline]
+    fn try_acquire_n_at(&self, key: &Q, n: u32, now: Nanos) -> Result<(), Denied> {
+        Keyed::try_acquire_n_at(self, key, n, now)
+    }
+
+    fn decide_n_at(&self, key: &Q, n: u32, now: Nanos) -> Decision {
+        Keyed::decide_n_at(self, key, n, now)
+    }
+
+    fn snapshot_at(&self, key: &Q, now: Nanos) -> Snapshot {
+        Keyed::snapshot_at(self, key, now)
+    }
+
+    fn quota_for(&self, key: &Q) -> Quota {
+        S::with_slot(&self.map, key, |slot| self.rule_of(slot).quota())
+            .unwrap_or_else(|| self.rule_for_new(key).quota())
+    }
+
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+}
+
+impl<K, Q, R, C, S> KeyedRefund<Q> for Keyed<K, R, C, S>
+where
+    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    R: Rule,
+    C: Clock,
+    S: Store<K>,
+{
+    fn acquire_refundable_at(&self, key: &Q, n: u32, now: Nanos) -> Result<Receipt, Denied> {
+        if n == 0 {
+            return Ok(Receipt::NOTHING);
+        }
+        self.with_state(key, n, now, |rule, s| rule.take(s, now, n))
+    }
+
+    fn decide_refundable_at(
+        &self,
+        key: &Q,
+        n: u32,
+        now: Nanos,
+    ) -> (Result<Receipt, Denied>, Snapshot) {
+        Keyed::decide_refundable_at(self, key, n, now)
+    }
+
+    fn refund(&self, key: &Q, receipt: Receipt, at: Nanos) {
+        if receipt.n() == 0 {
+            return;
+        }
+        // `Err` when there is nothing to give back: then nothing is written.
+        let give_back = |rule: &R, s: &mut R::State| {
+            if rule.refund(s, &receipt, at) {
+                Ok(())
+            } else {
+                Err(())
+            }
+        };
+        if receipt.overflow {
+            let _ = R::State::update_slot(&self.overflow, |s| give_back(&self.default, s));
+        } else {
+            // A key no longer in the map was evicted: its state is fresh already.
+            S::with_slot(&self.map, key, |slot| {
+                let rule = self.rule_of(slot);
+                let _ = R::State::update_slot(&slot.state, |s| give_back(rule, s));
+            });
+        }
+    }
+
+    fn check_at(&self, key: &Q, n: u32, now: Nanos) -> Result<(), Denied> {
+        if n == 0 {
+            return Ok(());
+        }
+        let seen = S::with_slot(&self.map, key, |slot| {
+            let rule = self.rule_of(slot);
+            precheck(n, rule.capacity())?;
+            Ok(R::State::read_slot(&slot.state, |s| rule.check(s, now, n)))
+        });
+        match seen {
+            Some(Ok(Some(answer))) => answer,
+            Some(Err(d)) => Err(d),
+            // Unknown or retired: a fresh state (or the overflow one, at the key bound).
+            Some(Ok(None)) | None => {
+                let rule = self.rule_for_new(key);
+                precheck(n, rule.capacity())?;
+                if self.max_keys != usize::MAX && self.len() >= self.max_keys {
+                    R::State::read_slot(&self.overflow, |s| self.default.check(s, now, n))
+                        .unwrap_or(Err(Denied::NEVER))
+                } else {
+                    rule.check(&rule.fresh(), now, n)
+                }
+            }
+        }
+    }
+}

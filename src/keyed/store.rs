@@ -1,0 +1,373 @@
+//! The maps a [`Keyed`](crate::Keyed) limiter can keep its per-key states in: [`Store`],
+//! [`PapayaStore`] (the default) and [`DashMapStore`] (feature `dashmap`).
+//!
+//! A store knows nothing of rates: it finds a key's slot, inserts one, and removes a slot
+//! when [`Keyed`](crate::Keyed) says it is retired (see [`cell`](crate::cell)'s
+//! "Orderings"). A store type is a *kind* of map with its settings (the hasher, a
+//! capacity); `Keyed` builds the map itself, for its own slot type. Both maps publish a
+//! new entry with their own release/acquire protocol, so a slot's initial state is visible
+//! to every thread that finds the slot; every later change of the state goes through the
+//! slot's own cell.
+//!
+//! Which to use (`keyed/*` in `BENCHMARKS.md`, "Keyed throughput"; 2 cores, same hasher on
+//! both): papaya's lookups take no lock at all, so it is the faster under contention (one
+//! key hit from 2 threads: 1.2–1.65× `DashMapStore`'s checks/s); dashmap keeps entries inline
+//! in its shards (one cache miss fewer per lookup), so it is the faster for one thread over
+//! many keys (10^5 keys: 1.3–1.5× papaya's).
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use std::collections::hash_map::RandomState;
+
+/// A kind of concurrent map for [`Keyed`](crate::Keyed)'s `S` parameter, with its settings:
+/// [`PapayaStore`] (the default) or [`DashMapStore`] (feature `dashmap`).
+///
+/// Sealed: the maps' protocols with the crate's eviction are the crate's own.
+///
+/// # Examples
+///
+/// Code that takes any `Keyed`, whatever its store:
+///
+/// ```
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+/// use limitcore::{Keyed, PapayaStore, Quota, Store};
+///
+/// fn admit_all<S: Store<u32>>(keyed: &Keyed<u32, GcraRule, ManualClock, S>, keys: &[u32]) -> usize {
+///     keys.iter().filter(|k| keyed.try_acquire(*k).is_ok()).count()
+/// }
+///
+/// let keyed: Keyed<u32, GcraRule, ManualClock, PapayaStore<u32>> =
+///     Keyed::with_store(Quota::per_second(1)?, ManualClock::new(), PapayaStore::new())?;
+/// assert_eq!(admit_all(&keyed, &[1, 2, 1]), 2); // key 1's second request waits 1 s
+/// assert_eq!(keyed.len(), 2);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub trait Store<K>: sealed::Maps<K> {}
+
+impl<K, S: sealed::Maps<K>> Store<K> for S {}
+
+pub(crate) mod sealed {
+    use core::borrow::Borrow;
+    use core::hash::Hash;
+
+    /// The map operations `Keyed` uses (see the module). In a private module: not callable
+    /// outside the crate.
+    pub trait Maps<K>: Send + Sync + Sized + 'static {
+        /// The map of slots `V` by key.
+        type Map<V: Send + Sync + 'static>: Send + Sync;
+
+        fn build<V: Send + Sync + 'static>(self) -> Self::Map<V>;
+
+        /// How many keys have a slot (live, or retired and not yet removed).
+        fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize;
+
+        /// `f` applied to `key`'s slot, if it has one.
+        fn with_slot<V, Q, T>(map: &Self::Map<V>, key: &Q, f: impl FnOnce(&V) -> T) -> Option<T>
+        where
+            V: Send + Sync + 'static,
+            K: Borrow<Q>,
+            Q: Hash + Eq + ?Sized;
+
+        /// `f` applied to `key`'s slot, inserting `make()` first if it has none.
+        fn with_slot_or_insert<V, Q, T>(
+            map: &Self::Map<V>,
+            key: &Q,
+            make: impl FnOnce() -> V,
+            f: impl FnOnce(&V) -> T,
+        ) -> T
+        where
+            V: Send + Sync + 'static,
+            K: Borrow<Q>,
+            Q: Hash + Eq + ToOwned<Owned = K> + ?Sized;
+
+        /// Remove `key`'s slot if `retired` says it is; whether this call removed it.
+        fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
+        where
+            V: Send + Sync + 'static,
+            K: Borrow<Q>,
+            Q: Hash + Eq + ?Sized;
+
+        /// Offer every slot to `retire` (which retires it or leaves it as it is, returning
+        /// whether it is retired) and remove the retired ones; how many this call removed.
+        /// `retired` tells a retired slot, for maps that must check again before removing.
+        fn retire_each<V: Send + Sync + 'static>(
+            map: &Self::Map<V>,
+            retire: impl FnMut(&V) -> bool,
+            retired: impl Fn(&V) -> bool,
+        ) -> usize;
+    }
+}
+
+/// The default [`Store`]: `papaya`'s lock-free hash map, hashing keys with `H` (default:
+/// std's `RandomState`, SipHash-1-3 with a random key, safe with keys an attacker picks).
+///
+/// A lookup takes no lock, global or sharded, and writes nothing shared but papaya's
+/// per-thread epoch marker, so threads that hit the same key only contend on that key's own
+/// word. Each entry is allocated on its own (a table slot points to it). Tables resize in
+/// one blocking step: papaya's incremental mode left a table filled by `get_or_insert`
+/// mid-migration, with lookups probing about 500 slots (measured: 720 against 110 ns per
+/// keyed check at 10^5 keys).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Keyed, PapayaStore, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+///
+/// let keyed: Keyed<u64, GcraRule, ManualClock, PapayaStore<u64>> =
+///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), PapayaStore::new())?;
+/// assert!(keyed.try_acquire(&7).is_ok());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub struct PapayaStore<K, H = RandomState> {
+    hasher: H,
+    _key: core::marker::PhantomData<fn(K)>,
+}
+
+impl<K> PapayaStore<K> {
+    /// A store hashing with SipHash-1-3 under a random key.
+    pub fn new() -> Self {
+        PapayaStore::with_hasher(RandomState::new())
+    }
+}
+
+impl<K, H: BuildHasher> PapayaStore<K, H> {
+    /// A store hashing keys with `hasher`: a faster hash pays off on keys nobody hostile
+    /// chooses (papaya's lookups are bound by cache misses more than by hashing: measured in
+    /// `BENCHMARKS.md`, "Keyed throughput").
+    pub fn with_hasher(hasher: H) -> Self {
+        PapayaStore {
+            hasher,
+            _key: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<K> Default for PapayaStore<K> {
+    fn default() -> Self {
+        PapayaStore::new()
+    }
+}
+
+impl<K, H> fmt::Debug for PapayaStore<K, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PapayaStore").finish_non_exhaustive()
+    }
+}
+
+impl<K, H> sealed::Maps<K> for PapayaStore<K, H>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    H: BuildHasher + Send + Sync + 'static,
+{
+    type Map<V: Send + Sync + 'static> = papaya::HashMap<K, V, H>;
+
+    fn build<V: Send + Sync + 'static>(self) -> Self::Map<V> {
+        papaya::HashMap::builder()
+            .resize_mode(papaya::ResizeMode::Blocking)
+            .hasher(self.hasher)
+            .build()
+    }
+
+    fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize {
+        map.len()
+    }
+
+    #[inline]
+    fn with_slot<V, Q, T>(map: &Self::Map<V>, key: &Q, f: impl FnOnce(&V) -> T) -> Option<T>
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        map.pin().get(key).map(f)
+    }
+
+    fn with_slot_or_insert<V, Q, T>(
+        map: &Self::Map<V>,
+        key: &Q,
+        make: impl FnOnce() -> V,
+        f: impl FnOnce(&V) -> T,
+    ) -> T
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        f(map.pin().get_or_insert_with(key.to_owned(), make))
+    }
+
+    fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        matches!(map.pin().remove_if(key, |_, v| retired(v)), Ok(Some(_)))
+    }
+
+    fn retire_each<V: Send + Sync + 'static>(
+        map: &Self::Map<V>,
+        mut retire: impl FnMut(&V) -> bool,
+        retired: impl Fn(&V) -> bool,
+    ) -> usize {
+        let map = map.pin();
+        map.iter()
+            .filter(|&(key, slot)| {
+                retire(slot) && matches!(map.remove_if(key, |_, v| retired(v)), Ok(Some(_)))
+            })
+            .count()
+    }
+}
+
+/// A [`Store`] on `dashmap` (feature `dashmap`): a sharded hash map whose entries sit inline
+/// in each shard's table, behind one reader-writer lock per shard, hashing keys with `H`
+/// (default: std's `RandomState`, SipHash-1-3 with a random key).
+///
+/// A lookup is one cache miss cheaper than [`PapayaStore`]'s, so one thread over many keys
+/// runs faster, but every lookup takes its shard's lock for reading (two atomic
+/// read-modify-writes on the lock's word), so threads that hit keys in the same shard
+/// contend on that word. Eviction sweeps take each shard's lock for writing, one shard at a
+/// time, and retire and remove a slot inside that one critical section.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{DashMapStore, Keyed, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+///
+/// let keyed: Keyed<u64, GcraRule, ManualClock, DashMapStore<u64>> =
+///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), DashMapStore::new())?;
+/// assert!(keyed.try_acquire_n(&7, 5).is_ok());
+/// assert!(keyed.try_acquire(&7).is_err());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[cfg(feature = "dashmap")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashmap")))]
+pub struct DashMapStore<K, H = RandomState> {
+    hasher: H,
+    capacity: usize,
+    _key: core::marker::PhantomData<fn(K)>,
+}
+
+#[cfg(feature = "dashmap")]
+impl<K> DashMapStore<K> {
+    /// A store hashing with SipHash-1-3 under a random key.
+    pub fn new() -> Self {
+        DashMapStore::with_hasher(RandomState::new())
+    }
+
+    /// A store with room for `capacity` keys before it resizes, hashing with SipHash-1-3
+    /// under a random key.
+    pub fn with_capacity(capacity: usize) -> Self {
+        DashMapStore::with_capacity_and_hasher(capacity, RandomState::new())
+    }
+}
+
+#[cfg(feature = "dashmap")]
+impl<K, H: BuildHasher + Clone> DashMapStore<K, H> {
+    /// A store hashing keys with `hasher`. With inline entries the hash is a visible part of
+    /// a lookup (SipHash-1-3 of a `u64` costs about 11–15 ns on the reference VM): a faster
+    /// keyed hash pays off on keys nobody hostile chooses.
+    pub fn with_hasher(hasher: H) -> Self {
+        DashMapStore::with_capacity_and_hasher(0, hasher)
+    }
+
+    /// A store with room for `capacity` keys before it resizes.
+    pub fn with_capacity_and_hasher(capacity: usize, hasher: H) -> Self {
+        DashMapStore {
+            hasher,
+            capacity,
+            _key: core::marker::PhantomData,
+        }
+    }
+}
+
+#[cfg(feature = "dashmap")]
+impl<K> Default for DashMapStore<K> {
+    fn default() -> Self {
+        DashMapStore::new()
+    }
+}
+
+#[cfg(feature = "dashmap")]
+impl<K, H> fmt::Debug for DashMapStore<K, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DashMapStore")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "dashmap")]
+impl<K, H> sealed::Maps<K> for DashMapStore<K, H>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
+{
+    type Map<V: Send + Sync + 'static> = dashmap::DashMap<K, V, H>;
+
+    fn build<V: Send + Sync + 'static>(self) -> Self::Map<V> {
+        dashmap::DashMap::with_capacity_and_hasher(self.capacity, self.hasher)
+    }
+
+    fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize {
+        map.len()
+    }
+
+    #[inline]
+    fn with_slot<V, Q, T>(map: &Self::Map<V>, key: &Q, f: impl FnOnce(&V) -> T) -> Option<T>
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        // The shard's read lock is released when the guard drops, before the caller can take
+        // the write lock (in `remove_if`): no call here holds one while taking another.
+        map.get(key).map(|slot| f(&slot))
+    }
+
+    fn with_slot_or_insert<V, Q, T>(
+        map: &Self::Map<V>,
+        key: &Q,
+        make: impl FnOnce() -> V,
+        f: impl FnOnce(&V) -> T,
+    ) -> T
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        // `f` runs under the shard's write lock here (only for a key's first request).
+        f(&map.entry(key.to_owned()).or_insert_with(make))
+    }
+
+    fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        map.remove_if(key, |_, v| retired(v)).is_some()
+    }
+
+    fn retire_each<V: Send + Sync + 'static>(
+        map: &Self::Map<V>,
+        mut retire: impl FnMut(&V) -> bool,
+        _retired: impl Fn(&V) -> bool,
+    ) -> usize {
+        let mut removed = 0;
+        map.retain(|_, slot| {
+            // A slot retired here is removed at once, inside the shard's write lock, so no
+            // reader ever holds it.
+            let gone = retire(slot);
+            removed += usize::from(gone);
+            !gone
+        });
+        removed
+    }
+}

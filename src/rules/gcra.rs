@@ -1,0 +1,475 @@
+//! [`GcraRule`] and [`LeakyBucketRule`]: the schedule arithmetic of the Generic Cell Rate
+//! Algorithm on one word, the theoretical arrival time (TAT).
+//!
+//! Source: ATM Forum Traffic Management Specification 4.0 (af-tm-0056.000, 1996), section
+//! 4.4.2 and Annex C, "virtual scheduling" form. The specification's equivalent
+//! "continuous-state leaky bucket" form is implemented independently in
+//! [`reference::GcraModel`](crate::reference::GcraModel), and the two are tested against
+//! each other. The leaky bucket as a queue (Tanenbaum, *Computer Networks*, 3rd ed., 1996,
+//! §5.3.4) reads the same word as the time the queue drains.
+
+use super::{Receipt, ReserveRule, Rule};
+use crate::clock::Nanos;
+use crate::limiter::{Denied, Snapshot};
+use crate::{Quota, QuotaError};
+use core::time::Duration;
+
+/// The numbers a GCRA-family decision needs, precomputed from a [`Quota`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    /// Emission interval T, ns (≥ 1).
+    pub(crate) interval: Nanos,
+    /// `burst × T`, ns (≤ [`Quota::MAX_BURST_SPAN_NS`]): the most a request may run ahead
+    /// of now, its own cost included. GCRA's tolerance τ is `span − T`.
+    pub(crate) span: Nanos,
+    /// Most permits at once.
+    pub(crate) burst: u32,
+}
+
+impl Schedule {
+    pub(crate) fn new(quota: &Quota) -> Self {
+        Schedule {
+            interval: quota.emission_interval_ns(),
+            span: quota.burst_span_ns(),
+            burst: quota.burst(),
+        }
+    }
+
+    /// The GCRA transition: from theoretical arrival time `tat`, decide `n` permits at `now`
+    /// and return the new TAT, or the denial.
+    ///
+    /// Requires `1 ≤ n ≤ burst`. Admits iff `max(tat, now) + n·T ≤ now + burst·T`, computed
+    /// as `backlog ≤ span − n·T` with `backlog = tat − now` (0 if `tat ≤ now`), so no sum
+    /// near `u64::MAX` can wrap into an admission. The new TAT is `max(tat, now) + n·T ≥
+    /// tat`: the state never moves back, and a `now` behind the state only enlarges the
+    /// backlog (stricter).
+    ///
+    /// The TAT a request would leave (`now + backlog + n·T`, whether it conforms now or after
+    /// waiting) must fit in `u64`; within one burst span of the clock's 584-year horizon it
+    /// may not, and such a request can never conform: it is refused with
+    /// `retry_after = Duration::MAX`.
+    #[inline]
+    pub(crate) fn gcra(&self, tat: Nanos, now: Nanos, n: u32) -> Result<Nanos, Denied> {
+        // ≤ span ≤ 2^62 because n ≤ burst: no overflow.
+        let cost = self.interval * u64::from(n);
+        let backlog = tat.saturating_sub(now);
+        let Some(next) = backlog.checked_add(cost).and_then(|b| now.checked_add(b)) else {
+            return Err(Denied::NEVER);
+        };
+        let allowance = self.span - cost;
+        if backlog > allowance {
+            return Err(Denied::rate_limited(backlog - allowance));
+        }
+        Ok(next)
+    }
+
+    /// A reservation of `n` permits at `now` from `tat`: `(new TAT, delay)`, where the
+    /// permits conform at `now + delay` and the TAT advances as if they had been admitted
+    /// then (`max(tat, now) + n·T`, the same new TAT as [`Schedule::gcra`]).
+    ///
+    /// With `pace == false` (GCRA) the delay is the wait until the request conforms,
+    /// `backlog − (span − n·T)` or 0, and there is no bound but `max_wait`. With `pace ==
+    /// true` (the leaky bucket as a queue) every request starts when the previous one's
+    /// slots end, so the delay is the whole backlog, and a request whose slots would end
+    /// more than `burst` slots from now is refused as [`Schedule::gcra`] refuses it.
+    /// A delay above `max_wait` is refused without any write; `retry_after` is the exact
+    /// wait after which both bounds (capacity and `max_wait`) hold.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        tat: Nanos,
+        now: Nanos,
+        n: u32,
+        max_wait: Nanos,
+        pace: bool,
+    ) -> Result<(Nanos, Nanos), Denied> {
+        let cost = self.interval * u64::from(n);
+        let backlog = tat.saturating_sub(now);
+        let Some(next) = backlog.checked_add(cost).and_then(|b| now.checked_add(b)) else {
+            return Err(Denied::NEVER);
+        };
+        let allowance = self.span - cost;
+        // Both constraints are bounds on the backlog, which shrinks 1 ns per ns, so one
+        // combined bound gives the exact `retry_after`: pacing needs the backlog within the
+        // capacity *and* within the wait; GCRA waits for conformance, then up to max_wait.
+        let limit = if pace {
+            allowance.min(max_wait)
+        } else {
+            allowance.saturating_add(max_wait)
+        };
+        if backlog > limit {
+            return Err(Denied::rate_limited(backlog - limit));
+        }
+        let delay = if pace {
+            backlog
+        } else {
+            backlog.saturating_sub(allowance)
+        };
+        Ok((next, delay))
+    }
+
+    /// What [`Schedule::gcra`] would allow at `now` from `tat`, consuming nothing.
+    #[inline]
+    pub(crate) fn snapshot(&self, tat: Nanos, now: Nanos) -> Snapshot {
+        let backlog = tat.saturating_sub(now);
+        let remaining = self.span.saturating_sub(backlog) / self.interval;
+        Snapshot {
+            // ≤ span / interval = burst.
+            remaining: remaining as u32,
+            full_after: Duration::from_nanos(backlog),
+        }
+    }
+
+    /// The receipt of an admission that left TAT `next` for `n` permits: the schedule
+    /// position it started from, `max(TAT, now) = next − n·T`.
+    #[inline]
+    fn receipt(&self, next: Nanos, n: u32) -> Receipt {
+        Receipt::new(n, next - self.interval * u64::from(n))
+    }
+
+    /// The refund of a TAT word (see [`GcraRule`]'s "Refund"): the TAT without the part of
+    /// the admission's cost that no later decision can have absorbed.
+    #[inline]
+    pub(crate) fn refund(&self, tat: &mut Nanos, receipt: &Receipt, at: Nanos) -> bool {
+        let cost = self.interval * u64::from(receipt.n());
+        let kept = cost.min(at.saturating_sub(receipt.mark()));
+        let give = cost - kept;
+        // Saturating: other refunds lower the TAT too, each by at most its own admission.
+        let next = tat.saturating_sub(give);
+        let changed = next != *tat;
+        *tat = next;
+        changed
+    }
+}
+
+/// The GCRA rule on one word, the theoretical arrival time (TAT), in ns since the clock's
+/// epoch (0 when fresh). The rule of [`Gcra`](crate::Gcra).
+///
+/// # Word
+///
+/// ```text
+///  63                                                    0
+/// +-------------------------------------------------------+
+/// | TAT: when the limiter is full again, ns (0 = fresh)    |
+/// +-------------------------------------------------------+
+/// ```
+///
+/// The whole 64 bits, no packing: a 584-year horizon, every sum checked.
+///
+/// # Rule
+///
+/// `n` permits at `now` are admitted iff `max(TAT, now) + n·T ≤ now + burst·T` (T = emission
+/// interval; `burst·T − T` is GCRA's tolerance τ); the TAT then becomes
+/// `max(TAT, now) + n·T`. `retry_after` is `max(TAT, now) + n·T − (now + burst·T)`.
+///
+/// # Refund
+///
+/// An admission of cost `c = n·T` moved the TAT from `base = max(TAT, t)` to `base + c`
+/// (the receipt's mark is `base`). Requests decided since were decided against the larger
+/// TAT; taking `c` back is exact unless one of them found the limiter idle past where the
+/// TAT would have been without us, in which case part of `c` was already absorbed. Every
+/// such request was decided before the refund time `r`, so at most `min(c, r − base)` can
+/// have been absorbed; the refund gives back `c − min(c, max(0, r − base))`. So a refund
+/// never makes the limiter more permissive than if the admission had not happened, and is
+/// exact at the admission's own time.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::rules::{GcraRule, Rule};
+/// use limitcore::Quota;
+///
+/// let rule = GcraRule::new(&Quota::per_second(10)?)?; // T = 100 ms, burst 10
+/// let mut tat = rule.fresh();
+/// let receipt = rule.take(&mut tat, 0, 10).unwrap();
+/// assert!(rule.take(&mut tat, 0, 1).is_err());
+/// assert!(rule.refund(&mut tat, &receipt, 0));          // exact at the admission's time
+/// assert_eq!(tat, rule.fresh());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcraRule {
+    pub(crate) schedule: Schedule,
+    quota: Quota,
+}
+
+impl Rule for GcraRule {
+    type State = u64;
+
+    /// # Errors
+    ///
+    /// None: every valid [`Quota`] fits the TAT word.
+    #[inline]
+    fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        Ok(GcraRule {
+            schedule: Schedule::new(quota),
+            quota: *quota,
+        })
+    }
+
+    #[inline]
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.schedule.burst
+    }
+
+    #[inline]
+    fn fresh(&self) -> u64 {
+        0
+    }
+
+    #[inline]
+    fn take(&self, tat: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        let next = self.schedule.gcra(*tat, now, n)?;
+        *tat = next;
+        Ok(self.schedule.receipt(next, n))
+    }
+
+    #[inline]
+    fn check(&self, tat: &u64, now: Nanos, n: u32) -> Result<(), Denied> {
+        self.schedule.gcra(*tat, now, n).map(|_| ())
+    }
+
+    #[inline]
+    fn snapshot(&self, tat: &u64, now: Nanos) -> Snapshot {
+        self.schedule.snapshot(*tat, now)
+    }
+
+    #[inline]
+    fn refund(&self, tat: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
+        self.schedule.refund(tat, receipt, at)
+    }
+
+    /// A TAT at or before `since`: `max(TAT, t) = t` for every `t ≥ since`, as for TAT 0.
+    #[inline]
+    fn fresh_since(&self, tat: &u64, since: Nanos, _now: Nanos) -> bool {
+        *tat <= since
+    }
+}
+
+impl ReserveRule for GcraRule {
+    /// The delay is the wait [`Rule::take`] would report (0 if the permits conform now), and
+    /// the TAT advances as if they were admitted then, so later requests queue behind them.
+    #[inline]
+    fn reserve(&self, tat: &mut u64, now: Nanos, n: u32, max_wait: Nanos) -> Result<Nanos, Denied> {
+        let (next, delay) = self.schedule.reserve(*tat, now, n, max_wait, false)?;
+        *tat = next;
+        Ok(delay)
+    }
+}
+
+/// The leaky bucket as a queue (a pacer) on GCRA's word, read as the time the queue drains:
+/// admitted requests start exactly one emission interval `T` apart, in the order they were
+/// reserved, and a request is refused when it would end more than `burst` slots from now.
+/// The rule of [`LeakyBucket`](crate::LeakyBucket).
+///
+/// # Word
+///
+/// As [`GcraRule`]'s: the drain time in ns since the clock's epoch (0 when fresh), never
+/// moving backwards.
+///
+/// # Rule
+///
+/// [`ReserveRule::reserve`] gives `n` permits the `n` slots starting at
+/// `start = max(drain, now)`, with delay `start − now`, if `start + n·T − now ≤ burst·T`
+/// and the delay is within `max_wait`. [`Rule::take`] admits only a request that can start
+/// *now* (delay 0): smooth output, no bursts; its `retry_after` is the exact time until the
+/// queue drains.
+///
+/// # Refund
+///
+/// As [`GcraRule`]'s, on the drain time.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::rules::{LeakyBucketRule, Rule};
+/// use limitcore::Quota;
+///
+/// let rule = LeakyBucketRule::new(&Quota::per_second(10)?)?;
+/// let mut drain = rule.fresh();
+/// rule.take(&mut drain, 0, 1).unwrap();
+/// // The next slot starts at 100 ms: nothing else can start now.
+/// assert_eq!(rule.take(&mut drain, 0, 1).unwrap_err().retry_after().unwrap().as_millis(), 100);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeakyBucketRule {
+    pub(crate) schedule: Schedule,
+    quota: Quota,
+}
+
+impl Rule for LeakyBucketRule {
+    type State = u64;
+
+    /// # Errors
+    ///
+    /// None: every valid [`Quota`] fits the word.
+    #[inline]
+    fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        Ok(LeakyBucketRule {
+            schedule: Schedule::new(quota),
+            quota: *quota,
+        })
+    }
+
+    #[inline]
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.schedule.burst
+    }
+
+    #[inline]
+    fn fresh(&self) -> u64 {
+        0
+    }
+
+    #[inline]
+    fn take(&self, drain: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        let (next, delay) = self.schedule.reserve(*drain, now, n, 0, true)?;
+        debug_assert_eq!(delay, 0);
+        *drain = next;
+        Ok(self.schedule.receipt(next, n))
+    }
+
+    #[inline]
+    fn check(&self, drain: &u64, now: Nanos, n: u32) -> Result<(), Denied> {
+        self.schedule.reserve(*drain, now, n, 0, true).map(|_| ())
+    }
+
+    #[inline]
+    fn snapshot(&self, drain: &u64, now: Nanos) -> Snapshot {
+        self.schedule.snapshot(*drain, now)
+    }
+
+    #[inline]
+    fn refund(&self, drain: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
+        self.schedule.refund(drain, receipt, at)
+    }
+
+    #[inline]
+    fn fresh_since(&self, drain: &u64, since: Nanos, _now: Nanos) -> bool {
+        *drain <= since
+    }
+}
+
+impl ReserveRule for LeakyBucketRule {
+    #[inline]
+    fn reserve(
+        &self,
+        drain: &mut u64,
+        now: Nanos,
+        n: u32,
+        max_wait: Nanos,
+    ) -> Result<Nanos, Denied> {
+        let (next, delay) = self.schedule.reserve(*drain, now, n, max_wait, true)?;
+        *drain = next;
+        Ok(delay)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(count: u32, period_ns: u64, burst: u32) -> Schedule {
+        let q = Quota::new(count, Duration::from_nanos(period_ns))
+            .unwrap()
+            .with_burst(burst)
+            .unwrap();
+        Schedule::new(&q)
+    }
+
+    #[test]
+    fn transition_is_pure_and_exact() {
+        let s = schedule(1, 100, 3); // T = 100, span = 300
+        assert_eq!(s.gcra(0, 1_000, 1), Ok(1_100));
+        assert_eq!(s.gcra(1_100, 1_000, 2), Ok(1_300));
+        assert_eq!(s.gcra(1_300, 1_000, 1), Err(Denied::rate_limited(100)));
+        assert_eq!(s.gcra(1_300, 1_100, 1), Ok(1_400), "inclusive boundary");
+        assert_eq!(s.gcra(1_300, 1_099, 1), Err(Denied::rate_limited(1)));
+    }
+
+    #[test]
+    fn backwards_now_never_moves_state_back_and_is_stricter() {
+        let s = schedule(1, 100, 3);
+        // now far behind the TAT: refused, not admitted from a "fresh" reading.
+        assert_eq!(s.gcra(10_000, 0, 1), Err(Denied::rate_limited(9_800)));
+        // Admitted when behind but within tolerance: the TAT only grows.
+        assert_eq!(s.gcra(1_000, 900, 1), Ok(1_100));
+    }
+
+    #[test]
+    fn no_wrap_near_the_end_of_time() {
+        let s = schedule(1, 100, 3);
+        let end = u64::MAX;
+        assert_eq!(s.gcra(0, end - 150, 1), Ok(end - 50));
+        let denied = s.gcra(end - 50, end - 150, 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(Duration::MAX));
+        // Not "wait 100 ns": at end - 50 the TAT would still have to pass u64::MAX.
+        assert_eq!(s.gcra(end - 50, end - 250, 1), Err(Denied::NEVER));
+        assert_eq!(
+            s.gcra(end - 150, end - 400, 1),
+            Err(Denied::rate_limited(50))
+        );
+        // The saturating bug this guards against: everything admitted at u64::MAX.
+        assert!(s.gcra(end, end, 3).is_err());
+    }
+
+    #[test]
+    fn snapshot_reads_without_consuming() {
+        let s = schedule(1, 100, 3);
+        assert_eq!(
+            s.snapshot(0, 5),
+            Snapshot {
+                remaining: 3,
+                full_after: Duration::ZERO
+            }
+        );
+        assert_eq!(
+            s.snapshot(1_250, 1_000),
+            Snapshot {
+                remaining: 0,
+                full_after: Duration::from_nanos(250)
+            }
+        );
+        assert_eq!(
+            s.snapshot(1_150, 1_000),
+            Snapshot {
+                remaining: 1,
+                full_after: Duration::from_nanos(150)
+            }
+        );
+        assert_eq!(s.snapshot(u64::MAX, 0).remaining, 0);
+    }
+
+    #[test]
+    fn refund_gives_back_only_what_no_decision_absorbed() {
+        let q = Quota::new(1, Duration::from_nanos(100))
+            .unwrap()
+            .with_burst(3)
+            .unwrap();
+        let rule = GcraRule::new(&q).unwrap();
+        let mut tat = 1_000;
+        let r = rule.take(&mut tat, 1_000, 2).unwrap(); // base 1000, cost 200
+        assert_eq!((tat, r.mark()), (1_200, 1_000));
+        // 150 ns later, 150 ns of the cost may have been absorbed by an idle reading.
+        let mut later = tat;
+        assert!(rule.refund(&mut later, &r, 1_150));
+        assert_eq!(later, 1_150);
+        // At the admission's own time: exact.
+        assert!(rule.refund(&mut tat, &r, 1_000));
+        assert_eq!(tat, 1_000);
+        // After the whole cost has passed: nothing to give.
+        let mut t2 = 1_200;
+        assert!(!rule.refund(&mut t2, &r, 1_300));
+    }
+}
