@@ -124,7 +124,8 @@ pub use limiter::{
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;
 pub use limiters::{
-    FixedWindow, Gcra, LeakyBucket, Limiter, Reservation, Reserve, SlidingWindow, TokenBucket,
+    FixedWindow, Gcra, KeyedReserve, LeakyBucket, Limiter, Reservation, Reserve, SlidingWindow,
+    TokenBucket,
 };
 pub use quota::{Quota, QuotaError};
 pub use rules::Receipt;

@@ -8,8 +8,88 @@
 //! their own integrations the same way.
 
 use crate::clock::Nanos;
-use crate::{Denied, Quota, Snapshot};
+use crate::{Algorithm, Denied, Quota, Snapshot};
+use alloc::boxed::Box;
+use core::fmt;
 use core::time::Duration;
+
+/// A reference model: a plain, single-threaded decision procedure that a limiter of the
+/// crate must agree with exactly (every decision, every `retry_after`, every state).
+///
+/// # Examples
+///
+/// A differential check written once for every algorithm:
+///
+/// ```
+/// use limitcore::reference::{self, Model};
+/// use limitcore::{Algorithm, Quota, RateLimiter};
+/// use limitcore::clock::ManualClock;
+///
+/// let quota: Quota = "5/s".parse()?;
+/// for algorithm in Algorithm::ALL {
+///     let limiter = algorithm.limiter(quota, ManualClock::new())?;
+///     let mut model = reference::model(algorithm, quota);
+///     for (i, n) in [2, 3, 1, 4, 0, 5].into_iter().enumerate() {
+///         let now = i as u64 * 150_000_000;
+///         assert_eq!(limiter.try_acquire_n_at(n, now), model.acquire(n, now), "{algorithm}");
+///         assert_eq!(limiter.snapshot_at(now), model.snapshot(now), "{algorithm}");
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Model: fmt::Debug + Send {
+    /// Decide `n` permits at `now` (ns); on admission the model is updated.
+    ///
+    /// # Errors
+    ///
+    /// The [`Denied`] the crate's limiters must return for the same history.
+    fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied>;
+
+    /// The state at `now`: permits available, and time until full.
+    fn snapshot(&self, now: Nanos) -> Snapshot;
+}
+
+/// The reference model of `algorithm` for `quota`: [`GcraModel`], [`TokenBucketModel`],
+/// [`FixedWindowModel`], [`SlidingWindowModel`] (the formula on exact counts, as
+/// `Keyed<_, SlidingWindowRule>` and a `SlidingWindow` with batch 0 run it),
+/// [`SlidingLogModel`], [`LeakyBucketModel`].
+pub fn model(algorithm: Algorithm, quota: Quota) -> Box<dyn Model> {
+    match algorithm {
+        Algorithm::Gcra => Box::new(GcraModel::new(quota)),
+        Algorithm::TokenBucket => Box::new(TokenBucketModel::new(quota)),
+        Algorithm::FixedWindow => Box::new(FixedWindowModel::new(quota)),
+        Algorithm::SlidingWindow => Box::new(SlidingWindowModel::new(quota)),
+        Algorithm::SlidingLog => Box::new(SlidingLogModel::new(quota)),
+        Algorithm::LeakyBucket => Box::new(LeakyBucketModel::new(quota)),
+    }
+}
+
+/// A time as a wait from `now`: `Duration::MAX` past the clock's range, 0 if passed.
+fn until(at: u128, now: Nanos) -> Duration {
+    u64::try_from(at).map_or(Duration::MAX, |at| Duration::from_nanos(at.saturating_sub(now)))
+}
+
+/// [`Model`] for models with inherent `acquire` and `snapshot`.
+macro_rules! model {
+    ($($m:ty),*) => {$(
+        impl Model for $m {
+            fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+                <$m>::acquire(self, n, now)
+            }
+            fn snapshot(&self, now: Nanos) -> Snapshot {
+                <$m>::snapshot(self, now)
+            }
+        }
+    )*};
+}
+model!(
+    GcraModel,
+    TokenBucketModel,
+    FixedWindowModel,
+    SlidingLogModel,
+    SlidingWindowModel,
+    LeakyBucketModel
+);
 
 /// The two answers that do not depend on the state: `n > capacity` never conforms (and
 /// consumes nothing), `n == 0` always does (and changes nothing).
@@ -266,6 +346,21 @@ impl FixedWindowModel {
         let k = self.window(now);
         (u64::from(self.count) - self.used.get(&k).copied().unwrap_or(0)) as u32
     }
+
+    /// Permits left in the window of `now`, and the time until that window ends if any of
+    /// it is used.
+    pub fn snapshot(&self, now: Nanos) -> Snapshot {
+        let k = self.window(now);
+        let used = self.used.get(&k).copied().unwrap_or(0);
+        Snapshot {
+            remaining: (u64::from(self.count) - used) as u32,
+            full_after: if used == 0 {
+                Duration::ZERO
+            } else {
+                until(u128::from(k + 1) * u128::from(self.period), now)
+            },
+        }
+    }
 }
 
 /// The sliding log as a plain list of every admission time, scanned in full for each
@@ -365,6 +460,20 @@ impl SlidingLogModel {
     pub fn remaining(&self, now: Nanos) -> u32 {
         self.count - self.inside(self.recorded(now)) as u32
     }
+
+    /// Permits that would fit now, and the time until the newest entry leaves the window
+    /// (0 if no entry is inside it).
+    pub fn snapshot(&self, now: Nanos) -> Snapshot {
+        let inside = self.inside(self.recorded(now));
+        let full_after = match self.times.iter().max() {
+            Some(&newest) if inside > 0 => until(u128::from(newest) + u128::from(self.period), now),
+            _ => Duration::ZERO,
+        };
+        Snapshot {
+            remaining: self.count - inside as u32,
+            full_after,
+        }
+    }
 }
 
 /// The sliding-window counter's formula on exact per-window counts (no shards, no leases),
@@ -463,6 +572,35 @@ impl SlidingWindowModel {
             .find(|&n| self.fits(t, n))
             .unwrap_or(0)
     }
+
+    /// Permits the formula admits now, and the time until no count weighs any more: the end
+    /// of the window after the current one if the current one has a count, else the end of
+    /// the current one if the previous one has.
+    pub fn snapshot(&self, now: Nanos) -> Snapshot {
+        let k = u128::from(self.effective(now) / self.period);
+        let count = |w: u128| {
+            u64::try_from(w)
+                .ok()
+                .and_then(|w| self.counts.get(&w))
+                .copied()
+                .unwrap_or(0)
+        };
+        let windows_left = if count(k) > 0 {
+            2
+        } else if k > 0 && count(k - 1) > 0 {
+            1
+        } else {
+            0
+        };
+        Snapshot {
+            remaining: self.remaining(now),
+            full_after: if windows_left == 0 {
+                Duration::ZERO
+            } else {
+                until((k + windows_left) * u128::from(self.period), now)
+            },
+        }
+    }
 }
 
 /// The leaky bucket as an explicit queue of reserved slots `(start, end)`: a request starts
@@ -539,5 +677,19 @@ impl LeakyBucketModel {
     /// limiter.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
         self.reserve(n, now, 0).map(|_| ())
+    }
+
+    /// Whole slots free before the queue would exceed its capacity, and the time until it
+    /// drains.
+    pub fn snapshot(&self, now: Nanos) -> Snapshot {
+        let backlog = self
+            .queue
+            .back()
+            .map_or(0, |&(_, end)| end.saturating_sub(u128::from(now)));
+        let free = (u128::from(self.capacity) * self.t).saturating_sub(backlog);
+        Snapshot {
+            remaining: (free / self.t) as u32,
+            full_after: until(u128::from(now) + backlog, now),
+        }
     }
 }

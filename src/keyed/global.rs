@@ -2,7 +2,9 @@
 
 use crate::clock::Nanos;
 use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
+use crate::limiters::{KeyedReserve, Reservation, Reserve};
 use crate::rules::Receipt;
+use core::time::Duration;
 use crate::Quota;
 
 /// One [`RateLimiter`] applied to every key: the adapter that makes an unkeyed limit a
@@ -94,5 +96,17 @@ impl<K: ?Sized, L: Refund> KeyedRefund<K> for Global<L> {
 
     fn check_at(&self, _key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
         self.0.check_at(n, now)
+    }
+}
+
+impl<K: ?Sized, L: Reserve> KeyedReserve<K> for Global<L> {
+    fn reserve_n_at(
+        &self,
+        _key: &K,
+        n: u32,
+        now: Nanos,
+        max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        self.0.reserve_n_at(n, now, max_wait)
     }
 }

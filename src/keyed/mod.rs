@@ -26,7 +26,9 @@ use crate::cell::sealed::Cells;
 use crate::cell::Attempt;
 use crate::clock::{Clock, Nanos};
 use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
-use crate::rules::{precheck, GcraRule, Receipt, Rule};
+use crate::clock::duration_to_nanos;
+use crate::limiters::{KeyedReserve, Reservation};
+use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
 use crate::sync::{AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
@@ -650,5 +652,34 @@ where
                 }
             }
         }
+    }
+}
+
+impl<K, Q, R, C, S> KeyedReserve<Q> for Keyed<K, R, C, S>
+where
+    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    R: ReserveRule,
+    C: Clock,
+    S: Store<K>,
+{
+    fn reserve_n_at(
+        &self,
+        key: &Q,
+        n: u32,
+        now: Nanos,
+        max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        if n == 0 {
+            return Ok(Reservation::new(now, 0));
+        }
+        let max_wait = duration_to_nanos(max_wait);
+        let delay = core::cell::Cell::new(0);
+        self.with_state(key, n, now, |rule, s| {
+            delay.set(rule.reserve(s, now, n, max_wait)?);
+            // Reservations are not refunded: the receipt is never used.
+            Ok::<_, Denied>(Receipt::NOTHING)
+        })?;
+        Ok(Reservation::new(now, delay.get()))
     }
 }

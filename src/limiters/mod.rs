@@ -19,7 +19,7 @@
 mod reservation;
 mod sliding_window;
 
-pub use reservation::{Reservation, Reserve};
+pub use reservation::{KeyedReserve, Reservation, Reserve};
 pub use sliding_window::SlidingWindow;
 
 use crate::cell::sealed::Cells;
@@ -126,6 +126,35 @@ impl<R: Rule, C: Clock> Limiter<R, C> {
     /// A copy of the current state (for the sliding log, a copy of its ring).
     pub fn state(&self) -> R::State {
         R::State::read(&self.state, R::State::clone)
+    }
+
+    /// Apply a transition of your own to the state, through the same compare-and-swap loop
+    /// (or lock) as every decision: for a protocol built on a rule of your own that has
+    /// transitions besides [`Rule::take`] (a downstream crate's lease being installed, for
+    /// example). `f` must be pure: it may run once per attempt, on the freshest state, and
+    /// on `Err` nothing is written. The rule's guarantees hold only for transitions that
+    /// keep its state meaningful.
+    ///
+    /// # Errors
+    ///
+    /// The `E` of the attempt that was not applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Limiter, Quota, RateLimiter};
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::rules::GcraRule;
+    ///
+    /// let limiter: Limiter<GcraRule, ManualClock> = Limiter::with_clock(Quota::per_second(1)?, ManualClock::new())?;
+    /// // Push the TAT 5 s ahead, unless it is already further.
+    /// let moved = limiter.update(|tat| if *tat < 5_000_000_000 { *tat = 5_000_000_000; Ok(()) } else { Err(()) });
+    /// assert_eq!(moved, Ok(()));
+    /// assert!(limiter.try_acquire().is_err());
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
+    pub fn update<T, E>(&self, f: impl Fn(&mut R::State) -> Result<T, E>) -> Result<T, E> {
+        R::State::update(&self.state, f)
     }
 
     /// The decision with the state it left, read inside the same update: what

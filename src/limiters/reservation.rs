@@ -1,7 +1,7 @@
 //! Reservations: permits taken now for a start time that may lie in the future.
 
 use crate::clock::Nanos;
-use crate::limiter::{Denied, RateLimiter};
+use crate::limiter::{Denied, KeyedRateLimiter, RateLimiter};
 use core::time::Duration;
 
 /// Permits that have been taken, with the time at which they may be used.
@@ -114,5 +114,56 @@ pub trait Reserve: RateLimiter {
     #[inline]
     fn reserve_n(&self, n: u32) -> Result<Reservation, Denied> {
         self.reserve_n_at(n, self.now(), Duration::MAX)
+    }
+}
+
+/// The keyed form of [`Reserve`]: permits for a key taken now for a later start, by
+/// [`Keyed`](crate::Keyed) with a rule that reserves (`GcraRule`, `LeakyBucketRule`) and
+/// by [`Global`](crate::Global) over a [`Reserve`] limiter. An HTTP layer's delay mode (a
+/// request over the rate waits for its slot, up to a bound) is this.
+///
+/// # Errors (for every method)
+///
+/// As [`Reserve`], for the key's state.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Keyed, KeyedReserve, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+/// use std::time::Duration;
+///
+/// let per_client: Keyed<&str, GcraRule, ManualClock> =
+///     Keyed::with_clock(Quota::per_second(10)?.with_burst(1)?, ManualClock::new())?;
+/// let wait = |k| per_client.reserve_n_at(&k, 1, 0, Duration::from_secs(1)).map(|r| r.delay());
+/// assert_eq!(wait("a")?, Duration::ZERO);
+/// assert_eq!(wait("a")?, Duration::from_millis(100)); // a's next slot
+/// assert_eq!(wait("b")?, Duration::ZERO);             // b has its own
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait KeyedReserve<K: ?Sized>: KeyedRateLimiter<K> {
+    /// Reserve `n` permits for `key` at the explicit time `now` (ns of the limiter's clock)
+    /// if their start is at most `max_wait` away.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn reserve_n_at(
+        &self,
+        key: &K,
+        n: u32,
+        now: Nanos,
+        max_wait: Duration,
+    ) -> Result<Reservation, Denied>;
+
+    /// Reserve `n` permits for `key` now if their start is at most `max_wait` away.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[inline]
+    fn reserve_n_within(&self, key: &K, n: u32, max_wait: Duration) -> Result<Reservation, Denied> {
+        self.reserve_n_at(key, n, self.now(), max_wait)
     }
 }
