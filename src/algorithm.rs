@@ -3,6 +3,12 @@
 
 use crate::Quota;
 use alloc::string::String;
+#[cfg(feature = "keyed")]
+use core::borrow::Borrow;
+use core::fmt;
+#[cfg(feature = "keyed")]
+use core::hash::Hash;
+use core::str::FromStr;
 #[cfg(feature = "std")]
 use {
     crate::clock::Clock,
@@ -16,12 +22,6 @@ use {
 };
 #[cfg(feature = "keyed")]
 use {crate::keyed::Keyed, crate::limiter::KeyedRefund};
-#[cfg(feature = "keyed")]
-use core::borrow::Borrow;
-use core::fmt;
-#[cfg(feature = "keyed")]
-use core::hash::Hash;
-use core::str::FromStr;
 
 /// The rate-limiting algorithms of the crate, by name: parse one from text (`"gcra"`,
 /// `"token-bucket"`, `"fixed-window"`, `"sliding-window"`, `"sliding-log"`,

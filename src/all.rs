@@ -1,7 +1,9 @@
 //! [`All`]: several limits at once, all or nothing, keyed or not.
 
 use crate::clock::Nanos;
-use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
+use crate::limiter::{
+    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
+};
 use crate::rules::Receipt;
 use crate::Quota;
 use alloc::vec::Vec;
@@ -242,7 +244,10 @@ impl<L> All<L> {
     }
 
     /// The protocol over the keyed limits, each with `key`.
-    fn keyed<'a, K: ?Sized>(&'a self, key: &'a K) -> Protocol<impl Fn(usize) -> Option<Keyed<'a, L, K>> + 'a> {
+    fn keyed<'a, K: ?Sized>(
+        &'a self,
+        key: &'a K,
+    ) -> Protocol<impl Fn(usize) -> Option<Keyed<'a, L, K>> + 'a> {
         Protocol {
             get: move |i| self.limits.get(i).map(|l| Keyed(l, key)),
         }
@@ -251,11 +256,11 @@ impl<L> All<L> {
 
 impl<L: Refund> RateLimiter for All<L> {
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-self.unkeyed().try_acquire(n, now)
+        self.unkeyed().try_acquire(n, now)
     }
 
     fn decide_n_at(&self, n: u32, now: Nanos) -> Decision {
-self.unkeyed().decide(n, now)
+        self.unkeyed().decide(n, now)
     }
 
     /// The first limit's clock.
@@ -265,7 +270,7 @@ self.unkeyed().decide(n, now)
 
     /// The smallest `remaining` and the largest `full_after` of the limits.
     fn snapshot_at(&self, now: Nanos) -> Snapshot {
-self.unkeyed().snapshot(now)
+        self.unkeyed().snapshot(now)
     }
 
     /// The first limit's quota.

@@ -59,7 +59,6 @@ pub(crate) mod sealed {
         Reserved,
     }
 
-
     /// The cells of a state type (see the module). The trait sits in a private module, so
     /// its methods cannot be called, nor its types named, outside the crate.
     pub trait Cells: Clone + fmt::Debug + Send + Sync + Sized + 'static {

@@ -118,9 +118,7 @@ pub use all::All;
 pub use keyed::DashMapStore;
 #[cfg(feature = "keyed")]
 pub use keyed::{Global, Keyed, KeyedSketch, PapayaStore, Store};
-pub use limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
+pub use limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;
 pub use limiters::{

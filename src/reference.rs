@@ -66,7 +66,9 @@ pub fn model(algorithm: Algorithm, quota: Quota) -> Box<dyn Model> {
 
 /// A time as a wait from `now`: `Duration::MAX` past the clock's range, 0 if passed.
 fn until(at: u128, now: Nanos) -> Duration {
-    u64::try_from(at).map_or(Duration::MAX, |at| Duration::from_nanos(at.saturating_sub(now)))
+    u64::try_from(at).map_or(Duration::MAX, |at| {
+        Duration::from_nanos(at.saturating_sub(now))
+    })
 }
 
 /// [`Model`] for models with inherent `acquire` and `snapshot`.

@@ -137,7 +137,10 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_async(&self, n: u32) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+    fn acquire_n_async(
+        &self,
+        n: u32,
+    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
         self.acquire_n_async_until(n, None)
     }
 

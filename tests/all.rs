@@ -15,14 +15,10 @@ use std::time::Duration;
 #[test]
 fn a_refusal_leaves_the_other_limits_unchanged() {
     let clock = ManualClock::starting_at(1_000_000_000);
-    let fast: Arc<Gcra<ManualClock>> = Arc::new(Gcra::with_clock(
-        Quota::per_second(100).unwrap(),
-        clock.clone(),
-    ).unwrap());
-    let slow: Arc<Gcra<ManualClock>> = Arc::new(Gcra::with_clock(
-        Quota::per_minute(3).unwrap(),
-        clock.clone(),
-    ).unwrap());
+    let fast: Arc<Gcra<ManualClock>> =
+        Arc::new(Gcra::with_clock(Quota::per_second(100).unwrap(), clock.clone()).unwrap());
+    let slow: Arc<Gcra<ManualClock>> =
+        Arc::new(Gcra::with_clock(Quota::per_minute(3).unwrap(), clock.clone()).unwrap());
     let both = All::new(vec![fast.clone(), slow.clone()]);
     both.try_acquire_n(3).unwrap();
     let (before_fast, before_slow) = (fast.tat(), slow.tat());
@@ -49,14 +45,14 @@ fn a_refusal_leaves_the_other_limits_unchanged() {
 fn mixed_limiter_types() {
     let clock = ManualClock::new();
     let limits: Vec<Box<dyn Refund>> = vec![
-        Box::new(LeakyBucket::with_clock(
-            Quota::per_second(10).unwrap().with_burst(1).unwrap(),
-            clock.clone(),
-        ).unwrap()),
-        Box::new(Gcra::with_clock(
-            Quota::per_second(1).unwrap(),
-            clock.clone(),
-        ).unwrap()),
+        Box::new(
+            LeakyBucket::with_clock(
+                Quota::per_second(10).unwrap().with_burst(1).unwrap(),
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+        Box::new(Gcra::with_clock(Quota::per_second(1).unwrap(), clock.clone()).unwrap()),
     ];
     let all = All::new(limits);
     all.try_acquire().unwrap();
@@ -120,20 +116,26 @@ proptest! {
 fn concurrent_refusals_leak_nothing() {
     for global_burst in [1_000u32, 200] {
         let clock = ManualClock::starting_at(1 << 40);
-        let global = Arc::new(Gcra::with_clock(
-            Quota::per_hour(1)
-                .unwrap()
-                .with_burst(global_burst)
-                .unwrap(),
-            clock.clone(),
-        ).unwrap());
+        let global = Arc::new(
+            Gcra::with_clock(
+                Quota::per_hour(1)
+                    .unwrap()
+                    .with_burst(global_burst)
+                    .unwrap(),
+                clock.clone(),
+            )
+            .unwrap(),
+        );
         let admitted = Arc::new(AtomicU64::new(0));
         let channels: Vec<_> = (0..6u32)
             .map(|t| {
-                Arc::new(Gcra::with_clock(
-                    Quota::per_hour(1).unwrap().with_burst(50 + t).unwrap(),
-                    clock.clone(),
-                ).unwrap())
+                Arc::new(
+                    Gcra::with_clock(
+                        Quota::per_hour(1).unwrap().with_burst(50 + t).unwrap(),
+                        clock.clone(),
+                    )
+                    .unwrap(),
+                )
             })
             .collect();
         let handles: Vec<_> = channels

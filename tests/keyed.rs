@@ -6,9 +6,9 @@ mod common;
 use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
+use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
 #[cfg(feature = "dashmap")]
 use limitcore::DashMapStore;
-use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
 use limitcore::{Denied, Gcra, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
 
 /// The eviction grace.
@@ -189,7 +189,8 @@ fn key_flood_with_evictions_stays_bounded() {
 #[test]
 fn eviction_waits_for_idle_plus_grace() {
     let q = Quota::per_second(1).unwrap();
-    let keyed: Keyed<&str, GcraRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+    let keyed: Keyed<&str, GcraRule, ManualClock> =
+        Keyed::with_clock(q, ManualClock::new()).unwrap();
     let t0 = 5_000_000_000;
     keyed.try_acquire_n_at(&"a", 1, t0).unwrap(); // TAT = t0 + 1 s
     assert_eq!(

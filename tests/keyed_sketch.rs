@@ -7,9 +7,7 @@ mod common;
 use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::SlidingWindowModel;
-use limitcore::{
-    Denied, KeyedSketch, Quota, QuotaError,
-};
+use limitcore::{Denied, KeyedSketch, Quota, QuotaError};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,8 +17,9 @@ use std::time::Duration;
 /// Quotas of 1..=64 per 1 µs..10 s (small counts keep the naive models fast), with no burst
 /// of their own (a window has none: its capacity is the count).
 fn window_quota() -> impl Strategy<Value = Quota> {
-    (1u32..=64, 1_000u64..=10_000_000_000)
-        .prop_filter_map("valid", |(c, p)| Quota::new(c, Duration::from_nanos(p)).ok())
+    (1u32..=64, 1_000u64..=10_000_000_000).prop_filter_map("valid", |(c, p)| {
+        Quota::new(c, Duration::from_nanos(p)).ok()
+    })
 }
 
 /// As [`window_quota`], with a burst of 1..=16 (the pacer's capacity).

@@ -1,11 +1,13 @@
 //! [`Global`]: one limiter applied to every key.
 
 use crate::clock::Nanos;
-use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
+use crate::limiter::{
+    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
+};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
 use crate::rules::Receipt;
-use core::time::Duration;
 use crate::Quota;
+use core::time::Duration;
 
 /// One [`RateLimiter`] applied to every key: the adapter that makes an unkeyed limit a
 /// [`KeyedRateLimiter`] (and a [`Refund`] a [`KeyedRefund`]), so that a global limit

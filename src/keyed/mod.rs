@@ -24,9 +24,9 @@ pub use store::{PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
 use crate::cell::Attempt;
+use crate::clock::duration_to_nanos;
 use crate::clock::{Clock, Nanos};
 use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
-use crate::clock::duration_to_nanos;
 use crate::limiters::{KeyedReserve, Reservation};
 use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
 use crate::sync::{AtomicU64, Ordering};
@@ -356,7 +356,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                     if !self.room_for_new_key(now) {
                         return self.with_overflow(n, &f);
                     }
-                    let own = (rule.quota() != self.default.quota()).then(|| Box::new(rule.clone()));
+                    let own =
+                        (rule.quota() != self.default.quota()).then(|| Box::new(rule.clone()));
                     let make = || Slot {
                         state: rule.fresh().slot(),
                         rule: own,
@@ -545,7 +546,11 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
 
     /// As [`Keyed::evict_idle`], at the explicit time `now`.
     pub fn evict_idle_at(&self, now: Nanos) -> usize {
-        S::retire_each(&self.map, |slot| self.retire_if_idle(slot, now), Self::retired)
+        S::retire_each(
+            &self.map,
+            |slot| self.retire_if_idle(slot, now),
+            Self::retired,
+        )
     }
 }
 

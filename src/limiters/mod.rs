@@ -25,12 +25,12 @@ pub use sliding_window::SlidingWindow;
 use crate::cell::sealed::Cells;
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::limiter::{Decision, Denied, RateLimiter, Refund, Snapshot};
+#[cfg(feature = "std")]
+use crate::rules::SlidingLogRule;
 use crate::rules::{
     precheck, FixedWindowRule, GcraRule, LeakyBucketRule, Receipt, ReserveRule, Rule,
     TokenBucketRule,
 };
-#[cfg(feature = "std")]
-use crate::rules::SlidingLogRule;
 use crate::{DefaultClock, Quota, QuotaError};
 use core::fmt;
 use core::time::Duration;

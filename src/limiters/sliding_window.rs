@@ -328,4 +328,3 @@ impl<C: Clock> Refund for SlidingWindow<C> {
             .map(|_| ())
     }
 }
-

@@ -238,8 +238,12 @@ mod tests {
 
     #[test]
     fn too_short_a_window_or_a_burst_is_refused_and_the_last_window_never_conforms() {
-        assert!(FixedWindowRule::new(&Quota::new(1000, Duration::from_nanos(1023)).unwrap()).is_err());
-        assert!(FixedWindowRule::new(&Quota::new(1000, Duration::from_nanos(1024)).unwrap()).is_ok());
+        assert!(
+            FixedWindowRule::new(&Quota::new(1000, Duration::from_nanos(1023)).unwrap()).is_err()
+        );
+        assert!(
+            FixedWindowRule::new(&Quota::new(1000, Duration::from_nanos(1024)).unwrap()).is_ok()
+        );
         let bursty = Quota::per_second(100).unwrap().with_burst(10).unwrap();
         assert_eq!(
             FixedWindowRule::new(&bursty),

@@ -3,9 +3,9 @@
 
 use super::{window_quota, Receipt, Rule};
 use crate::cell::{locked, Attempt};
-use crate::sync::Mutex;
 use crate::clock::Nanos;
 use crate::limiter::{Denied, Snapshot};
+use crate::sync::Mutex;
 use crate::{Quota, QuotaError};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -129,7 +129,10 @@ impl Log {
     /// What [`Log::take`] would answer, recording nothing.
     pub(crate) fn check(&self, now: Nanos, n: u32) -> Result<(), Denied> {
         let t = self.newest().map_or(now, |newest| newest.max(now));
-        match self.blocking_entry(n as usize).map(|e| e.checked_add(self.period)) {
+        match self
+            .blocking_entry(n as usize)
+            .map(|e| e.checked_add(self.period))
+        {
             None => Ok(()),
             Some(Some(free)) if free <= t => Ok(()),
             Some(Some(free)) => Err(Denied::rate_limited(free - now)),
@@ -140,7 +143,11 @@ impl Log {
     /// Remove up to `n` entries recorded at `t` (a refund); how many were removed. Entries
     /// at `t` form one run of the sorted ring; the entries after it move back.
     pub(crate) fn remove(&mut self, t: Nanos, n: u32) -> usize {
-        let Some(end) = (0..self.len).rev().find(|&i| self.get(i) == t).map(|i| i + 1) else {
+        let Some(end) = (0..self.len)
+            .rev()
+            .find(|&i| self.get(i) == t)
+            .map(|i| i + 1)
+        else {
             return 0;
         };
         let run = (0..end).rev().take_while(|&i| self.get(i) == t).count();
@@ -183,7 +190,6 @@ impl Log {
         }
     }
 }
-
 
 /// The exact sliding log: at most `count` permits in **any** half-open window of length
 /// `period`. The rule of [`SlidingLog`](crate::SlidingLog).
@@ -297,8 +303,9 @@ impl Rule for SlidingLogRule {
     }
 
     fn fresh_since(&self, log: &Log, since: Nanos, _now: Nanos) -> bool {
-        log.newest()
-            .map_or(true, |t| t.checked_add(self.period).is_some_and(|free| free <= since))
+        log.newest().map_or(true, |t| {
+            t.checked_add(self.period).is_some_and(|free| free <= since)
+        })
     }
 }
 
@@ -367,11 +374,13 @@ mod tests {
         assert_eq!(log.take(10, 2), Ok(10));
         assert_eq!(log.remove(10, 1), 1);
         assert_eq!((log.len(), log.newest()), (2, Some(10)));
-        assert!(log.take(20, 1).is_ok(), "the removed entry's place is free again");
+        assert!(
+            log.take(20, 1).is_ok(),
+            "the removed entry's place is free again"
+        );
         assert_eq!(log.remove(10, 5), 1);
         assert_eq!(log.remove(99, 1), 0);
         assert_eq!(log.len(), 2);
         assert_eq!(log.snapshot(20).remaining, 1);
     }
 }
-

@@ -446,4 +446,3 @@ mod tests {
         assert!(!rule.refund(&mut late, &r, 2_000));
     }
 }
-

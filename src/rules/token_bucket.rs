@@ -256,7 +256,6 @@ impl TokenBucketRule {
         l.offset(l.time(word), now).ok()?.checked_sub(missing)
     }
 
-
     /// The backlog (time until full) the word encodes at `now`: 0 when full.
     #[inline]
     fn backlog(&self, word: u64, now: Nanos) -> Nanos {
@@ -451,7 +450,11 @@ mod tests {
     #[test]
     fn refund_at_the_admission_time_is_exact_and_never_fills_past_gcra() {
         let b = bucket(1, 100, 3);
-        for (start, now, n) in [(None, 1_000, 2), (Some((1_000, 1)), 1_050, 1), (Some((1_000, 1)), 1_140, 2)] {
+        for (start, now, n) in [
+            (None, 1_000, 2),
+            (Some((1_000, 1)), 1_050, 1),
+            (Some((1_000, 1)), 1_140, 2),
+        ] {
             let before = match start {
                 None => b.fresh(),
                 Some((t, n0)) => step(&b, b.fresh(), t, n0).unwrap(),
@@ -460,10 +463,22 @@ mod tests {
             let r = b.take(&mut w, now, n).unwrap();
             b.refund(&mut w, &r, now);
             // Every later reading decides exactly as before the admission.
-            for t in [now, now + 1, now + 50, now + 99, now + 100, now + 250, now + 400] {
+            for t in [
+                now,
+                now + 1,
+                now + 50,
+                now + 99,
+                now + 100,
+                now + 250,
+                now + 400,
+            ] {
                 assert_eq!(b.snapshot(&w, t), b.snapshot(&before, t), "t = {t}");
                 for k in 1..=3 {
-                    assert_eq!(step(&b, w, t, k).is_ok(), step(&b, before, t, k).is_ok(), "t = {t}, n = {k}");
+                    assert_eq!(
+                        step(&b, w, t, k).is_ok(),
+                        step(&b, before, t, k).is_ok(),
+                        "t = {t}, n = {k}"
+                    );
                 }
             }
         }
@@ -476,4 +491,3 @@ mod tests {
         assert_eq!(b.snapshot(&w, 1_200).full_after, Duration::from_nanos(100));
     }
 }
-
