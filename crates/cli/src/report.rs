@@ -10,85 +10,85 @@ use std::path::Path;
 
 /// A client's line in the top-by-denials list.
 #[derive(Debug, Serialize)]
-pub(crate) struct TopClient {
+pub struct TopClient {
     /// Its name (host or IP).
-    pub(crate) client: String,
+    pub client: String,
     /// Requests it offered.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Requests refused.
-    pub(crate) denied: u64,
+    pub denied: u64,
 }
 
 /// One algorithm's row.
 #[derive(Debug, Serialize)]
-pub(crate) struct Row {
+pub struct Row {
     /// The algorithm's command-line name.
-    pub(crate) algorithm: &'static str,
+    pub algorithm: &'static str,
     /// Requests offered.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Requests admitted.
-    pub(crate) admitted: u64,
+    pub admitted: u64,
     /// Requests denied.
-    pub(crate) denied: u64,
+    pub denied: u64,
     /// Clients with at least one refusal.
-    pub(crate) clients_limited: u64,
+    pub clients_limited: u64,
     /// The most admitted for one client in one window of the promise's kind.
-    pub(crate) max_in_window: u64,
+    pub max_in_window: u64,
     /// The client it was.
-    pub(crate) max_in_window_client: String,
+    pub max_in_window_client: String,
     /// What the algorithm promises for that number.
-    pub(crate) promise: u64,
+    pub promise: u64,
     /// The promise's rule.
-    pub(crate) promise_rule: &'static str,
+    pub promise_rule: &'static str,
     /// The most admitted for one client in any window `[t, t + period)`, whatever the
     /// promise's kind.
-    pub(crate) max_in_any_window: u64,
+    pub max_in_any_window: u64,
     /// Decisions that differ from the reference model (must be 0).
-    pub(crate) differing_decisions: u64,
+    pub differing_decisions: u64,
     /// The first differing decision, if any.
-    pub(crate) first_difference: Option<String>,
+    pub first_difference: Option<String>,
     /// Decisions per second in the decision phase.
-    pub(crate) decisions_per_second: f64,
+    pub decisions_per_second: f64,
     /// Threads the decisions ran on.
-    pub(crate) threads: usize,
+    pub threads: usize,
     /// Keys the keyed limiters held at the end (the rest were evicted as idle).
-    pub(crate) keys_held_at_end: usize,
+    pub keys_held_at_end: usize,
     /// Top clients by denials.
-    pub(crate) top_denied: Vec<TopClient>,
+    pub top_denied: Vec<TopClient>,
 }
 
 /// The whole report.
 #[derive(Debug, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     /// Where the trace came from.
-    pub(crate) source: String,
+    pub source: String,
     /// Its format.
-    pub(crate) format: &'static str,
+    pub format: &'static str,
     /// Non-empty lines read (with the header and malformed ones).
-    pub(crate) lines: u64,
+    pub lines: u64,
     /// Requests in the trace.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Distinct clients.
-    pub(crate) clients: u64,
+    pub clients: u64,
     /// From first to last request, in seconds.
-    pub(crate) span_seconds: f64,
+    pub span_seconds: f64,
     /// Malformed lines.
-    pub(crate) malformed_lines: u64,
+    pub malformed_lines: u64,
     /// The first malformed lines: (line number, reason).
-    pub(crate) malformed_first: Vec<(usize, String)>,
+    pub malformed_first: Vec<(usize, String)>,
     /// The per-client quota.
-    pub(crate) quota: String,
+    pub quota: String,
     /// The global quota, if any.
-    pub(crate) global: Option<String>,
+    pub global: Option<String>,
     /// One row per algorithm run.
-    pub(crate) algorithms: Vec<Row>,
+    pub algorithms: Vec<Row>,
     /// Algorithms that could not run, and why.
-    pub(crate) skipped: Vec<String>,
+    pub skipped: Vec<String>,
 }
 
 impl Report {
     /// Gather the report.
-    pub(crate) fn new(
+    pub fn new(
         trace: &Trace,
         source: &str,
         settings: &Settings,
@@ -161,12 +161,12 @@ impl Report {
     }
 
     /// The report as pretty JSON.
-    pub(crate) fn json(&self) -> String {
+    pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
     /// The report as a table.
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -270,7 +270,7 @@ fn format_rate(per_second: f64) -> String {
 /// # Errors
 ///
 /// Drawing or writing the file failed.
-pub(crate) fn plot(
+pub fn plot(
     path: &Path,
     trace: &Trace,
     outcome: &Outcome,

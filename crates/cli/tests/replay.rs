@@ -4,21 +4,14 @@
 //!
 //! The real logs are read where they are (beside the project root), never copied.
 
-#[allow(dead_code)]
-#[path = "../examples/replay/engine.rs"]
-mod engine;
-#[allow(dead_code)]
-#[path = "../examples/replay/trace.rs"]
-mod trace;
-
-use engine::{Algorithm, Outcome, Settings};
 use limitcore::Quota;
+use limitcore_cli::engine::{self, Algorithm, Outcome, Settings};
+use limitcore_cli::trace::{self, Format, Malformed, Request, Trace};
 use std::path::PathBuf;
-use trace::{Format, Malformed, Request, Trace};
 
 fn shared(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
+        .join("../../../shared/data")
         .join(name)
 }
 

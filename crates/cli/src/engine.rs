@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 /// The algorithms a replay can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum Algorithm {
+pub enum Algorithm {
     /// [`Gcra`] per client.
     Gcra,
     /// [`TokenBucket`] per client.
@@ -54,7 +54,7 @@ pub(crate) enum Algorithm {
 
 impl Algorithm {
     /// Every algorithm, in report order.
-    pub(crate) const ALL: [Algorithm; 6] = [
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::Gcra,
         Algorithm::TokenBucket,
         Algorithm::FixedWindow,
@@ -64,7 +64,7 @@ impl Algorithm {
     ];
 
     /// The command-line name.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Algorithm::Gcra => "gcra",
             Algorithm::TokenBucket => "token-bucket",
@@ -76,12 +76,12 @@ impl Algorithm {
     }
 
     /// The algorithm called `name` on the command line.
-    pub(crate) fn from_name(name: &str) -> Option<Algorithm> {
+    pub fn from_name(name: &str) -> Option<Algorithm> {
         Algorithm::ALL.into_iter().find(|a| a.name() == name)
     }
 
     /// What the algorithm promises for one client and `quota`.
-    pub(crate) fn promise(self, quota: &Quota) -> Promise {
+    pub fn promise(self, quota: &Quota) -> Promise {
         let (count, burst) = (u64::from(quota.count()), u64::from(quota.burst()));
         match self {
             Algorithm::Gcra | Algorithm::TokenBucket => Promise {
@@ -119,71 +119,71 @@ impl Algorithm {
 
 /// A per-client bound on admitted requests in windows of length `period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct Promise {
+pub struct Promise {
     /// At most this many admitted...
-    pub(crate) bound: u64,
+    pub bound: u64,
     /// ...in any aligned window `[k·period, (k+1)·period)` (true) or in any window
     /// `[t, t + period)` (false).
-    pub(crate) aligned: bool,
+    pub aligned: bool,
     /// The rule, for reports.
-    pub(crate) rule: &'static str,
+    pub rule: &'static str,
 }
 
 /// One client's figures in one replay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct ClientStat {
+pub struct ClientStat {
     /// Requests offered.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Requests refused.
-    pub(crate) denied: u64,
+    pub denied: u64,
     /// The most admitted in any window `[t, t + period)`.
-    pub(crate) max_any_window: u64,
+    pub max_any_window: u64,
     /// The most admitted in any aligned window `[k·period, (k+1)·period)`.
-    pub(crate) max_aligned_window: u64,
+    pub max_aligned_window: u64,
 }
 
 /// What one algorithm did to a trace.
 #[derive(Debug, Clone)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// The algorithm.
-    pub(crate) algorithm: Algorithm,
+    pub algorithm: Algorithm,
     /// Its promise for the quota.
-    pub(crate) promise: Promise,
+    pub promise: Promise,
     /// Per client, indexed like [`Trace::clients`].
-    pub(crate) clients: Vec<ClientStat>,
+    pub clients: Vec<ClientStat>,
     /// Per request, in trace order: admitted?
-    pub(crate) admitted: Vec<bool>,
+    pub admitted: Vec<bool>,
     /// Decisions that differ from the reference model's (must be 0).
-    pub(crate) differing: u64,
+    pub differing: u64,
     /// The first differing decision, described.
-    pub(crate) first_difference: Option<String>,
+    pub first_difference: Option<String>,
     /// Wall time of the decision phase.
-    pub(crate) decide_time: Duration,
+    pub decide_time: Duration,
     /// Threads the decisions ran on.
-    pub(crate) threads: usize,
+    pub threads: usize,
     /// Keys held by the keyed limiters when the replay ended (eviction at work).
-    pub(crate) keys_held: usize,
+    pub keys_held: usize,
 }
 
 impl Outcome {
     /// Requests offered.
-    pub(crate) fn requests(&self) -> u64 {
+    pub fn requests(&self) -> u64 {
         self.admitted.len() as u64
     }
 
     /// Requests admitted.
-    pub(crate) fn admitted_count(&self) -> u64 {
+    pub fn admitted_count(&self) -> u64 {
         self.admitted.iter().filter(|&&a| a).count() as u64
     }
 
     /// Clients with at least one refusal.
-    pub(crate) fn clients_limited(&self) -> u64 {
+    pub fn clients_limited(&self) -> u64 {
         self.clients.iter().filter(|c| c.denied > 0).count() as u64
     }
 
     /// The client with the most admitted in one window of the promise's kind, and that
     /// number.
-    pub(crate) fn worst_window(&self) -> (usize, u64) {
+    pub fn worst_window(&self) -> (usize, u64) {
         self.clients
             .iter()
             .map(|c| {
@@ -199,29 +199,29 @@ impl Outcome {
     }
 
     /// Whether every client kept the promise.
-    pub(crate) fn bound_holds(&self) -> bool {
+    pub fn bound_holds(&self) -> bool {
         self.worst_window().1 <= self.promise.bound
     }
 
     /// Decisions per second in the decision phase.
-    pub(crate) fn decisions_per_second(&self) -> f64 {
+    pub fn decisions_per_second(&self) -> f64 {
         self.requests() as f64 / self.decide_time.as_secs_f64().max(1e-9)
     }
 }
 
 /// A replay's settings.
 #[derive(Debug, Clone)]
-pub(crate) struct Settings {
+pub struct Settings {
     /// The per-client quota.
-    pub(crate) quota: Quota,
+    pub quota: Quota,
     /// A global quota over all clients, if any.
-    pub(crate) global: Option<Quota>,
+    pub global: Option<Quota>,
     /// Threads for the decisions (and the checks).
-    pub(crate) threads: usize,
+    pub threads: usize,
 }
 
 /// Split the trace's request indices into `shards` lists by client, each in trace order.
-pub(crate) fn shard(requests: &[Request], shards: usize) -> Vec<Vec<u32>> {
+pub fn shard(requests: &[Request], shards: usize) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); shards.max(1)];
     let len = out.len();
     for (i, r) in requests.iter().enumerate() {
@@ -308,7 +308,7 @@ impl Model {
 /// # Errors
 ///
 /// The algorithm's `QuotaError`, as text.
-pub(crate) fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), String> {
+pub fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), String> {
     let q = settings.quota;
     let clock = ManualClock::new();
     let built = match algorithm {
@@ -334,11 +334,7 @@ pub(crate) fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), 
 /// # Errors
 ///
 /// When the quota does not suit the algorithm ([`validate`]).
-pub(crate) fn replay(
-    trace: &Trace,
-    algorithm: Algorithm,
-    settings: &Settings,
-) -> Result<Outcome, String> {
+pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Result<Outcome, String> {
     validate(algorithm, settings)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.threads.max(1))
@@ -391,7 +387,7 @@ pub(crate) fn replay(
         }
         differing += shard.differing;
         if let Some(first) = shard.first_difference {
-            if first_difference.as_ref().map_or(true, |f| first.0 < f.0) {
+            if first_difference.as_ref().is_none_or(|f| first.0 < f.0) {
                 first_difference = Some(first);
             }
         }
@@ -595,7 +591,7 @@ fn check_shard(
 }
 
 /// The most of `times` (sorted ascending) in any window `[t, t + period)`.
-pub(crate) fn max_in_any_window(times: &[u64], period: u64) -> u64 {
+pub fn max_in_any_window(times: &[u64], period: u64) -> u64 {
     let (mut first, mut best) = (0, 0);
     for (last, &t) in times.iter().enumerate() {
         while t - times[first] >= period {
@@ -607,7 +603,7 @@ pub(crate) fn max_in_any_window(times: &[u64], period: u64) -> u64 {
 }
 
 /// The most of `times` (sorted ascending) in any window `[k·period, (k+1)·period)`.
-pub(crate) fn max_in_aligned_window(times: &[u64], period: u64) -> u64 {
+pub fn max_in_aligned_window(times: &[u64], period: u64) -> u64 {
     let (mut best, mut run, mut window) = (0u64, 0u64, None);
     for &t in times {
         let k = t / period;

@@ -78,6 +78,7 @@
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::{LeakyBucket, Quota, Reserve};
 use serde::Serialize;
+use std::fmt::Write as _;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -96,7 +97,7 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 /// How the limitcore run makes its reservations (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Schedule {
+pub enum Schedule {
     /// Every reservation at the explicit time `t0`: slot `k` starts at `t0 + k·T`, fixed in
     /// advance (open loop).
     Open,
@@ -107,23 +108,23 @@ pub(crate) enum Schedule {
 
 /// One run's parameters.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Config {
+pub struct Config {
     /// `R`: requests per second.
-    pub(crate) rate: u32,
+    pub rate: u32,
     /// `W`: worker threads sharing the pacer.
-    pub(crate) workers: usize,
+    pub workers: usize,
     /// `D`: seconds of scheduled sends.
-    pub(crate) seconds: f64,
+    pub seconds: f64,
     /// The limitcore run's reservations.
-    pub(crate) schedule: Schedule,
+    pub schedule: Schedule,
     /// How much of each wait is spun instead of slept (`spin_us` in JSON).
     #[serde(rename = "spin_us", serialize_with = "as_micros")]
-    pub(crate) spin: Duration,
+    pub spin: Duration,
     /// The busy work of one send, zero for a no-op (`work_us` in JSON).
     #[serde(rename = "work_us", serialize_with = "as_micros")]
-    pub(crate) work: Duration,
+    pub work: Duration,
     /// The governor run's burst.
-    pub(crate) governor_burst: u32,
+    pub governor_burst: u32,
 }
 
 fn as_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -133,7 +134,7 @@ fn as_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 impl Config {
     /// `rate` per second on `workers` threads for `seconds`, open loop, spinning the last
     /// 100 µs, no-op sends, governor burst 1.
-    pub(crate) fn new(rate: u32, workers: usize, seconds: f64) -> Config {
+    pub fn new(rate: u32, workers: usize, seconds: f64) -> Config {
         Config {
             rate,
             workers,
@@ -146,7 +147,7 @@ impl Config {
     }
 
     /// `D` in nanoseconds.
-    pub(crate) fn duration_ns(&self) -> Nanos {
+    pub fn duration_ns(&self) -> Nanos {
         (self.seconds * 1e9).round() as Nanos
     }
 
@@ -156,17 +157,17 @@ impl Config {
     }
 
     /// `T`: the limitcore pacer's emission interval, `⌈10⁹ / R⌉` ns.
-    pub(crate) fn interval_ns(&self) -> Result<Nanos, String> {
+    pub fn interval_ns(&self) -> Result<Nanos, String> {
         Ok(self.quota()?.emission_interval_ns())
     }
 
     /// `N = ⌈D / T⌉`: the open-loop slots whose start is in `[t0, t0 + D)`.
-    pub(crate) fn slots(&self) -> Result<u64, String> {
+    pub fn slots(&self) -> Result<u64, String> {
         Ok(self.duration_ns().div_ceil(self.interval_ns()?))
     }
 
     /// Every parameter in range, or why not.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         if self.workers == 0 {
             return Err("--workers must be at least 1".into());
         }
@@ -188,54 +189,49 @@ impl Config {
 
 /// One send of the limitcore run, all times in ns of the pacer's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
+pub struct Slot {
     /// Clock reading just before `reserve_n_at` was called.
-    pub(crate) called: Nanos,
+    pub called: Nanos,
     /// Clock reading just after it returned.
-    pub(crate) returned: Nanos,
+    pub returned: Nanos,
     /// The reservation's start: the scheduled start of the send.
-    pub(crate) start: Nanos,
+    pub start: Nanos,
     /// The clock reading at which the worker saw `start` pass: the actual start.
-    pub(crate) actual: Nanos,
+    pub actual: Nanos,
 }
 
 /// The record of a limitcore run.
 #[derive(Debug, Clone)]
-pub(crate) struct PacerRun {
+pub struct PacerRun {
     /// The run's start, ns of the pacer's clock.
-    pub(crate) t0: Nanos,
+    pub t0: Nanos,
     /// `D` in ns.
-    pub(crate) duration: Nanos,
+    pub duration: Nanos,
     /// `R`.
-    pub(crate) rate: u32,
+    pub rate: u32,
     /// `T`, the pacer's emission interval in ns.
-    pub(crate) interval: Nanos,
+    pub interval: Nanos,
     /// Each worker's sends, in the order it made them.
-    pub(crate) workers: Vec<Vec<Slot>>,
+    pub workers: Vec<Vec<Slot>>,
 }
 
 /// The record of a governor run.
 #[derive(Debug, Clone)]
-pub(crate) struct GovernorRun {
+pub struct GovernorRun {
     /// The run's start, ns of a [`MonotonicClock`].
-    pub(crate) t0: Nanos,
+    pub t0: Nanos,
     /// `D` in ns.
-    pub(crate) duration: Nanos,
+    pub duration: Nanos,
     /// `R`.
-    pub(crate) rate: u32,
+    pub rate: u32,
     /// Each worker's actual starts, in order.
-    pub(crate) workers: Vec<Vec<Nanos>>,
+    pub workers: Vec<Vec<Nanos>>,
 }
 
 /// Wait until `clock` reads at least `target` and return that reading: sleep while more than
 /// `spin` ns remain, then spin on the clock (yielding the CPU between reads if
 /// `yield_in_spin`). Returns at once, with the current reading, if `target` has passed.
-pub(crate) fn wait_until<C: Clock>(
-    clock: &C,
-    target: Nanos,
-    spin: Nanos,
-    yield_in_spin: bool,
-) -> Nanos {
+pub fn wait_until<C: Clock>(clock: &C, target: Nanos, spin: Nanos, yield_in_spin: bool) -> Nanos {
     loop {
         let now = clock.now();
         if now >= target {
@@ -302,7 +298,7 @@ fn run_workers<T: Send>(
 }
 
 /// The limitcore run: `config.workers` threads paced by one shared [`LeakyBucket`].
-pub(crate) fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
+pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
     config.validate()?;
     let interval = config.interval_ns()?;
     let slots = config.slots()?;
@@ -374,7 +370,7 @@ pub(crate) fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
 
 /// The governor run: `config.workers` threads each awaiting `until_ready` on one shared
 /// `governor::RateLimiter::direct`, on a current-thread tokio runtime per worker.
-pub(crate) fn run_governor(config: &Config) -> Result<GovernorRun, String> {
+pub fn run_governor(config: &Config) -> Result<GovernorRun, String> {
     config.validate()?;
     let (rate, burst) = match (
         NonZeroU32::new(config.rate),
@@ -422,20 +418,20 @@ pub(crate) fn run_governor(config: &Config) -> Result<GovernorRun, String> {
 /// Percentiles of a set of times, in µs: nearest rank (the smallest value with at least that
 /// fraction of the set at or below it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub(crate) struct Percentiles {
+pub struct Percentiles {
     /// The smallest.
-    pub(crate) min: f64,
+    pub min: f64,
     /// The median.
-    pub(crate) p50: f64,
+    pub p50: f64,
     /// The 99th percentile.
-    pub(crate) p99: f64,
+    pub p99: f64,
     /// The largest.
-    pub(crate) max: f64,
+    pub max: f64,
 }
 
 impl Percentiles {
     /// Of `values` (ns, any order); `None` for an empty set.
-    pub(crate) fn of_nanos(mut values: Vec<i64>) -> Option<Percentiles> {
+    pub fn of_nanos(mut values: Vec<i64>) -> Option<Percentiles> {
         if values.is_empty() {
             return None;
         }
@@ -455,20 +451,20 @@ impl Percentiles {
 
 /// One run's figures (see the module documentation for the definitions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Summary {
+pub struct Summary {
     /// Requests sent.
-    pub(crate) sends: u64,
+    pub sends: u64,
     /// `sends / D`, per second.
-    pub(crate) rate: f64,
+    pub rate: f64,
     /// `(sends − 1) / (last actual start − first actual start)`, per second; `None` with
     /// fewer than two sends.
-    pub(crate) wall_rate: Option<f64>,
+    pub wall_rate: Option<f64>,
     /// `actual start − scheduled start`, µs (limitcore only).
-    pub(crate) schedule_lateness_us: Option<Percentiles>,
+    pub schedule_lateness_us: Option<Percentiles>,
     /// `actual start of the k-th send − (t0 + k / R)`, µs.
-    pub(crate) ideal_lateness_us: Option<Percentiles>,
+    pub ideal_lateness_us: Option<Percentiles>,
     /// `last start − first start − (sends − 1)·T`, µs (limitcore only).
-    pub(crate) slip_us: Option<f64>,
+    pub slip_us: Option<f64>,
 }
 
 /// `actual_k − (t0 + k·10⁹ / rate)` for the actual starts sorted in place.
@@ -492,12 +488,12 @@ fn wall_rate(sorted: &[Nanos]) -> Option<f64> {
 
 impl PacerRun {
     /// Every send, in no particular order.
-    pub(crate) fn sends(&self) -> impl Iterator<Item = &Slot> + '_ {
+    pub fn sends(&self) -> impl Iterator<Item = &Slot> + '_ {
         self.workers.iter().flatten()
     }
 
     /// The run's figures.
-    pub(crate) fn summary(&self) -> Summary {
+    pub fn summary(&self) -> Summary {
         let sends = self.sends().count() as u64;
         let mut actuals: Vec<Nanos> = self.sends().map(|s| s.actual).collect();
         let ideal = ideal_lateness(&mut actuals, self.t0, self.rate);
@@ -525,7 +521,7 @@ impl PacerRun {
 
 impl GovernorRun {
     /// The run's figures (governor exposes no schedule: no schedule lateness, no slip).
-    pub(crate) fn summary(&self) -> Summary {
+    pub fn summary(&self) -> Summary {
         let mut actuals: Vec<Nanos> = self.workers.iter().flatten().copied().collect();
         let sends = actuals.len() as u64;
         let ideal = ideal_lateness(&mut actuals, self.t0, self.rate);
@@ -537,5 +533,254 @@ impl GovernorRun {
             ideal_lateness_us: Percentiles::of_nanos(ideal),
             slip_us: None,
         }
+    }
+}
+
+/// `governor / limitcore` for the figures where both are defined and the divisor is neither
+/// 0 nor infinite; `None` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ratio {
+    /// Of [`Summary::sends`].
+    pub sends: Option<f64>,
+    /// Of [`Summary::rate`].
+    pub rate: Option<f64>,
+    /// Of [`Summary::wall_rate`].
+    pub wall_rate: Option<f64>,
+    /// Of the p50 of [`Summary::ideal_lateness_us`].
+    pub ideal_lateness_p50: Option<f64>,
+    /// Of the p99 of [`Summary::ideal_lateness_us`].
+    pub ideal_lateness_p99: Option<f64>,
+    /// Of the max of [`Summary::ideal_lateness_us`].
+    pub ideal_lateness_max: Option<f64>,
+}
+
+/// `governor / limitcore`, where defined.
+fn ratio(governor: Option<f64>, limitcore: Option<f64>) -> Option<f64> {
+    match (governor, limitcore) {
+        (Some(g), Some(l)) if l != 0.0 && l.is_finite() && g.is_finite() => Some(g / l),
+        _ => None,
+    }
+}
+
+/// One percentile of a summary's ideal lateness.
+fn ideal(s: &Summary, f: fn(&Percentiles) -> f64) -> Option<f64> {
+    s.ideal_lateness_us.as_ref().map(f)
+}
+
+impl Ratio {
+    /// `governor / limitcore` figure by figure.
+    pub fn of(limitcore: &Summary, governor: &Summary) -> Ratio {
+        let (lc, gov) = (limitcore, governor);
+        Ratio {
+            sends: ratio(Some(gov.sends as f64), Some(lc.sends as f64)),
+            rate: ratio(Some(gov.rate), Some(lc.rate)),
+            wall_rate: ratio(gov.wall_rate, lc.wall_rate),
+            ideal_lateness_p50: ratio(ideal(gov, |p| p.p50), ideal(lc, |p| p.p50)),
+            ideal_lateness_p99: ratio(ideal(gov, |p| p.p99), ideal(lc, |p| p.p99)),
+            ideal_lateness_max: ratio(ideal(gov, |p| p.max), ideal(lc, |p| p.max)),
+        }
+    }
+}
+
+/// Both runs of one [`Config`] side by side: the `limitcore pace` report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The runs' parameters.
+    pub config: Config,
+    /// The machine's available parallelism when the runs were made.
+    pub cores: usize,
+    /// `T`, the limitcore pacer's emission interval, in ns.
+    pub interval_ns: u64,
+    /// The limitcore run's figures.
+    pub limitcore: Summary,
+    /// The governor run's figures.
+    pub governor: Summary,
+    /// `governor / limitcore`.
+    pub ratio: Ratio,
+}
+
+impl Comparison {
+    /// Run `config` paced by limitcore ([`run_limitcore`]), then by governor
+    /// ([`run_governor`]), one after the other, and gather both runs' figures.
+    ///
+    /// # Errors
+    ///
+    /// Parameters out of range ([`Config::validate`]), or a governor worker's tokio runtime
+    /// could not be built.
+    pub fn run(config: Config) -> Result<Comparison, String> {
+        let interval_ns = config.interval_ns()?;
+        let limitcore = run_limitcore(&config)?.summary();
+        let governor = run_governor(&config)?.summary();
+        Ok(Comparison {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            interval_ns,
+            ratio: Ratio::of(&limitcore, &governor),
+            limitcore,
+            governor,
+            config,
+        })
+    }
+
+    /// The comparison as pretty JSON: `config`, `cores`, `interval_ns`, `limitcore`,
+    /// `governor` (lateness in µs) and `ratio` (`null` where undefined).
+    ///
+    /// # Errors
+    ///
+    /// serde_json's, if serialising failed.
+    pub fn json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
+    }
+
+    /// The comparison as a table, a line for each figure and a column for each run, with
+    /// a header that names the two pacers and their settings.
+    pub fn text(&self) -> String {
+        let (config, lc, gov, r) = (&self.config, &self.limitcore, &self.governor, &self.ratio);
+        let interval_ns = self.interval_ns;
+        let mut s = String::new();
+        let work = if config.work.is_zero() {
+            "no-op".to_string()
+        } else {
+            format!("{} ns busy work", config.work.as_nanos())
+        };
+        let _ = writeln!(
+            s,
+            "pace: {}/s for {} s, {} workers on {} cores, send = {}",
+            config.rate, config.seconds, config.workers, self.cores, work
+        );
+        let _ = match config.schedule {
+            Schedule::Open => writeln!(
+                s,
+                "limitcore  LeakyBucket::reserve_n_at(1, t0): open loop, slot k at t0 + k·T, \
+                 T = {interval_ns} ns"
+            ),
+            Schedule::Live => writeln!(
+                s,
+                "limitcore  LeakyBucket::reserve_n_at(1, now): live clock, closed loop, \
+                 T = {interval_ns} ns"
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "           wait: sleep, then spin the last {} µs",
+            config.spin.as_micros()
+        );
+        let _ = writeln!(
+            s,
+            "governor   RateLimiter::direct(per_second({}).allow_burst({})).until_ready(),",
+            config.rate, config.governor_burst
+        );
+        let _ = writeln!(
+            s,
+            "           block_on on a current-thread tokio runtime per worker"
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<34} {:>12} {:>12} {:>9}",
+            "", "limitcore", "governor", "gov/lc"
+        );
+        row(
+            &mut s,
+            "sends",
+            Some(lc.sends as f64),
+            Some(gov.sends as f64),
+            r.sends,
+            0,
+        );
+        row(
+            &mut s,
+            "rate = sends / D (/s)",
+            Some(lc.rate),
+            Some(gov.rate),
+            r.rate,
+            1,
+        );
+        row(
+            &mut s,
+            "wall rate = (n−1) / span (/s)",
+            lc.wall_rate,
+            gov.wall_rate,
+            r.wall_rate,
+            1,
+        );
+        row(
+            &mut s,
+            "slip of the schedule (µs)",
+            lc.slip_us,
+            None,
+            None,
+            1,
+        );
+        let _ = writeln!(s, "lateness vs own schedule (µs)");
+        let sched = |f: fn(&Percentiles) -> f64| lc.schedule_lateness_us.as_ref().map(f);
+        row(&mut s, "  p50", sched(|p| p.p50), None, None, 2);
+        row(&mut s, "  p99", sched(|p| p.p99), None, None, 2);
+        row(&mut s, "  max", sched(|p| p.max), None, None, 2);
+        let _ = writeln!(s, "lateness vs t0 + k/R, same for both (µs)");
+        row(
+            &mut s,
+            "  min",
+            ideal(lc, |p| p.min),
+            ideal(gov, |p| p.min),
+            None,
+            2,
+        );
+        row(
+            &mut s,
+            "  p50",
+            ideal(lc, |p| p.p50),
+            ideal(gov, |p| p.p50),
+            r.ideal_lateness_p50,
+            2,
+        );
+        row(
+            &mut s,
+            "  p99",
+            ideal(lc, |p| p.p99),
+            ideal(gov, |p| p.p99),
+            r.ideal_lateness_p99,
+            2,
+        );
+        row(
+            &mut s,
+            "  max",
+            ideal(lc, |p| p.max),
+            ideal(gov, |p| p.max),
+            r.ideal_lateness_max,
+            2,
+        );
+        s
+    }
+}
+
+/// One line of the table: a figure's name, its limitcore and governor values with `decimals`
+/// decimals, and their ratio.
+fn row(
+    s: &mut String,
+    name: &str,
+    limitcore: Option<f64>,
+    governor: Option<f64>,
+    ratio: Option<f64>,
+    decimals: usize,
+) {
+    let _ = writeln!(
+        s,
+        "{name:<34} {:>12} {:>12} {:>9}",
+        cell(limitcore, decimals),
+        cell(governor, decimals),
+        ratio_cell(ratio)
+    );
+}
+
+/// A value in a column, or `—`.
+fn cell(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "—".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// A ratio in a column: two decimals, or two significant digits from 1000 up.
+fn ratio_cell(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.abs() >= 1_000.0 => format!("{v:.1e}"),
+        _ => cell(v, 2),
     }
 }

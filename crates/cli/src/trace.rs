@@ -28,25 +28,25 @@ use std::io::BufRead;
 
 /// One request of a trace: who, and when (ns since the Unix epoch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Request {
+pub struct Request {
     /// Nanoseconds since the Unix epoch.
-    pub(crate) t: u64,
+    pub t: u64,
     /// Index into [`Trace::clients`].
-    pub(crate) client: u32,
+    pub client: u32,
 }
 
 /// A line that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Malformed {
+pub struct Malformed {
     /// 1-based line number in the input.
-    pub(crate) line: usize,
+    pub line: usize,
     /// What was wrong with it.
-    pub(crate) reason: String,
+    pub reason: String,
 }
 
 /// The formats a log can be in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
+pub enum Format {
     /// NASA-HTTP tab-separated values.
     NasaTsv,
     /// SEC EDGAR comma-separated values.
@@ -59,7 +59,7 @@ pub(crate) enum Format {
 
 impl Format {
     /// A name for reports.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Format::NasaTsv => "NASA-HTTP TSV",
             Format::EdgarCsv => "EDGAR CSV",
@@ -71,22 +71,22 @@ impl Format {
 
 /// A parsed trace: requests in time order and the client names they index.
 #[derive(Debug, Clone)]
-pub(crate) struct Trace {
+pub struct Trace {
     /// The detected format.
-    pub(crate) format: Format,
+    pub format: Format,
     /// Requests sorted by time (stable: file order within a time).
-    pub(crate) requests: Vec<Request>,
+    pub requests: Vec<Request>,
     /// Client names (host or IP), indexed by [`Request::client`].
-    pub(crate) clients: Vec<String>,
+    pub clients: Vec<String>,
     /// Lines that could not be read, in line order.
-    pub(crate) malformed: Vec<Malformed>,
+    pub malformed: Vec<Malformed>,
     /// Lines read (including malformed and header lines, excluding empty ones).
-    pub(crate) lines: usize,
+    pub lines: usize,
 }
 
 impl Trace {
     /// The span from the first to the last request, in ns.
-    pub(crate) fn span_ns(&self) -> u64 {
+    pub fn span_ns(&self) -> u64 {
         match (self.requests.first(), self.requests.last()) {
             (Some(a), Some(b)) => b.t - a.t,
             _ => 0,
@@ -96,7 +96,7 @@ impl Trace {
 
 /// Why a whole input could not be read.
 #[derive(Debug)]
-pub(crate) enum TraceError {
+pub enum TraceError {
     /// Reading failed.
     Io(std::io::Error),
     /// No line looked like any known format.
@@ -122,7 +122,7 @@ impl std::fmt::Display for TraceError {
 impl std::error::Error for TraceError {}
 
 /// Guess the format from the first few non-empty lines.
-pub(crate) fn detect(lines: &[&str]) -> Option<Format> {
+pub fn detect(lines: &[&str]) -> Option<Format> {
     let first = lines.iter().find(|l| !l.trim().is_empty())?;
     if first.starts_with("host\tlogname\ttime") || first.starts_with("ip,date,time") {
         return Some(if first.starts_with("host") {
@@ -140,7 +140,7 @@ pub(crate) fn detect(lines: &[&str]) -> Option<Format> {
 }
 
 /// Parse one line in `format` into (client name, epoch seconds).
-pub(crate) fn parse_line(format: Format, line: &str) -> Result<(&str, u64), String> {
+pub fn parse_line(format: Format, line: &str) -> Result<(&str, u64), String> {
     match format {
         Format::NasaTsv => {
             let mut fields = line.split('\t');
@@ -207,10 +207,7 @@ fn is_header(format: Format, line: &str) -> bool {
 ///
 /// [`TraceError::Io`] if reading fails, [`TraceError::UnknownFormat`] if none of those lines
 /// parses in any format. Bad lines are not errors: they are in [`Trace::malformed`].
-pub(crate) fn read(
-    input: impl BufRead,
-    mut progress: impl FnMut(u64),
-) -> Result<Trace, TraceError> {
+pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, TraceError> {
     // Raw lines as bytes: invalid UTF-8 is a malformed line, not a failed read.
     let mut raw: Vec<(usize, Result<String, ()>)> = Vec::new();
     for (i, line) in input.split(b'\n').enumerate() {
@@ -284,7 +281,7 @@ pub(crate) fn read(
 }
 
 /// Sort whole-second stamps (stably) and spread each second's requests evenly within it.
-pub(crate) fn spread_within_seconds(mut stamped: Vec<(u64, u32)>) -> Vec<Request> {
+pub fn spread_within_seconds(mut stamped: Vec<(u64, u32)>) -> Vec<Request> {
     stamped.sort_by_key(|&(t, _)| t);
     let mut out = Vec::with_capacity(stamped.len());
     let mut rest = &stamped[..];
@@ -306,7 +303,7 @@ pub(crate) fn spread_within_seconds(mut stamped: Vec<(u64, u32)>) -> Vec<Request
 /// Client rates are heavy-tailed (Pareto, shape 1.1, from 0.02 requests/s up to 200/s), and
 /// every client also fires bursts (10 % of its requests come as back-to-back groups of 5 to
 /// 60 requests 1 ms apart), so every limiter has something to refuse. Same `seed`, same trace.
-pub(crate) fn synthetic(clients: u32, seconds: u32, seed: u64) -> Trace {
+pub fn synthetic(clients: u32, seconds: u32, seed: u64) -> Trace {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let start: u64 = 1_700_000_000 * 1_000_000_000;
     let end = start + u64::from(seconds) * 1_000_000_000;

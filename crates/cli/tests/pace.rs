@@ -7,11 +7,7 @@
 //! check and a loose sanity bound. The runs are serialised by a lock so that they do not
 //! compete for the CPUs; the whole file takes about 2 s.
 
-#[allow(dead_code)]
-#[path = "../examples/pace/pacing.rs"]
-mod pacing;
-
-use pacing::{Config, PacerRun, Percentiles, Schedule, Slot};
+use limitcore_cli::pace::{self as pacing, Config, PacerRun, Percentiles, Schedule, Slot};
 use std::sync::Mutex;
 
 /// One real-clock run at a time.
