@@ -1,29 +1,117 @@
-//! The replay tool (`examples/replay`) on the two real logs in `../shared/data/` and on small
-//! samples written here: every decision equals the reference model's, every per-client
-//! window bound holds, and the parsers count and locate bad lines instead of panicking.
+//! The replay (`limitcore_cli::{trace, engine}`) on two real logs and on small logs written
+//! here: every decision equals the reference model's, every per-client window bound holds, and
+//! the parsers count and locate bad lines instead of panicking.
 //!
-//! The real logs are read where they are (beside the project root), never copied.
+//! The real logs are an SEC EDGAR CSV and a NASA-HTTP TSV. Their samples in `testdata/` (the
+//! first 2,000 requests of each; see `testdata/README.md`) are always replayed. The full logs
+//! are replayed too when `../shared/data/` exists beside the repository (they are read where
+//! they are, never copied); on a clone without it that part is skipped with a note on stderr.
 
 use limitcore::Quota;
 use limitcore_cli::engine::{self, Algorithm, Outcome, Settings};
 use limitcore_cli::trace::{self, Format, Malformed, Request, Trace};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-fn shared(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(name)
+/// A real log, and what it holds.
+struct Log {
+    path: PathBuf,
+    format: Format,
+    /// Requests: every line but the header (none is malformed).
+    requests: usize,
+    /// Distinct clients.
+    clients: usize,
 }
 
-fn read_log(name: &str) -> Trace {
-    let path = shared(name);
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (the real logs live in ../shared/data)",
-            path.display()
+impl Log {
+    /// The log's file name, for messages.
+    fn name(&self) -> String {
+        self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
         )
-    });
-    trace::read(std::io::BufReader::new(file), |_| {}).expect("a readable log")
+    }
+
+    /// The log, read and checked against what it holds.
+    fn read(&self) -> Trace {
+        let file = std::fs::File::open(&self.path)
+            .unwrap_or_else(|e| panic!("{}: {e}", self.path.display()));
+        let trace = trace::read(std::io::BufReader::new(file), |_| {})
+            .unwrap_or_else(|e| panic!("{}: {e}", self.path.display()));
+        let name = self.name();
+        assert_eq!(trace.format, self.format, "{name}");
+        assert_eq!(trace.requests.len(), self.requests, "{name}");
+        assert_eq!(trace.clients.len(), self.clients, "{name}");
+        assert!(
+            trace.malformed.is_empty(),
+            "{name}: {:?}",
+            &trace.malformed[..1]
+        );
+        assert_eq!(
+            trace.lines,
+            self.requests + 1,
+            "{name}: the header and the requests"
+        );
+        trace
+    }
+}
+
+/// This crate's `testdata/` directory.
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+/// `../shared/data/` beside the repository, if it exists (the repository's root is two
+/// levels above this crate's manifest).
+fn shared_data() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "note: {} does not exist: the full logs are skipped, their samples in testdata/ \
+             are replayed",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// The EDGAR sample, and the full EDGAR log (`log20170630`'s first 10,000 lines) if present.
+fn edgar_logs() -> Vec<Log> {
+    let log = |path, requests, clients| Log {
+        path,
+        format: Format::EdgarCsv,
+        requests,
+        clients,
+    };
+    let mut logs = vec![log(
+        testdata().join("edgar_log20170630_first2000.csv"),
+        2_000,
+        159,
+    )];
+    if let Some(dir) = shared_data() {
+        logs.push(log(dir.join("edgar_log20170630_first10k.csv"), 9_999, 326));
+    }
+    logs
+}
+
+/// The NASA-HTTP sample, and the full NASA-HTTP log of 1 August 1995 if present.
+fn nasa_logs() -> Vec<Log> {
+    let log = |path, requests, clients| Log {
+        path,
+        format: Format::NasaTsv,
+        requests,
+        clients,
+    };
+    let mut logs = vec![log(
+        testdata().join("nasa_http_19950801_first2000.tsv"),
+        2_000,
+        205,
+    )];
+    if let Some(dir) = shared_data() {
+        logs.push(log(dir.join("nasa_http_19950801.tsv"), 30_969, 2_365));
+    }
+    logs
 }
 
 fn read_str(text: &str) -> Result<Trace, trace::TraceError> {
@@ -77,44 +165,77 @@ fn assert_sound(outcomes: &[Outcome], what: &str) {
     );
 }
 
+/// Each sample is the beginning of its full log, byte for byte: the header and the first
+/// 2,000 requests, whole lines.
+#[test]
+fn samples_are_the_first_lines_of_the_full_logs() {
+    for (sample, full) in [
+        (
+            "edgar_log20170630_first2000.csv",
+            "edgar_log20170630_first10k.csv",
+        ),
+        ("nasa_http_19950801_first2000.tsv", "nasa_http_19950801.tsv"),
+    ] {
+        let sample_bytes = std::fs::read(testdata().join(sample)).unwrap();
+        assert_eq!(
+            sample_bytes.iter().filter(|&&b| b == b'\n').count(),
+            2_001,
+            "{sample}"
+        );
+        assert_eq!(
+            sample_bytes.last(),
+            Some(&b'\n'),
+            "{sample}: a whole last line"
+        );
+        if let Some(dir) = shared_data() {
+            let full_bytes = std::fs::read(dir.join(full)).unwrap();
+            assert!(
+                full_bytes.starts_with(&sample_bytes),
+                "{sample} is not the beginning of {full}"
+            );
+        }
+    }
+}
+
 #[test]
 fn edgar_log_replays_exactly() {
-    let trace = read_log("edgar_log20170630_first10k.csv");
-    assert_eq!(trace.format, Format::EdgarCsv);
-    assert_eq!(trace.requests.len(), 9_999);
-    assert_eq!(trace.clients.len(), 326);
-    assert!(trace.malformed.is_empty(), "{:?}", &trace.malformed[..1]);
-    for threads in [1, 2] {
-        let outcomes = replay_all(&trace, &settings("10/s", None, threads));
-        assert_sound(&outcomes, "EDGAR 10/s");
-        // The SEC's limit bites on this log: someone is limited under every algorithm.
-        assert!(outcomes.iter().all(|o| o.clients_limited() > 0));
+    for log in edgar_logs() {
+        let trace = log.read();
+        let name = log.name();
+        for threads in [1, 2] {
+            let outcomes = replay_all(&trace, &settings("10/s", None, threads));
+            assert_sound(&outcomes, &format!("{name} 10/s"));
+            // The SEC's limit bites on this log: someone is limited under every algorithm.
+            assert!(
+                outcomes.iter().all(|o| o.clients_limited() > 0),
+                "{name}: 10/s limits nobody under some algorithm"
+            );
+        }
+        // A tighter quota with a burst, and one where the burst is smaller than the count.
+        assert_sound(
+            &replay_all(&trace, &settings("5/s burst 20", None, 2)),
+            &format!("{name} 5/s b20"),
+        );
+        assert_sound(
+            &replay_all(&trace, &settings("100/min burst 3", None, 2)),
+            &format!("{name} 100/min"),
+        );
     }
-    // A tighter quota with a burst, and one where the burst is smaller than the count.
-    assert_sound(
-        &replay_all(&trace, &settings("5/s burst 20", None, 2)),
-        "EDGAR 5/s b20",
-    );
-    assert_sound(
-        &replay_all(&trace, &settings("100/min burst 3", None, 2)),
-        "EDGAR 100/min",
-    );
 }
 
 #[test]
 fn nasa_log_replays_exactly() {
-    let trace = read_log("nasa_http_19950801.tsv");
-    assert_eq!(trace.format, Format::NasaTsv);
-    assert_eq!(trace.requests.len(), 30_969);
-    assert_eq!(trace.clients.len(), 2_365);
-    assert!(trace.malformed.is_empty(), "{:?}", &trace.malformed[..1]);
-    for quota in ["10/min", "2/s burst 5", "100/h"] {
-        let outcomes = replay_all(&trace, &settings(quota, None, 2));
-        assert_sound(&outcomes, quota);
-        assert!(
-            outcomes.iter().any(|o| o.clients_limited() > 0),
-            "{quota} limits nobody"
-        );
+    for log in nasa_logs() {
+        let trace = log.read();
+        let name = log.name();
+        for quota in ["10/min", "2/s burst 5", "100/h"] {
+            let outcomes = replay_all(&trace, &settings(quota, None, 2));
+            assert_sound(&outcomes, &format!("{name} {quota}"));
+            assert!(
+                outcomes.iter().any(|o| o.clients_limited() > 0),
+                "{name}: {quota} limits nobody"
+            );
+        }
     }
 }
 
@@ -122,32 +243,41 @@ fn nasa_log_replays_exactly() {
 /// agree, and the global bound holds over all clients together.
 #[test]
 fn edgar_log_with_a_global_limit() {
-    let trace = read_log("edgar_log20170630_first10k.csv");
-    let s = settings("10/s", Some("200/s burst 50"), 1);
-    for algorithm in [Algorithm::Gcra, Algorithm::LeakyBucket] {
-        let o = engine::replay(&trace, algorithm, &s).unwrap();
-        assert_eq!(o.differing, 0, "{:?}", o.first_difference);
-        assert!(o.bound_holds());
-        let times: Vec<u64> = trace
-            .requests
-            .iter()
-            .zip(&o.admitted)
-            .filter(|(_, &a)| a)
-            .map(|(r, _)| r.t)
-            .collect();
-        let global_max = engine::max_in_any_window(&times, 1_000_000_000);
-        let bound = match algorithm {
-            Algorithm::Gcra => 200 + 50 - 1,
-            _ => 200,
-        };
-        assert!(global_max <= bound, "{algorithm:?}: {global_max} > {bound}");
-        // The global limit binds: fewer admitted than per client alone.
-        let alone = engine::replay(&trace, algorithm, &settings("10/s", None, 1)).unwrap();
-        assert!(o.admitted_count() < alone.admitted_count());
+    for log in edgar_logs() {
+        let trace = log.read();
+        let name = log.name();
+        let s = settings("10/s", Some("200/s burst 50"), 1);
+        for algorithm in [Algorithm::Gcra, Algorithm::LeakyBucket] {
+            let o = engine::replay(&trace, algorithm, &s).unwrap();
+            assert_eq!(o.differing, 0, "{name}: {:?}", o.first_difference);
+            assert!(o.bound_holds(), "{name}, {algorithm:?}");
+            let times: Vec<u64> = trace
+                .requests
+                .iter()
+                .zip(&o.admitted)
+                .filter(|(_, &a)| a)
+                .map(|(r, _)| r.t)
+                .collect();
+            let global_max = engine::max_in_any_window(&times, 1_000_000_000);
+            let bound = match algorithm {
+                Algorithm::Gcra => 200 + 50 - 1,
+                _ => 200,
+            };
+            assert!(
+                global_max <= bound,
+                "{name}, {algorithm:?}: {global_max} > {bound}"
+            );
+            // The global limit binds: fewer admitted than per client alone.
+            let alone = engine::replay(&trace, algorithm, &settings("10/s", None, 1)).unwrap();
+            assert!(
+                o.admitted_count() < alone.admitted_count(),
+                "{name}, {algorithm:?}: the global limit does not bind"
+            );
+        }
+        // The other algorithms have no exact refund: a clear error, not a wrong answer.
+        let err = engine::replay(&trace, Algorithm::FixedWindow, &s).unwrap_err();
+        assert!(err.contains("--global"), "{err}");
     }
-    // The other algorithms have no exact refund: a clear error, not a wrong answer.
-    let err = engine::replay(&trace, Algorithm::FixedWindow, &s).unwrap_err();
-    assert!(err.contains("--global"), "{err}");
 }
 
 #[test]
