@@ -1,9 +1,21 @@
-//! The engine of `examples/pace`: `W` worker threads send at `R` requests per second for `D`
-//! seconds, paced by one shared [`LeakyBucket`] through [`Reserve::reserve_n_at`], and the
-//! same run paced by governor's `until_ready`; then the figures of both runs.
+//! The pacer comparison behind `limitcore pace`: `W` worker threads send at `R` requests per
+//! second for `D` seconds, paced by one shared [`LeakyBucket`] through
+//! [`Reserve::reserve_n_at`] ([`run_limitcore`]), and the same run paced by governor's
+//! `until_ready` ([`run_governor`]); then the figures of both runs ([`Summary`]) side by side
+//! ([`Comparison`]).
 //!
-//! `main.rs` is the command line; `tests/pace.rs` includes this file with
-//! `#[path = "../examples/pace/pacing.rs"]` and checks the schedule.
+//! Both runs are on the real clock: they take `D` seconds each and keep `W` threads busy.
+//!
+//! ```
+//! use limitcore_cli::pace::{Comparison, Config};
+//!
+//! // 1,000 sends per second on one worker for 20 ms: 20 sends.
+//! let comparison = Comparison::run(Config::new(1_000, 1, 0.02))?;
+//! assert_eq!(comparison.limitcore.sends, 20);
+//! assert_eq!(comparison.interval_ns, 1_000_000);
+//! assert!(comparison.text().starts_with("pace: 1000/s for 0.02 s, 1 workers"));
+//! # Ok::<(), String>(())
+//! ```
 //!
 //! # The limitcore run
 //!
@@ -91,10 +103,13 @@ const LEAD: Duration = Duration::from_millis(5);
 /// The most sends one run may record (`N = ⌈D / T⌉`); 32 bytes each, so about 3 GB.
 const MAX_SENDS: u64 = 100_000_000;
 
+/// The most worker threads a run may start ([`Config::validate`]).
+pub const MAX_WORKERS: usize = 1_024;
+
 /// Nanoseconds per second.
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// How the limitcore run makes its reservations (see the module documentation).
+/// How the limitcore run makes its reservations (see the [module documentation](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Schedule {
@@ -106,7 +121,24 @@ pub enum Schedule {
     Live,
 }
 
-/// One run's parameters.
+/// One run's parameters: the command line's options.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::pace::{Config, Schedule};
+/// use std::time::Duration;
+///
+/// let config = Config {
+///     schedule: Schedule::Live,
+///     work: Duration::from_micros(5),
+///     ..Config::new(50_000, 2, 3.0)
+/// };
+/// assert_eq!(config.interval_ns(), Ok(20_000));
+/// assert_eq!(config.slots(), Ok(150_000));
+/// assert!(config.validate().is_ok());
+/// assert!(Config::new(0, 2, 3.0).validate().is_err());
+/// ```
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
     /// `R`: requests per second.
@@ -146,7 +178,7 @@ impl Config {
         }
     }
 
-    /// `D` in nanoseconds.
+    /// `D` in nanoseconds, rounded (0 for a negative or NaN `D`).
     pub fn duration_ns(&self) -> Nanos {
         (self.seconds * 1e9).round() as Nanos
     }
@@ -157,19 +189,36 @@ impl Config {
     }
 
     /// `T`: the limitcore pacer's emission interval, `⌈10⁹ / R⌉` ns.
+    ///
+    /// # Errors
+    ///
+    /// `R` is not a valid quota (0).
     pub fn interval_ns(&self) -> Result<Nanos, String> {
         Ok(self.quota()?.emission_interval_ns())
     }
 
     /// `N = ⌈D / T⌉`: the open-loop slots whose start is in `[t0, t0 + D)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::interval_ns`].
     pub fn slots(&self) -> Result<u64, String> {
         Ok(self.duration_ns().div_ceil(self.interval_ns()?))
     }
 
-    /// Every parameter in range, or why not.
+    /// Check every parameter.
+    ///
+    /// # Errors
+    ///
+    /// Why a parameter is out of range, naming its command-line option: `W` not in
+    /// `1..=`[`MAX_WORKERS`], `D` not in `(0, 86400]` seconds, a governor burst of 0, an `R`
+    /// that is not a valid quota (0), or more than 10⁸ sends to record.
     pub fn validate(&self) -> Result<(), String> {
         if self.workers == 0 {
             return Err("--workers must be at least 1".into());
+        }
+        if self.workers > MAX_WORKERS {
+            return Err(format!("--workers must be at most {MAX_WORKERS}"));
         }
         if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 86_400.0) {
             return Err(format!("--seconds {} is not in (0, 86400]", self.seconds));
@@ -200,7 +249,7 @@ pub struct Slot {
     pub actual: Nanos,
 }
 
-/// The record of a limitcore run.
+/// The record of a limitcore run, made by [`run_limitcore`].
 #[derive(Debug, Clone)]
 pub struct PacerRun {
     /// The run's start, ns of the pacer's clock.
@@ -215,7 +264,7 @@ pub struct PacerRun {
     pub workers: Vec<Vec<Slot>>,
 }
 
-/// The record of a governor run.
+/// The record of a governor run, made by [`run_governor`].
 #[derive(Debug, Clone)]
 pub struct GovernorRun {
     /// The run's start, ns of a [`MonotonicClock`].
@@ -231,6 +280,19 @@ pub struct GovernorRun {
 /// Wait until `clock` reads at least `target` and return that reading: sleep while more than
 /// `spin` ns remain, then spin on the clock (yielding the CPU between reads if
 /// `yield_in_spin`). Returns at once, with the current reading, if `target` has passed.
+/// All times are ns of `clock`.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::clock::{Clock, MonotonicClock};
+/// use limitcore_cli::pace::wait_until;
+///
+/// let clock = MonotonicClock::new();
+/// let target = clock.now() + 2_000_000; // 2 ms from now
+/// let woke = wait_until(&clock, target, 100_000, false); // spin the last 100 µs
+/// assert!(woke >= target);
+/// ```
 pub fn wait_until<C: Clock>(clock: &C, target: Nanos, spin: Nanos, yield_in_spin: bool) -> Nanos {
     loop {
         let now = clock.now();
@@ -297,7 +359,27 @@ fn run_workers<T: Send>(
     })
 }
 
-/// The limitcore run: `config.workers` threads paced by one shared [`LeakyBucket`].
+/// The limitcore run: `config.workers` threads paced by one shared [`LeakyBucket`] for
+/// `config.seconds` of real time (see the [module documentation](self)).
+///
+/// # Errors
+///
+/// The parameters are out of range ([`Config::validate`]).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::pace::{run_limitcore, Config};
+///
+/// // 2,000 per second on two workers for 10 ms: slots 0.5 ms apart.
+/// let run = run_limitcore(&Config::new(2_000, 2, 0.01))?;
+/// let mut starts: Vec<u64> = run.sends().map(|s| s.start).collect();
+/// starts.sort_unstable();
+/// assert_eq!(starts.len(), 20);
+/// assert!(starts.windows(2).all(|w| w[1] - w[0] == 500_000));
+/// assert!(run.sends().all(|s| s.actual >= s.start)); // never early
+/// # Ok::<(), String>(())
+/// ```
 pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
     config.validate()?;
     let interval = config.interval_ns()?;
@@ -369,7 +451,13 @@ pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
 }
 
 /// The governor run: `config.workers` threads each awaiting `until_ready` on one shared
-/// `governor::RateLimiter::direct`, on a current-thread tokio runtime per worker.
+/// `governor::RateLimiter::direct`, on a current-thread tokio runtime per worker, for
+/// `config.seconds` of real time (see the [module documentation](self)).
+///
+/// # Errors
+///
+/// The parameters are out of range ([`Config::validate`]), or a worker's tokio runtime could
+/// not be built.
 pub fn run_governor(config: &Config) -> Result<GovernorRun, String> {
     config.validate()?;
     let (rate, burst) = match (
@@ -431,6 +519,15 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// Of `values` (ns, any order); `None` for an empty set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::pace::Percentiles;
+    ///
+    /// let p = Percentiles::of_nanos(vec![3_000, -1_000, 2_000, 1_000]).unwrap();
+    /// assert_eq!((p.min, p.p50, p.p99, p.max), (-1.0, 1.0, 3.0, 3.0));
+    /// ```
     pub fn of_nanos(mut values: Vec<i64>) -> Option<Percentiles> {
         if values.is_empty() {
             return None;
@@ -449,7 +546,7 @@ impl Percentiles {
     }
 }
 
-/// One run's figures (see the module documentation for the definitions).
+/// One run's figures (see the [module documentation](self) for the definitions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     /// Requests sent.
@@ -467,14 +564,16 @@ pub struct Summary {
     pub slip_us: Option<f64>,
 }
 
-/// `actual_k − (t0 + k·10⁹ / rate)` for the actual starts sorted in place.
+/// `actual_k − (t0 + k·10⁹ / rate)` for the actual starts sorted in place (a rate of 0 counts
+/// as 1).
 fn ideal_lateness(actuals: &mut [Nanos], t0: Nanos, rate: u32) -> Vec<i64> {
     actuals.sort_unstable();
     actuals
         .iter()
         .enumerate()
         .map(|(k, &actual)| {
-            let ideal = u128::from(t0) + k as u128 * u128::from(NANOS_PER_SEC) / u128::from(rate);
+            let ideal =
+                u128::from(t0) + k as u128 * u128::from(NANOS_PER_SEC) / u128::from(rate.max(1));
             i64::try_from(i128::from(actual) - ideal as i128).unwrap_or(i64::MAX)
         })
         .collect()
@@ -493,6 +592,26 @@ impl PacerRun {
     }
 
     /// The run's figures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::pace::{PacerRun, Slot};
+    ///
+    /// // Three sends 1 ms apart at 1,000/s over 3 ms, the last one 2 µs late.
+    /// let slot = |start: u64, late: u64| Slot { called: 0, returned: 0, start, actual: start + late };
+    /// let run = PacerRun {
+    ///     t0: 0,
+    ///     duration: 3_000_000,
+    ///     rate: 1_000,
+    ///     interval: 1_000_000,
+    ///     workers: vec![vec![slot(0, 0), slot(1_000_000, 0), slot(2_000_000, 2_000)]],
+    /// };
+    /// let summary = run.summary();
+    /// assert_eq!((summary.sends, summary.rate), (3, 1_000.0));
+    /// assert_eq!(summary.schedule_lateness_us.unwrap().max, 2.0);
+    /// assert_eq!(summary.slip_us, Some(0.0));
+    /// ```
     pub fn summary(&self) -> Summary {
         let sends = self.sends().count() as u64;
         let mut actuals: Vec<Nanos> = self.sends().map(|s| s.actual).collect();
@@ -506,7 +625,7 @@ impl PacerRun {
             self.sends().map(|s| s.start).max(),
         );
         let slip = first.zip(last).map(|(first, last)| {
-            (last - first) as f64 - (sends.saturating_sub(1) * self.interval) as f64
+            (last - first) as f64 - sends.saturating_sub(1).saturating_mul(self.interval) as f64
         });
         Summary {
             sends,
@@ -569,6 +688,25 @@ fn ideal(s: &Summary, f: fn(&Percentiles) -> f64) -> Option<f64> {
 
 impl Ratio {
     /// `governor / limitcore` figure by figure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::pace::{Ratio, Summary};
+    ///
+    /// let summary = |sends: u64| Summary {
+    ///     sends,
+    ///     rate: sends as f64,
+    ///     wall_rate: None,
+    ///     schedule_lateness_us: None,
+    ///     ideal_lateness_us: None,
+    ///     slip_us: None,
+    /// };
+    /// let ratio = Ratio::of(&summary(1_000), &summary(600));
+    /// assert_eq!(ratio.sends, Some(0.6));
+    /// assert_eq!(ratio.wall_rate, None);
+    /// assert_eq!(Ratio::of(&summary(0), &summary(600)).sends, None);
+    /// ```
     pub fn of(limitcore: &Summary, governor: &Summary) -> Ratio {
         let (lc, gov) = (limitcore, governor);
         Ratio {

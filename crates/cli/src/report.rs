@@ -1,14 +1,31 @@
 //! The replay's report: a table for people, JSON for programs, an SVG plot.
+//!
+//! # Examples
+//!
+//! ```
+//! use limitcore_cli::engine::{self, Algorithm, Settings};
+//! use limitcore_cli::report::Report;
+//! use limitcore_cli::trace;
+//!
+//! let trace = trace::synthetic(20, 10, 1);
+//! let settings = Settings { quota: "10/s".parse()?, global: None, threads: 1 };
+//! let outcomes = vec![engine::replay(&trace, Algorithm::Gcra, &settings)?];
+//! let report = Report::new(&trace, "generated, seed 1", &settings, &outcomes, &[], 3);
+//! assert!(report.text().starts_with("trace: generated, seed 1 (synthetic): "));
+//! assert_eq!(report.algorithms[0].algorithm, "gcra");
+//! assert!(report.json().contains("\"differing_decisions\": 0"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::engine::{Outcome, Settings};
-use crate::trace::Trace;
+use crate::trace::{Request, Trace};
 use limitcore::Quota;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// A client's line in the top-by-denials list.
+/// A client's entry in an algorithm's top-by-denials list ([`Row::top_denied`]).
 #[derive(Debug, Serialize)]
 pub struct TopClient {
     /// Its name (host or IP).
@@ -19,7 +36,7 @@ pub struct TopClient {
     pub denied: u64,
 }
 
-/// One algorithm's row.
+/// One algorithm's row of the report, from its [`Outcome`].
 #[derive(Debug, Serialize)]
 pub struct Row {
     /// The algorithm's command-line name.
@@ -47,7 +64,8 @@ pub struct Row {
     pub differing_decisions: u64,
     /// The first differing decision, if any.
     pub first_difference: Option<String>,
-    /// Decisions per second in the decision phase.
+    /// Decisions per second of wall time in the decision phase
+    /// ([`Outcome::decisions_per_second`]).
     pub decisions_per_second: f64,
     /// Threads the decisions ran on.
     pub threads: usize,
@@ -57,7 +75,9 @@ pub struct Row {
     pub top_denied: Vec<TopClient>,
 }
 
-/// The whole report.
+/// The whole report of a replay: the trace, the settings and one [`Row`] per algorithm.
+///
+/// Serialised as is by [`Report::json`] (field names are the JSON keys).
 #[derive(Debug, Serialize)]
 pub struct Report {
     /// Where the trace came from.
@@ -74,9 +94,9 @@ pub struct Report {
     pub span_seconds: f64,
     /// Malformed lines.
     pub malformed_lines: u64,
-    /// The first malformed lines: (line number, reason).
+    /// The first (at most 10) malformed lines: (1-based line number, reason).
     pub malformed_first: Vec<(usize, String)>,
-    /// The per-client quota.
+    /// The per-client quota, e.g. `"10/s"`.
     pub quota: String,
     /// The global quota, if any.
     pub global: Option<String>,
@@ -87,7 +107,9 @@ pub struct Report {
 }
 
 impl Report {
-    /// Gather the report.
+    /// Gather the report of a replay of `trace` (from `source`, a file name or a description)
+    /// with `settings`: a row per outcome, in order, each listing its `top` clients by
+    /// denials; `skipped` lists the algorithms that could not run, and why.
     pub fn new(
         trace: &Trace,
         source: &str,
@@ -160,12 +182,15 @@ impl Report {
         }
     }
 
-    /// The report as pretty JSON.
+    /// The report as pretty JSON. Serialising cannot fail for this type; if it did, the
+    /// result would be `{"error": "..."}`.
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
-    /// The report as a table.
+    /// The report as text: a line on the trace (and its first malformed lines), the limit,
+    /// a table with a row per algorithm, the promises' rules, any difference from a reference
+    /// model or broken promise, and the top clients by denials.
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -256,6 +281,7 @@ impl Report {
     }
 }
 
+/// Decisions per second for the table: `12.3 M` from a million up, `456 k` below.
 fn format_rate(per_second: f64) -> String {
     if per_second >= 1e6 {
         format!("{:.1} M", per_second / 1e6)
@@ -264,12 +290,18 @@ fn format_rate(per_second: f64) -> String {
     }
 }
 
-/// Offered and admitted requests per second of the `busiest` clients with the most requests,
-/// one panel each.
+/// The longest trace [`plot`] draws, in seconds (11.6 days): one point per second.
+pub const PLOT_MAX_SECONDS: u64 = 1_000_000;
+
+/// Draw offered and admitted requests per second, over the trace's seconds, of the `busiest`
+/// clients with the most requests (at least one), one panel each, into the SVG file `path`.
+///
+/// `outcome` must come from a replay of `trace`; `quota` is only named in the panels' titles.
 ///
 /// # Errors
 ///
-/// Drawing or writing the file failed.
+/// An empty trace; a trace spanning more than [`PLOT_MAX_SECONDS`]; drawing or writing the
+/// file failed.
 pub fn plot(
     path: &Path,
     trace: &Trace,
@@ -280,16 +312,31 @@ pub fn plot(
     let mut order: Vec<usize> = (0..outcome.clients.len()).collect();
     order.sort_by_key(|&c| (std::cmp::Reverse(outcome.clients[c].requests), c));
     order.truncate(busiest.max(1));
-    let (Some(first), Some(last)) = (trace.requests.first(), trace.requests.last()) else {
+    let seconds_of = |r: &Request| r.t / 1_000_000_000;
+    let (Some(t0), Some(t1)) = (
+        trace.requests.iter().map(seconds_of).min(),
+        trace.requests.iter().map(seconds_of).max(),
+    ) else {
         return Err("an empty trace has nothing to plot".into());
     };
-    let t0 = first.t / 1_000_000_000;
-    let seconds = (last.t / 1_000_000_000 - t0 + 1) as usize;
+    if order.is_empty() {
+        return Err("a replay without clients has nothing to plot".into());
+    }
+    // One point per second and series: a few MB at most, never an allocation that fails.
+    if t1 - t0 >= PLOT_MAX_SECONDS {
+        return Err(format!(
+            "plot {}: the trace spans {} s; at most {PLOT_MAX_SECONDS} s (one point per second) \
+             can be plotted",
+            path.display(),
+            t1 - t0 + 1
+        ));
+    }
+    let seconds = (t1 - t0 + 1) as usize;
     // Per panel: offered and admitted per second.
     let mut series = vec![(vec![0u32; seconds], vec![0u32; seconds]); order.len()];
     for (r, &admitted) in trace.requests.iter().zip(&outcome.admitted) {
         if let Some(panel) = order.iter().position(|&c| c == r.client as usize) {
-            let s = (r.t / 1_000_000_000 - t0) as usize;
+            let s = (seconds_of(r) - t0) as usize;
             series[panel].0[s] += 1;
             series[panel].1[s] += u32::from(admitted);
         }
@@ -307,7 +354,7 @@ pub fn plot(
             .caption(
                 format!(
                     "{}: {} requests, {} per client ({})",
-                    trace.clients[*panel],
+                    trace.clients.get(*panel).map_or("?", String::as_str),
                     outcome.clients[*panel].requests,
                     quota,
                     outcome.algorithm.name()
