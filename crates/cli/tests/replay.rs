@@ -428,4 +428,7 @@ fn window_maxima() {
     assert_eq!(engine::max_in_aligned_window(&[5, 6, 7, 14, 15], p), 3);
     assert_eq!(engine::max_in_aligned_window(&[9, 10, 11, 12], p), 3);
     assert_eq!(engine::max_in_aligned_window(&[], p), 0);
+    // A period of 0 counts as 1 ns, rather than dividing by zero.
+    assert_eq!(engine::max_in_any_window(&[1, 1, 2], 0), 2);
+    assert_eq!(engine::max_in_aligned_window(&[1, 1, 2], 0), 2);
 }
