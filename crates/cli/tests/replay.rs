@@ -11,6 +11,7 @@ use limitcore::Quota;
 use limitcore_cli::engine::{self, Algorithm, Outcome, Settings};
 use limitcore_cli::trace::{self, Format, Malformed, Request, Trace};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// A real log, and what it holds.
 struct Log {
@@ -61,19 +62,24 @@ fn testdata() -> PathBuf {
 }
 
 /// `../shared/data/` beside the repository, if it exists (the repository's root is two
-/// levels above this crate's manifest).
+/// levels above this crate's manifest). Looked up once; its absence is noted once.
 fn shared_data() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "note: {} does not exist: the full logs are skipped, their samples in testdata/ \
-             are replayed",
-            dir.display()
-        );
-        None
-    }
+    static SHARED: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+            if dir.is_dir() {
+                Some(dir)
+            } else {
+                eprintln!(
+                    "note: {} does not exist: the full logs are skipped, only their samples \
+                     in testdata/ are replayed",
+                    dir.display()
+                );
+                None
+            }
+        })
+        .clone()
 }
 
 /// The EDGAR sample, and the full EDGAR log (`log20170630`'s first 10,000 lines) if present.
