@@ -18,6 +18,25 @@
 //!    `retry_after`). It also measures, per client, the most requests admitted in any
 //!    half-open window `[t, t + period)` (and in any aligned window `[k·period,
 //!    (k+1)·period)`), to compare with what the algorithm promises ([`Promise`]).
+//!
+//! Times are nanoseconds since the Unix epoch ([`Request::t`]); every limiter runs on a
+//! [`ManualClock`] and is given each request's time explicitly.
+//!
+//! # Examples
+//!
+//! ```
+//! use limitcore_cli::engine::{self, Algorithm, Settings};
+//! use limitcore_cli::trace;
+//!
+//! let trace = trace::synthetic(50, 30, 7);
+//! let settings = Settings { quota: "5/s".parse()?, global: None, threads: 2 };
+//! for algorithm in Algorithm::ALL {
+//!     let outcome = engine::replay(&trace, algorithm, &settings)?;
+//!     assert_eq!(outcome.differing, 0, "{}", algorithm.name());
+//!     assert!(outcome.bound_holds());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::trace::{Request, Trace};
 use limitcore::clock::ManualClock;
@@ -34,10 +53,10 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// The algorithms a replay can run.
+/// The algorithms a replay can run, each per client with the replay's quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum Algorithm {
+pub enum Algorithm {
     /// [`Gcra`] per client.
     Gcra,
     /// [`TokenBucket`] per client.
@@ -54,7 +73,7 @@ pub(crate) enum Algorithm {
 
 impl Algorithm {
     /// Every algorithm, in report order.
-    pub(crate) const ALL: [Algorithm; 6] = [
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::Gcra,
         Algorithm::TokenBucket,
         Algorithm::FixedWindow,
@@ -63,8 +82,8 @@ impl Algorithm {
         Algorithm::LeakyBucket,
     ];
 
-    /// The command-line name.
-    pub(crate) fn name(self) -> &'static str {
+    /// The command-line name, e.g. `"token-bucket"`.
+    pub fn name(self) -> &'static str {
         match self {
             Algorithm::Gcra => "gcra",
             Algorithm::TokenBucket => "token-bucket",
@@ -75,13 +94,37 @@ impl Algorithm {
         }
     }
 
-    /// The algorithm called `name` on the command line.
-    pub(crate) fn from_name(name: &str) -> Option<Algorithm> {
+    /// The algorithm called `name` on the command line ([`Algorithm::name`]); `None` for any
+    /// other name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::engine::Algorithm;
+    ///
+    /// assert_eq!(Algorithm::from_name("sliding-log"), Some(Algorithm::SlidingLog));
+    /// assert_eq!(Algorithm::from_name("Sliding-Log"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Algorithm> {
         Algorithm::ALL.into_iter().find(|a| a.name() == name)
     }
 
-    /// What the algorithm promises for one client and `quota`.
-    pub(crate) fn promise(self, quota: &Quota) -> Promise {
+    /// What the algorithm promises for one client and `quota`: at most [`Promise::bound`]
+    /// requests admitted in one window of the quota's period.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Quota;
+    /// use limitcore_cli::engine::Algorithm;
+    ///
+    /// let quota: Quota = "10/s burst 20".parse()?;
+    /// assert_eq!(Algorithm::Gcra.promise(&quota).bound, 10 + 20 - 1);
+    /// let fixed = Algorithm::FixedWindow.promise(&quota);
+    /// assert_eq!((fixed.bound, fixed.aligned), (10, true));
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
+    pub fn promise(self, quota: &Quota) -> Promise {
         let (count, burst) = (u64::from(quota.count()), u64::from(quota.burst()));
         match self {
             Algorithm::Gcra | Algorithm::TokenBucket => Promise {
@@ -117,73 +160,76 @@ impl Algorithm {
     }
 }
 
-/// A per-client bound on admitted requests in windows of length `period`.
+/// A per-client bound on admitted requests in windows of the quota's period (see
+/// [`Algorithm::promise`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct Promise {
+pub struct Promise {
     /// At most this many admitted...
-    pub(crate) bound: u64,
+    pub bound: u64,
     /// ...in any aligned window `[k·period, (k+1)·period)` (true) or in any window
     /// `[t, t + period)` (false).
-    pub(crate) aligned: bool,
+    pub aligned: bool,
     /// The rule, for reports.
-    pub(crate) rule: &'static str,
+    pub rule: &'static str,
 }
 
-/// One client's figures in one replay.
+/// One client's figures in one replay (windows are of the quota's period).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct ClientStat {
+pub struct ClientStat {
     /// Requests offered.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Requests refused.
-    pub(crate) denied: u64,
+    pub denied: u64,
     /// The most admitted in any window `[t, t + period)`.
-    pub(crate) max_any_window: u64,
+    pub max_any_window: u64,
     /// The most admitted in any aligned window `[k·period, (k+1)·period)`.
-    pub(crate) max_aligned_window: u64,
+    pub max_aligned_window: u64,
 }
 
-/// What one algorithm did to a trace.
+/// What one algorithm did to a trace: made by [`replay`].
 #[derive(Debug, Clone)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// The algorithm.
-    pub(crate) algorithm: Algorithm,
+    pub algorithm: Algorithm,
     /// Its promise for the quota.
-    pub(crate) promise: Promise,
+    pub promise: Promise,
     /// Per client, indexed like [`Trace::clients`].
-    pub(crate) clients: Vec<ClientStat>,
+    pub clients: Vec<ClientStat>,
     /// Per request, in trace order: admitted?
-    pub(crate) admitted: Vec<bool>,
+    pub admitted: Vec<bool>,
     /// Decisions that differ from the reference model's (must be 0).
-    pub(crate) differing: u64,
+    pub differing: u64,
     /// The first differing decision, described.
-    pub(crate) first_difference: Option<String>,
-    /// Wall time of the decision phase.
-    pub(crate) decide_time: Duration,
+    pub first_difference: Option<String>,
+    /// Wall time of the decision phase: the median of repeated passes (at least 3 and
+    /// 200 ms, fresh limiters each time) for a sharded replay, one pass with `--global`.
+    pub decide_time: Duration,
     /// Threads the decisions ran on.
-    pub(crate) threads: usize,
+    pub threads: usize,
     /// Keys held by the keyed limiters when the replay ended (eviction at work).
-    pub(crate) keys_held: usize,
+    pub keys_held: usize,
 }
 
 impl Outcome {
-    /// Requests offered.
-    pub(crate) fn requests(&self) -> u64 {
+    /// Requests offered (the trace's requests).
+    pub fn requests(&self) -> u64 {
         self.admitted.len() as u64
     }
 
     /// Requests admitted.
-    pub(crate) fn admitted_count(&self) -> u64 {
+    pub fn admitted_count(&self) -> u64 {
         self.admitted.iter().filter(|&&a| a).count() as u64
     }
 
     /// Clients with at least one refusal.
-    pub(crate) fn clients_limited(&self) -> u64 {
+    pub fn clients_limited(&self) -> u64 {
         self.clients.iter().filter(|c| c.denied > 0).count() as u64
     }
 
-    /// The client with the most admitted in one window of the promise's kind, and that
-    /// number.
-    pub(crate) fn worst_window(&self) -> (usize, u64) {
+    /// The client (an index into [`Trace::clients`]) with the most admitted in one window of
+    /// the promise's kind, and that number; the lowest index on a tie, `(0, 0)` for a trace
+    /// without clients.
+    pub fn worst_window(&self) -> (usize, u64) {
         self.clients
             .iter()
             .map(|c| {
@@ -198,30 +244,56 @@ impl Outcome {
             .unwrap_or((0, 0))
     }
 
-    /// Whether every client kept the promise.
-    pub(crate) fn bound_holds(&self) -> bool {
+    /// Whether every client kept the promise: no client had more than [`Promise::bound`]
+    /// admitted in one window of the promise's kind.
+    pub fn bound_holds(&self) -> bool {
         self.worst_window().1 <= self.promise.bound
     }
 
-    /// Decisions per second in the decision phase.
-    pub(crate) fn decisions_per_second(&self) -> f64 {
+    /// Decisions per second of wall time in the decision phase ([`Outcome::decide_time`]).
+    pub fn decisions_per_second(&self) -> f64 {
         self.requests() as f64 / self.decide_time.as_secs_f64().max(1e-9)
     }
 }
 
 /// A replay's settings.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::engine::Settings;
+///
+/// let settings = Settings {
+///     quota: "600/min burst 20".parse()?,
+///     global: Some("200/s".parse()?),
+///     threads: 1,
+/// };
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) struct Settings {
+pub struct Settings {
     /// The per-client quota.
-    pub(crate) quota: Quota,
+    pub quota: Quota,
     /// A global quota over all clients, if any.
-    pub(crate) global: Option<Quota>,
-    /// Threads for the decisions (and the checks).
-    pub(crate) threads: usize,
+    pub global: Option<Quota>,
+    /// Threads for the decisions (and the checks); 0 counts as 1. A replay with a global
+    /// quota decides on one thread whatever this says.
+    pub threads: usize,
 }
 
-/// Split the trace's request indices into `shards` lists by client, each in trace order.
-pub(crate) fn shard(requests: &[Request], shards: usize) -> Vec<Vec<u32>> {
+/// Split the trace's request indices into `shards` lists by client (`client mod shards`),
+/// each in trace order; 0 shards count as 1.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::engine::shard;
+/// use limitcore_cli::trace::Request;
+///
+/// let requests = [0, 1, 2, 1].map(|client| Request { t: 0, client });
+/// assert_eq!(shard(&requests, 2), [vec![0, 2], vec![1, 3]]);
+/// ```
+pub fn shard(requests: &[Request], shards: usize) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); shards.max(1)];
     let len = out.len();
     for (i, r) in requests.iter().enumerate() {
@@ -303,12 +375,26 @@ impl Model {
     }
 }
 
-/// Build the limiter of `algorithm` once, to report a quota it cannot take as an error.
+/// Build the limiter of `algorithm` once, to report a quota it cannot take as an error
+/// before a replay starts ([`replay`] calls it first).
 ///
 /// # Errors
 ///
-/// The algorithm's `QuotaError`, as text.
-pub(crate) fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), String> {
+/// The algorithm's [`QuotaError`](limitcore::QuotaError) for the per-client quota, as text
+/// starting with the algorithm's name; or, with a global quota, that the algorithm cannot be
+/// refunded exactly (only gcra and leaky-bucket can run under `--global`).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::engine::{validate, Algorithm, Settings};
+///
+/// let settings = Settings { quota: "10/s".parse()?, global: Some("100/s".parse()?), threads: 1 };
+/// assert!(validate(Algorithm::Gcra, &settings).is_ok());
+/// assert!(validate(Algorithm::FixedWindow, &settings).is_err());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), String> {
     let q = settings.quota;
     let clock = ManualClock::new();
     let built = match algorithm {
@@ -329,16 +415,40 @@ pub(crate) fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), 
     Ok(())
 }
 
-/// Replay `trace` through `algorithm`.
+/// Replay `trace` through `algorithm` with `settings`: decide every request, re-run every
+/// client through the algorithm's reference model, measure every client's windows (see the
+/// [module documentation](self)).
+///
+/// A decision that differs from the reference model or a broken promise is not an error: it
+/// is in the [`Outcome`] ([`Outcome::differing`], [`Outcome::bound_holds`]).
 ///
 /// # Errors
 ///
-/// When the quota does not suit the algorithm ([`validate`]).
-pub(crate) fn replay(
-    trace: &Trace,
-    algorithm: Algorithm,
-    settings: &Settings,
-) -> Result<Outcome, String> {
+/// When the quota does not suit the algorithm ([`validate`]), or the thread pool of
+/// `settings.threads` threads cannot be started.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::engine::{self, Algorithm, Settings};
+/// use limitcore_cli::trace::{Format, Request, Trace};
+///
+/// // One client, four requests 100 ms apart.
+/// let trace = Trace {
+///     format: Format::Synthetic,
+///     requests: (0..4).map(|i| Request { t: i * 100_000_000, client: 0 }).collect(),
+///     clients: vec!["alice".into()],
+///     malformed: Vec::new(),
+///     lines: 4,
+/// };
+/// let settings = Settings { quota: "2/s".parse()?, global: None, threads: 1 };
+/// let outcome = engine::replay(&trace, Algorithm::SlidingLog, &settings)?;
+/// assert_eq!(outcome.admitted, [true, true, false, false]);
+/// assert_eq!(outcome.clients[0].denied, 2);
+/// assert_eq!(outcome.differing, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Result<Outcome, String> {
     validate(algorithm, settings)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.threads.max(1))
@@ -352,7 +462,7 @@ pub(crate) fn replay(
         }
         None => {
             // Several shards per thread, so that a heavy client does not idle a thread.
-            let shards = shard(&trace.requests, settings.threads.max(1) * 8);
+            let shards = shard(&trace.requests, settings.threads.max(1).saturating_mul(8));
             let q = settings.quota;
             let (d, time, keys) = match algorithm {
                 Algorithm::Gcra => decide_sharded(trace, &shards, &pool, keyed::<Gcra>(q)),
@@ -391,7 +501,7 @@ pub(crate) fn replay(
         }
         differing += shard.differing;
         if let Some(first) = shard.first_difference {
-            if first_difference.as_ref().map_or(true, |f| first.0 < f.0) {
+            if first_difference.as_ref().is_none_or(|f| first.0 < f.0) {
                 first_difference = Some(first);
             }
         }
@@ -594,11 +704,25 @@ fn check_shard(
     }
 }
 
-/// The most of `times` (sorted ascending) in any window `[t, t + period)`.
-pub(crate) fn max_in_any_window(times: &[u64], period: u64) -> u64 {
+/// The most of `times` in any window `[t, t + period)`.
+///
+/// `times` must be sorted ascending (otherwise the result is meaningless, but it does not
+/// panic); `period` is in the times' unit (ns in a replay), 0 counts as 1.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::engine::max_in_any_window;
+///
+/// assert_eq!(max_in_any_window(&[5, 6, 7, 14, 15], 10), 4); // 6, 7, 14, 15 in [6, 16)
+/// assert_eq!(max_in_any_window(&[0, 9, 10, 19, 20], 10), 2);
+/// assert_eq!(max_in_any_window(&[], 10), 0);
+/// ```
+pub fn max_in_any_window(times: &[u64], period: u64) -> u64 {
+    let period = period.max(1);
     let (mut first, mut best) = (0, 0);
     for (last, &t) in times.iter().enumerate() {
-        while t - times[first] >= period {
+        while t.saturating_sub(times[first]) >= period {
             first += 1;
         }
         best = best.max(last - first + 1);
@@ -606,8 +730,21 @@ pub(crate) fn max_in_any_window(times: &[u64], period: u64) -> u64 {
     best as u64
 }
 
-/// The most of `times` (sorted ascending) in any window `[k·period, (k+1)·period)`.
-pub(crate) fn max_in_aligned_window(times: &[u64], period: u64) -> u64 {
+/// The most of `times` in any aligned window `[k·period, (k+1)·period)`.
+///
+/// `times` must be sorted ascending (otherwise the result is meaningless, but it does not
+/// panic); `period` is in the times' unit (ns in a replay), 0 counts as 1.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::engine::max_in_aligned_window;
+///
+/// assert_eq!(max_in_aligned_window(&[5, 6, 7, 14, 15], 10), 3); // 5, 6, 7 in [0, 10)
+/// assert_eq!(max_in_aligned_window(&[9, 10, 11, 12], 10), 3);
+/// ```
+pub fn max_in_aligned_window(times: &[u64], period: u64) -> u64 {
+    let period = period.max(1);
     let (mut best, mut run, mut window) = (0u64, 0u64, None);
     for &t in times {
         let k = t / period;

@@ -1,9 +1,21 @@
-//! The engine of `examples/pace`: `W` worker threads send at `R` requests per second for `D`
-//! seconds, paced by one shared [`LeakyBucket`] through [`Reserve::reserve_n_at`], and the
-//! same run paced by governor's `until_ready`; then the figures of both runs.
+//! The pacer comparison behind `limitcore pace`: `W` worker threads send at `R` requests per
+//! second for `D` seconds, paced by one shared [`LeakyBucket`] through
+//! [`Reserve::reserve_n_at`] ([`run_limitcore`]), and the same run paced by governor's
+//! `until_ready` ([`run_governor`]); then the figures of both runs ([`Summary`]) side by side
+//! ([`Comparison`]).
 //!
-//! `main.rs` is the command line; `tests/pace.rs` includes this file with
-//! `#[path = "../examples/pace/pacing.rs"]` and checks the schedule.
+//! Both runs are on the real clock: they take `D` seconds each and keep `W` threads busy.
+//!
+//! ```
+//! use limitcore_cli::pace::{Comparison, Config};
+//!
+//! // 1,000 sends per second on one worker for 20 ms: 20 sends.
+//! let comparison = Comparison::run(Config::new(1_000, 1, 0.02))?;
+//! assert_eq!(comparison.limitcore.sends, 20);
+//! assert_eq!(comparison.interval_ns, 1_000_000);
+//! assert!(comparison.text().starts_with("pace: 1000/s for 0.02 s, 1 workers"));
+//! # Ok::<(), String>(())
+//! ```
 //!
 //! # The limitcore run
 //!
@@ -78,6 +90,7 @@
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::{LeakyBucket, Quota, Reserve};
 use serde::Serialize;
+use std::fmt::Write as _;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -90,13 +103,16 @@ const LEAD: Duration = Duration::from_millis(5);
 /// The most sends one run may record (`N = ⌈D / T⌉`); 32 bytes each, so about 3 GB.
 const MAX_SENDS: u64 = 100_000_000;
 
+/// The most worker threads a run may start ([`Config::validate`]).
+pub const MAX_WORKERS: usize = 1_024;
+
 /// Nanoseconds per second.
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// How the limitcore run makes its reservations (see the module documentation).
+/// How the limitcore run makes its reservations (see the [module documentation](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Schedule {
+pub enum Schedule {
     /// Every reservation at the explicit time `t0`: slot `k` starts at `t0 + k·T`, fixed in
     /// advance (open loop).
     Open,
@@ -105,25 +121,42 @@ pub(crate) enum Schedule {
     Live,
 }
 
-/// One run's parameters.
+/// One run's parameters: the command line's options.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::pace::{Config, Schedule};
+/// use std::time::Duration;
+///
+/// let config = Config {
+///     schedule: Schedule::Live,
+///     work: Duration::from_micros(5),
+///     ..Config::new(50_000, 2, 3.0)
+/// };
+/// assert_eq!(config.interval_ns(), Ok(20_000));
+/// assert_eq!(config.slots(), Ok(150_000));
+/// assert!(config.validate().is_ok());
+/// assert!(Config::new(0, 2, 3.0).validate().is_err());
+/// ```
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Config {
+pub struct Config {
     /// `R`: requests per second.
-    pub(crate) rate: u32,
+    pub rate: u32,
     /// `W`: worker threads sharing the pacer.
-    pub(crate) workers: usize,
+    pub workers: usize,
     /// `D`: seconds of scheduled sends.
-    pub(crate) seconds: f64,
+    pub seconds: f64,
     /// The limitcore run's reservations.
-    pub(crate) schedule: Schedule,
+    pub schedule: Schedule,
     /// How much of each wait is spun instead of slept (`spin_us` in JSON).
     #[serde(rename = "spin_us", serialize_with = "as_micros")]
-    pub(crate) spin: Duration,
+    pub spin: Duration,
     /// The busy work of one send, zero for a no-op (`work_us` in JSON).
     #[serde(rename = "work_us", serialize_with = "as_micros")]
-    pub(crate) work: Duration,
+    pub work: Duration,
     /// The governor run's burst.
-    pub(crate) governor_burst: u32,
+    pub governor_burst: u32,
 }
 
 fn as_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -133,7 +166,7 @@ fn as_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 impl Config {
     /// `rate` per second on `workers` threads for `seconds`, open loop, spinning the last
     /// 100 µs, no-op sends, governor burst 1.
-    pub(crate) fn new(rate: u32, workers: usize, seconds: f64) -> Config {
+    pub fn new(rate: u32, workers: usize, seconds: f64) -> Config {
         Config {
             rate,
             workers,
@@ -145,8 +178,8 @@ impl Config {
         }
     }
 
-    /// `D` in nanoseconds.
-    pub(crate) fn duration_ns(&self) -> Nanos {
+    /// `D` in nanoseconds, rounded (0 for a negative or NaN `D`).
+    pub fn duration_ns(&self) -> Nanos {
         (self.seconds * 1e9).round() as Nanos
     }
 
@@ -156,19 +189,36 @@ impl Config {
     }
 
     /// `T`: the limitcore pacer's emission interval, `⌈10⁹ / R⌉` ns.
-    pub(crate) fn interval_ns(&self) -> Result<Nanos, String> {
+    ///
+    /// # Errors
+    ///
+    /// `R` is not a valid quota (0).
+    pub fn interval_ns(&self) -> Result<Nanos, String> {
         Ok(self.quota()?.emission_interval_ns())
     }
 
     /// `N = ⌈D / T⌉`: the open-loop slots whose start is in `[t0, t0 + D)`.
-    pub(crate) fn slots(&self) -> Result<u64, String> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::interval_ns`].
+    pub fn slots(&self) -> Result<u64, String> {
         Ok(self.duration_ns().div_ceil(self.interval_ns()?))
     }
 
-    /// Every parameter in range, or why not.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Check every parameter.
+    ///
+    /// # Errors
+    ///
+    /// Why a parameter is out of range, naming its command-line option: `W` not in
+    /// `1..=`[`MAX_WORKERS`], `D` not in `(0, 86400]` seconds, a governor burst of 0, an `R`
+    /// that is not a valid quota (0), or more than 10⁸ sends to record.
+    pub fn validate(&self) -> Result<(), String> {
         if self.workers == 0 {
             return Err("--workers must be at least 1".into());
+        }
+        if self.workers > MAX_WORKERS {
+            return Err(format!("--workers must be at most {MAX_WORKERS}"));
         }
         if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 86_400.0) {
             return Err(format!("--seconds {} is not in (0, 86400]", self.seconds));
@@ -188,54 +238,62 @@ impl Config {
 
 /// One send of the limitcore run, all times in ns of the pacer's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
+pub struct Slot {
     /// Clock reading just before `reserve_n_at` was called.
-    pub(crate) called: Nanos,
+    pub called: Nanos,
     /// Clock reading just after it returned.
-    pub(crate) returned: Nanos,
+    pub returned: Nanos,
     /// The reservation's start: the scheduled start of the send.
-    pub(crate) start: Nanos,
+    pub start: Nanos,
     /// The clock reading at which the worker saw `start` pass: the actual start.
-    pub(crate) actual: Nanos,
+    pub actual: Nanos,
 }
 
-/// The record of a limitcore run.
+/// The record of a limitcore run, made by [`run_limitcore`].
 #[derive(Debug, Clone)]
-pub(crate) struct PacerRun {
+pub struct PacerRun {
     /// The run's start, ns of the pacer's clock.
-    pub(crate) t0: Nanos,
+    pub t0: Nanos,
     /// `D` in ns.
-    pub(crate) duration: Nanos,
+    pub duration: Nanos,
     /// `R`.
-    pub(crate) rate: u32,
+    pub rate: u32,
     /// `T`, the pacer's emission interval in ns.
-    pub(crate) interval: Nanos,
+    pub interval: Nanos,
     /// Each worker's sends, in the order it made them.
-    pub(crate) workers: Vec<Vec<Slot>>,
+    pub workers: Vec<Vec<Slot>>,
 }
 
-/// The record of a governor run.
+/// The record of a governor run, made by [`run_governor`].
 #[derive(Debug, Clone)]
-pub(crate) struct GovernorRun {
+pub struct GovernorRun {
     /// The run's start, ns of a [`MonotonicClock`].
-    pub(crate) t0: Nanos,
+    pub t0: Nanos,
     /// `D` in ns.
-    pub(crate) duration: Nanos,
+    pub duration: Nanos,
     /// `R`.
-    pub(crate) rate: u32,
+    pub rate: u32,
     /// Each worker's actual starts, in order.
-    pub(crate) workers: Vec<Vec<Nanos>>,
+    pub workers: Vec<Vec<Nanos>>,
 }
 
 /// Wait until `clock` reads at least `target` and return that reading: sleep while more than
 /// `spin` ns remain, then spin on the clock (yielding the CPU between reads if
 /// `yield_in_spin`). Returns at once, with the current reading, if `target` has passed.
-pub(crate) fn wait_until<C: Clock>(
-    clock: &C,
-    target: Nanos,
-    spin: Nanos,
-    yield_in_spin: bool,
-) -> Nanos {
+/// All times are ns of `clock`.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::clock::{Clock, MonotonicClock};
+/// use limitcore_cli::pace::wait_until;
+///
+/// let clock = MonotonicClock::new();
+/// let target = clock.now() + 2_000_000; // 2 ms from now
+/// let woke = wait_until(&clock, target, 100_000, false); // spin the last 100 µs
+/// assert!(woke >= target);
+/// ```
+pub fn wait_until<C: Clock>(clock: &C, target: Nanos, spin: Nanos, yield_in_spin: bool) -> Nanos {
     loop {
         let now = clock.now();
         if now >= target {
@@ -301,8 +359,28 @@ fn run_workers<T: Send>(
     })
 }
 
-/// The limitcore run: `config.workers` threads paced by one shared [`LeakyBucket`].
-pub(crate) fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
+/// The limitcore run: `config.workers` threads paced by one shared [`LeakyBucket`] for
+/// `config.seconds` of real time (see the [module documentation](self)).
+///
+/// # Errors
+///
+/// The parameters are out of range ([`Config::validate`]).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::pace::{run_limitcore, Config};
+///
+/// // 2,000 per second on two workers for 10 ms: slots 0.5 ms apart.
+/// let run = run_limitcore(&Config::new(2_000, 2, 0.01))?;
+/// let mut starts: Vec<u64> = run.sends().map(|s| s.start).collect();
+/// starts.sort_unstable();
+/// assert_eq!(starts.len(), 20);
+/// assert!(starts.windows(2).all(|w| w[1] - w[0] == 500_000));
+/// assert!(run.sends().all(|s| s.actual >= s.start)); // never early
+/// # Ok::<(), String>(())
+/// ```
+pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
     config.validate()?;
     let interval = config.interval_ns()?;
     let slots = config.slots()?;
@@ -373,8 +451,14 @@ pub(crate) fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
 }
 
 /// The governor run: `config.workers` threads each awaiting `until_ready` on one shared
-/// `governor::RateLimiter::direct`, on a current-thread tokio runtime per worker.
-pub(crate) fn run_governor(config: &Config) -> Result<GovernorRun, String> {
+/// `governor::RateLimiter::direct`, on a current-thread tokio runtime per worker, for
+/// `config.seconds` of real time (see the [module documentation](self)).
+///
+/// # Errors
+///
+/// The parameters are out of range ([`Config::validate`]), or a worker's tokio runtime could
+/// not be built.
+pub fn run_governor(config: &Config) -> Result<GovernorRun, String> {
     config.validate()?;
     let (rate, burst) = match (
         NonZeroU32::new(config.rate),
@@ -422,20 +506,29 @@ pub(crate) fn run_governor(config: &Config) -> Result<GovernorRun, String> {
 /// Percentiles of a set of times, in µs: nearest rank (the smallest value with at least that
 /// fraction of the set at or below it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub(crate) struct Percentiles {
+pub struct Percentiles {
     /// The smallest.
-    pub(crate) min: f64,
+    pub min: f64,
     /// The median.
-    pub(crate) p50: f64,
+    pub p50: f64,
     /// The 99th percentile.
-    pub(crate) p99: f64,
+    pub p99: f64,
     /// The largest.
-    pub(crate) max: f64,
+    pub max: f64,
 }
 
 impl Percentiles {
     /// Of `values` (ns, any order); `None` for an empty set.
-    pub(crate) fn of_nanos(mut values: Vec<i64>) -> Option<Percentiles> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::pace::Percentiles;
+    ///
+    /// let p = Percentiles::of_nanos(vec![3_000, -1_000, 2_000, 1_000]).unwrap();
+    /// assert_eq!((p.min, p.p50, p.p99, p.max), (-1.0, 1.0, 3.0, 3.0));
+    /// ```
+    pub fn of_nanos(mut values: Vec<i64>) -> Option<Percentiles> {
         if values.is_empty() {
             return None;
         }
@@ -453,32 +546,34 @@ impl Percentiles {
     }
 }
 
-/// One run's figures (see the module documentation for the definitions).
+/// One run's figures (see the [module documentation](self) for the definitions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Summary {
+pub struct Summary {
     /// Requests sent.
-    pub(crate) sends: u64,
+    pub sends: u64,
     /// `sends / D`, per second.
-    pub(crate) rate: f64,
+    pub rate: f64,
     /// `(sends − 1) / (last actual start − first actual start)`, per second; `None` with
     /// fewer than two sends.
-    pub(crate) wall_rate: Option<f64>,
+    pub wall_rate: Option<f64>,
     /// `actual start − scheduled start`, µs (limitcore only).
-    pub(crate) schedule_lateness_us: Option<Percentiles>,
+    pub schedule_lateness_us: Option<Percentiles>,
     /// `actual start of the k-th send − (t0 + k / R)`, µs.
-    pub(crate) ideal_lateness_us: Option<Percentiles>,
+    pub ideal_lateness_us: Option<Percentiles>,
     /// `last start − first start − (sends − 1)·T`, µs (limitcore only).
-    pub(crate) slip_us: Option<f64>,
+    pub slip_us: Option<f64>,
 }
 
-/// `actual_k − (t0 + k·10⁹ / rate)` for the actual starts sorted in place.
+/// `actual_k − (t0 + k·10⁹ / rate)` for the actual starts sorted in place (a rate of 0 counts
+/// as 1).
 fn ideal_lateness(actuals: &mut [Nanos], t0: Nanos, rate: u32) -> Vec<i64> {
     actuals.sort_unstable();
     actuals
         .iter()
         .enumerate()
         .map(|(k, &actual)| {
-            let ideal = u128::from(t0) + k as u128 * u128::from(NANOS_PER_SEC) / u128::from(rate);
+            let ideal =
+                u128::from(t0) + k as u128 * u128::from(NANOS_PER_SEC) / u128::from(rate.max(1));
             i64::try_from(i128::from(actual) - ideal as i128).unwrap_or(i64::MAX)
         })
         .collect()
@@ -492,12 +587,32 @@ fn wall_rate(sorted: &[Nanos]) -> Option<f64> {
 
 impl PacerRun {
     /// Every send, in no particular order.
-    pub(crate) fn sends(&self) -> impl Iterator<Item = &Slot> + '_ {
+    pub fn sends(&self) -> impl Iterator<Item = &Slot> + '_ {
         self.workers.iter().flatten()
     }
 
     /// The run's figures.
-    pub(crate) fn summary(&self) -> Summary {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::pace::{PacerRun, Slot};
+    ///
+    /// // Three sends 1 ms apart at 1,000/s over 3 ms, the last one 2 µs late.
+    /// let slot = |start: u64, late: u64| Slot { called: 0, returned: 0, start, actual: start + late };
+    /// let run = PacerRun {
+    ///     t0: 0,
+    ///     duration: 3_000_000,
+    ///     rate: 1_000,
+    ///     interval: 1_000_000,
+    ///     workers: vec![vec![slot(0, 0), slot(1_000_000, 0), slot(2_000_000, 2_000)]],
+    /// };
+    /// let summary = run.summary();
+    /// assert_eq!((summary.sends, summary.rate), (3, 1_000.0));
+    /// assert_eq!(summary.schedule_lateness_us.unwrap().max, 2.0);
+    /// assert_eq!(summary.slip_us, Some(0.0));
+    /// ```
+    pub fn summary(&self) -> Summary {
         let sends = self.sends().count() as u64;
         let mut actuals: Vec<Nanos> = self.sends().map(|s| s.actual).collect();
         let ideal = ideal_lateness(&mut actuals, self.t0, self.rate);
@@ -510,7 +625,7 @@ impl PacerRun {
             self.sends().map(|s| s.start).max(),
         );
         let slip = first.zip(last).map(|(first, last)| {
-            (last - first) as f64 - (sends.saturating_sub(1) * self.interval) as f64
+            (last - first) as f64 - sends.saturating_sub(1).saturating_mul(self.interval) as f64
         });
         Summary {
             sends,
@@ -525,7 +640,7 @@ impl PacerRun {
 
 impl GovernorRun {
     /// The run's figures (governor exposes no schedule: no schedule lateness, no slip).
-    pub(crate) fn summary(&self) -> Summary {
+    pub fn summary(&self) -> Summary {
         let mut actuals: Vec<Nanos> = self.workers.iter().flatten().copied().collect();
         let sends = actuals.len() as u64;
         let ideal = ideal_lateness(&mut actuals, self.t0, self.rate);
@@ -537,5 +652,273 @@ impl GovernorRun {
             ideal_lateness_us: Percentiles::of_nanos(ideal),
             slip_us: None,
         }
+    }
+}
+
+/// `governor / limitcore` for the figures where both are defined and the divisor is neither
+/// 0 nor infinite; `None` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ratio {
+    /// Of [`Summary::sends`].
+    pub sends: Option<f64>,
+    /// Of [`Summary::rate`].
+    pub rate: Option<f64>,
+    /// Of [`Summary::wall_rate`].
+    pub wall_rate: Option<f64>,
+    /// Of the p50 of [`Summary::ideal_lateness_us`].
+    pub ideal_lateness_p50: Option<f64>,
+    /// Of the p99 of [`Summary::ideal_lateness_us`].
+    pub ideal_lateness_p99: Option<f64>,
+    /// Of the max of [`Summary::ideal_lateness_us`].
+    pub ideal_lateness_max: Option<f64>,
+}
+
+/// `governor / limitcore`, where defined.
+fn ratio(governor: Option<f64>, limitcore: Option<f64>) -> Option<f64> {
+    match (governor, limitcore) {
+        (Some(g), Some(l)) if l != 0.0 && l.is_finite() && g.is_finite() => Some(g / l),
+        _ => None,
+    }
+}
+
+/// One percentile of a summary's ideal lateness.
+fn ideal(s: &Summary, f: fn(&Percentiles) -> f64) -> Option<f64> {
+    s.ideal_lateness_us.as_ref().map(f)
+}
+
+impl Ratio {
+    /// `governor / limitcore` figure by figure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::pace::{Ratio, Summary};
+    ///
+    /// let summary = |sends: u64| Summary {
+    ///     sends,
+    ///     rate: sends as f64,
+    ///     wall_rate: None,
+    ///     schedule_lateness_us: None,
+    ///     ideal_lateness_us: None,
+    ///     slip_us: None,
+    /// };
+    /// let ratio = Ratio::of(&summary(1_000), &summary(600));
+    /// assert_eq!(ratio.sends, Some(0.6));
+    /// assert_eq!(ratio.wall_rate, None);
+    /// assert_eq!(Ratio::of(&summary(0), &summary(600)).sends, None);
+    /// ```
+    pub fn of(limitcore: &Summary, governor: &Summary) -> Ratio {
+        let (lc, gov) = (limitcore, governor);
+        Ratio {
+            sends: ratio(Some(gov.sends as f64), Some(lc.sends as f64)),
+            rate: ratio(Some(gov.rate), Some(lc.rate)),
+            wall_rate: ratio(gov.wall_rate, lc.wall_rate),
+            ideal_lateness_p50: ratio(ideal(gov, |p| p.p50), ideal(lc, |p| p.p50)),
+            ideal_lateness_p99: ratio(ideal(gov, |p| p.p99), ideal(lc, |p| p.p99)),
+            ideal_lateness_max: ratio(ideal(gov, |p| p.max), ideal(lc, |p| p.max)),
+        }
+    }
+}
+
+/// Both runs of one [`Config`] side by side: the `limitcore pace` report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The runs' parameters.
+    pub config: Config,
+    /// The machine's available parallelism when the runs were made.
+    pub cores: usize,
+    /// `T`, the limitcore pacer's emission interval, in ns.
+    pub interval_ns: u64,
+    /// The limitcore run's figures.
+    pub limitcore: Summary,
+    /// The governor run's figures.
+    pub governor: Summary,
+    /// `governor / limitcore`.
+    pub ratio: Ratio,
+}
+
+impl Comparison {
+    /// Run `config` paced by limitcore ([`run_limitcore`]), then by governor
+    /// ([`run_governor`]), one after the other, and gather both runs' figures.
+    ///
+    /// # Errors
+    ///
+    /// Parameters out of range ([`Config::validate`]), or a governor worker's tokio runtime
+    /// could not be built.
+    pub fn run(config: Config) -> Result<Comparison, String> {
+        let interval_ns = config.interval_ns()?;
+        let limitcore = run_limitcore(&config)?.summary();
+        let governor = run_governor(&config)?.summary();
+        Ok(Comparison {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            interval_ns,
+            ratio: Ratio::of(&limitcore, &governor),
+            limitcore,
+            governor,
+            config,
+        })
+    }
+
+    /// The comparison as pretty JSON: `config`, `cores`, `interval_ns`, `limitcore`,
+    /// `governor` (lateness in µs) and `ratio` (`null` where undefined).
+    ///
+    /// # Errors
+    ///
+    /// serde_json's, if serialising failed.
+    pub fn json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
+    }
+
+    /// The comparison as a table, a line for each figure and a column for each run, with
+    /// a header that names the two pacers and their settings.
+    pub fn text(&self) -> String {
+        let (config, lc, gov, r) = (&self.config, &self.limitcore, &self.governor, &self.ratio);
+        let interval_ns = self.interval_ns;
+        let mut s = String::new();
+        let work = if config.work.is_zero() {
+            "no-op".to_string()
+        } else {
+            format!("{} ns busy work", config.work.as_nanos())
+        };
+        let _ = writeln!(
+            s,
+            "pace: {}/s for {} s, {} workers on {} cores, send = {}",
+            config.rate, config.seconds, config.workers, self.cores, work
+        );
+        let _ = match config.schedule {
+            Schedule::Open => writeln!(
+                s,
+                "limitcore  LeakyBucket::reserve_n_at(1, t0): open loop, slot k at t0 + k·T, \
+                 T = {interval_ns} ns"
+            ),
+            Schedule::Live => writeln!(
+                s,
+                "limitcore  LeakyBucket::reserve_n_at(1, now): live clock, closed loop, \
+                 T = {interval_ns} ns"
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "           wait: sleep, then spin the last {} µs",
+            config.spin.as_micros()
+        );
+        let _ = writeln!(
+            s,
+            "governor   RateLimiter::direct(per_second({}).allow_burst({})).until_ready(),",
+            config.rate, config.governor_burst
+        );
+        let _ = writeln!(
+            s,
+            "           block_on on a current-thread tokio runtime per worker"
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<34} {:>12} {:>12} {:>9}",
+            "", "limitcore", "governor", "gov/lc"
+        );
+        row(
+            &mut s,
+            "sends",
+            Some(lc.sends as f64),
+            Some(gov.sends as f64),
+            r.sends,
+            0,
+        );
+        row(
+            &mut s,
+            "rate = sends / D (/s)",
+            Some(lc.rate),
+            Some(gov.rate),
+            r.rate,
+            1,
+        );
+        row(
+            &mut s,
+            "wall rate = (n−1) / span (/s)",
+            lc.wall_rate,
+            gov.wall_rate,
+            r.wall_rate,
+            1,
+        );
+        row(
+            &mut s,
+            "slip of the schedule (µs)",
+            lc.slip_us,
+            None,
+            None,
+            1,
+        );
+        let _ = writeln!(s, "lateness vs own schedule (µs)");
+        let sched = |f: fn(&Percentiles) -> f64| lc.schedule_lateness_us.as_ref().map(f);
+        row(&mut s, "  p50", sched(|p| p.p50), None, None, 2);
+        row(&mut s, "  p99", sched(|p| p.p99), None, None, 2);
+        row(&mut s, "  max", sched(|p| p.max), None, None, 2);
+        let _ = writeln!(s, "lateness vs t0 + k/R, same for both (µs)");
+        row(
+            &mut s,
+            "  min",
+            ideal(lc, |p| p.min),
+            ideal(gov, |p| p.min),
+            None,
+            2,
+        );
+        row(
+            &mut s,
+            "  p50",
+            ideal(lc, |p| p.p50),
+            ideal(gov, |p| p.p50),
+            r.ideal_lateness_p50,
+            2,
+        );
+        row(
+            &mut s,
+            "  p99",
+            ideal(lc, |p| p.p99),
+            ideal(gov, |p| p.p99),
+            r.ideal_lateness_p99,
+            2,
+        );
+        row(
+            &mut s,
+            "  max",
+            ideal(lc, |p| p.max),
+            ideal(gov, |p| p.max),
+            r.ideal_lateness_max,
+            2,
+        );
+        s
+    }
+}
+
+/// One line of the table: a figure's name, its limitcore and governor values with `decimals`
+/// decimals, and their ratio.
+fn row(
+    s: &mut String,
+    name: &str,
+    limitcore: Option<f64>,
+    governor: Option<f64>,
+    ratio: Option<f64>,
+    decimals: usize,
+) {
+    let _ = writeln!(
+        s,
+        "{name:<34} {:>12} {:>12} {:>9}",
+        cell(limitcore, decimals),
+        cell(governor, decimals),
+        ratio_cell(ratio)
+    );
+}
+
+/// A value in a column, or `—`.
+fn cell(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "—".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// A ratio in a column: two decimals, or two significant digits from 1000 up.
+fn ratio_cell(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.abs() >= 1_000.0 => format!("{v:.1e}"),
+        _ => cell(v, 2),
     }
 }

@@ -20,6 +20,29 @@
 //! so that a burst logged as "63 requests at 00:00:01" reaches the limiters as 63 requests
 //! 15.9 ms apart, not 63 at the same nanosecond. Lines out of time order are sorted (stably)
 //! first. Times are nanoseconds since the Unix epoch.
+//!
+//! # Examples
+//!
+//! ```
+//! use limitcore_cli::trace::{self, Format};
+//!
+//! let log = "\
+//! host\tlogname\ttime\tmethod\turl\tresponse\tbytes\treferer\tuseragent
+//! a.example\t-\t807256800\tGET\t/\t200\t1713\t\t
+//! a.example\t-\tsoon\tGET\t/\t200\t1713\t\t
+//! b.example\t-\t807256800\tGET\t/x\t200\t10\t\t
+//! ";
+//! let trace = trace::read(log.as_bytes(), |_bytes| {})?;
+//! assert_eq!(trace.format, Format::NasaTsv);
+//! assert_eq!(trace.clients, ["a.example", "b.example"]);
+//! // Two requests logged in second 807256800, half a second apart.
+//! let times: Vec<u64> = trace.requests.iter().map(|r| r.t).collect();
+//! assert_eq!(times, [807_256_800_000_000_000, 807_256_800_500_000_000]);
+//! // The bad line is counted, with its line number.
+//! assert_eq!(trace.malformed.len(), 1);
+//! assert_eq!(trace.malformed[0].line, 3);
+//! # Ok::<(), limitcore_cli::trace::TraceError>(())
+//! ```
 
 use chrono::{DateTime, NaiveDateTime};
 use rand::{Rng, SeedableRng};
@@ -28,25 +51,25 @@ use std::io::BufRead;
 
 /// One request of a trace: who, and when (ns since the Unix epoch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Request {
+pub struct Request {
     /// Nanoseconds since the Unix epoch.
-    pub(crate) t: u64,
+    pub t: u64,
     /// Index into [`Trace::clients`].
-    pub(crate) client: u32,
+    pub client: u32,
 }
 
-/// A line that could not be read.
+/// A line that could not be read, and why (see [`Trace::malformed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Malformed {
+pub struct Malformed {
     /// 1-based line number in the input.
-    pub(crate) line: usize,
+    pub line: usize,
     /// What was wrong with it.
-    pub(crate) reason: String,
+    pub reason: String,
 }
 
-/// The formats a log can be in.
+/// The formats a log can be in (see the [module documentation](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
+pub enum Format {
     /// NASA-HTTP tab-separated values.
     NasaTsv,
     /// SEC EDGAR comma-separated values.
@@ -58,8 +81,8 @@ pub(crate) enum Format {
 }
 
 impl Format {
-    /// A name for reports.
-    pub(crate) fn name(self) -> &'static str {
+    /// A name for reports, e.g. `"NASA-HTTP TSV"`.
+    pub fn name(self) -> &'static str {
         match self {
             Format::NasaTsv => "NASA-HTTP TSV",
             Format::EdgarCsv => "EDGAR CSV",
@@ -69,34 +92,36 @@ impl Format {
     }
 }
 
-/// A parsed trace: requests in time order and the client names they index.
+/// A parsed trace: requests in time order and the client names they index; made by [`read`]
+/// or [`synthetic`].
 #[derive(Debug, Clone)]
-pub(crate) struct Trace {
+pub struct Trace {
     /// The detected format.
-    pub(crate) format: Format,
+    pub format: Format,
     /// Requests sorted by time (stable: file order within a time).
-    pub(crate) requests: Vec<Request>,
+    pub requests: Vec<Request>,
     /// Client names (host or IP), indexed by [`Request::client`].
-    pub(crate) clients: Vec<String>,
+    pub clients: Vec<String>,
     /// Lines that could not be read, in line order.
-    pub(crate) malformed: Vec<Malformed>,
+    pub malformed: Vec<Malformed>,
     /// Lines read (including malformed and header lines, excluding empty ones).
-    pub(crate) lines: usize,
+    pub lines: usize,
 }
 
 impl Trace {
-    /// The span from the first to the last request, in ns.
-    pub(crate) fn span_ns(&self) -> u64 {
+    /// The span from the first to the last request, in ns (0 for fewer than two requests).
+    pub fn span_ns(&self) -> u64 {
         match (self.requests.first(), self.requests.last()) {
-            (Some(a), Some(b)) => b.t - a.t,
+            (Some(a), Some(b)) => b.t.saturating_sub(a.t),
             _ => 0,
         }
     }
 }
 
-/// Why a whole input could not be read.
+/// Why a whole input could not be read by [`read`] (a bad line is not an error: see
+/// [`Malformed`]).
 #[derive(Debug)]
-pub(crate) enum TraceError {
+pub enum TraceError {
     /// Reading failed.
     Io(std::io::Error),
     /// No line looked like any known format.
@@ -122,7 +147,22 @@ impl std::fmt::Display for TraceError {
 impl std::error::Error for TraceError {}
 
 /// Guess the format from the first few non-empty lines.
-pub(crate) fn detect(lines: &[&str]) -> Option<Format> {
+///
+/// A NASA or EDGAR header line as the first non-empty line decides; otherwise the first line
+/// that parses in some format ([`parse_line`]) decides, tried in the order NASA TSV, EDGAR
+/// CSV, combined. `None` if no line parses. [`Format::Synthetic`] is never detected.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::trace::{detect, Format};
+///
+/// let combined = r#"10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2326"#;
+/// assert_eq!(detect(&["garbage", combined]), Some(Format::Combined));
+/// assert_eq!(detect(&["ip,date,time,zone"]), Some(Format::EdgarCsv));
+/// assert_eq!(detect(&["hello", "world"]), None);
+/// ```
+pub fn detect(lines: &[&str]) -> Option<Format> {
     let first = lines.iter().find(|l| !l.trim().is_empty())?;
     if first.starts_with("host\tlogname\ttime") || first.starts_with("ip,date,time") {
         return Some(if first.starts_with("host") {
@@ -139,8 +179,29 @@ pub(crate) fn detect(lines: &[&str]) -> Option<Format> {
     })
 }
 
-/// Parse one line in `format` into (client name, epoch seconds).
-pub(crate) fn parse_line(format: Format, line: &str) -> Result<(&str, u64), String> {
+/// Parse one line in `format` into (client name, whole seconds since the Unix epoch).
+///
+/// The client is the line's host (NASA TSV, combined) or IP address (EDGAR CSV). Only the
+/// fields up to the time are read: the rest of the line may hold anything.
+///
+/// # Errors
+///
+/// Why the line cannot be read in `format` (too few fields, an empty client, a time that does
+/// not parse or is before 1970), as text for [`Malformed::reason`]. Always an error for
+/// [`Format::Synthetic`], which has no lines.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::trace::{parse_line, Format};
+///
+/// let line = "1.2.3.abc,2017-06-30,00:00:01,0.0,1.0,x,-index.htm,200.0";
+/// assert_eq!(parse_line(Format::EdgarCsv, line), Ok(("1.2.3.abc", 1_498_780_801)));
+/// let line = r#"10.0.0.2 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.1" 200 512"#;
+/// assert_eq!(parse_line(Format::Combined, line), Ok(("10.0.0.2", 971_211_336)));
+/// assert!(parse_line(Format::NasaTsv, "host-only").is_err());
+/// ```
+pub fn parse_line(format: Format, line: &str) -> Result<(&str, u64), String> {
     match format {
         Format::NasaTsv => {
             let mut fields = line.split('\t');
@@ -201,16 +262,39 @@ fn is_header(format: Format, line: &str) -> bool {
     }
 }
 
-/// Read a whole log, detecting its format from its first 20 non-empty lines.
+/// Read a whole log, detecting its format from its first 20 non-empty lines ([`detect`]).
+///
+/// Lines are split at `\n` (a trailing `\r` is dropped); empty lines are skipped; the format's
+/// header line, if it is the first non-empty line, is skipped too. Every other line is either
+/// a request or a [`Malformed`] entry with its 1-based line number: invalid UTF-8, a line that
+/// [`parse_line`] rejects, or a time whose second does not fit in `u64` nanoseconds. The
+/// requests are then sorted and spread within their seconds ([`spread_within_seconds`]).
+///
+/// `progress` is called once per line read with its length in bytes plus one for its newline
+/// (so the calls add up to the input's size when it ends with one), e.g. to advance a
+/// progress bar.
 ///
 /// # Errors
 ///
 /// [`TraceError::Io`] if reading fails, [`TraceError::UnknownFormat`] if none of those lines
-/// parses in any format. Bad lines are not errors: they are in [`Trace::malformed`].
-pub(crate) fn read(
-    input: impl BufRead,
-    mut progress: impl FnMut(u64),
-) -> Result<Trace, TraceError> {
+/// parses in any format (an empty input included). Bad lines are not errors: they are in
+/// [`Trace::malformed`].
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::trace;
+///
+/// let log: &[u8] = b"10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET / HTTP/1.0\" 200 1\n\xff\n";
+/// let mut bytes = 0;
+/// let trace = trace::read(log, |n| bytes += n)?;
+/// assert_eq!(bytes, log.len() as u64);
+/// assert_eq!(trace.requests.len(), 1);
+/// assert_eq!(trace.malformed[0].line, 2);
+/// assert_eq!(trace.malformed[0].reason, "not valid UTF-8");
+/// # Ok::<(), limitcore_cli::trace::TraceError>(())
+/// ```
+pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace, TraceError> {
     // Raw lines as bytes: invalid UTF-8 is a malformed line, not a failed read.
     let mut raw: Vec<(usize, Result<String, ()>)> = Vec::new();
     for (i, line) in input.split(b'\n').enumerate() {
@@ -284,7 +368,25 @@ pub(crate) fn read(
 }
 
 /// Sort whole-second stamps (stably) and spread each second's requests evenly within it.
-pub(crate) fn spread_within_seconds(mut stamped: Vec<(u64, u32)>) -> Vec<Request> {
+///
+/// `stamped` holds (time, client) pairs, times in ns since the Unix epoch, each a whole
+/// second (a multiple of 10⁹, at most `u64::MAX - 999_999_999`). The `m` requests of one
+/// second are placed `10⁹ / m` ns apart from the second's start, in input order.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::trace::{spread_within_seconds, Request};
+///
+/// let s = 1_000_000_000;
+/// let requests = spread_within_seconds(vec![(2 * s, 0), (s, 1), (s, 2), (s, 0)]);
+/// let at = |t, client| Request { t, client };
+/// assert_eq!(
+///     requests,
+///     [at(s, 1), at(s + 333_333_333, 2), at(s + 666_666_666, 0), at(2 * s, 0)]
+/// );
+/// ```
+pub fn spread_within_seconds(mut stamped: Vec<(u64, u32)>) -> Vec<Request> {
     stamped.sort_by_key(|&(t, _)| t);
     let mut out = Vec::with_capacity(stamped.len());
     let mut rest = &stamped[..];
@@ -306,7 +408,20 @@ pub(crate) fn spread_within_seconds(mut stamped: Vec<(u64, u32)>) -> Vec<Request
 /// Client rates are heavy-tailed (Pareto, shape 1.1, from 0.02 requests/s up to 200/s), and
 /// every client also fires bursts (10 % of its requests come as back-to-back groups of 5 to
 /// 60 requests 1 ms apart), so every limiter has something to refuse. Same `seed`, same trace.
-pub(crate) fn synthetic(clients: u32, seconds: u32, seed: u64) -> Trace {
+/// The trace starts at 1,700,000,000 s since the Unix epoch; its clients are named
+/// `client-0`, `client-1`, ...; its format is [`Format::Synthetic`].
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::trace::synthetic;
+///
+/// let trace = synthetic(100, 60, 42);
+/// assert_eq!(trace.clients.len(), 100);
+/// assert!(trace.span_ns() < 60_000_000_000);
+/// assert_eq!(trace.requests, synthetic(100, 60, 42).requests);
+/// ```
+pub fn synthetic(clients: u32, seconds: u32, seed: u64) -> Trace {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let start: u64 = 1_700_000_000 * 1_000_000_000;
     let end = start + u64::from(seconds) * 1_000_000_000;

@@ -1,4 +1,4 @@
-//! Tests of the `pace` example's engine (`examples/pace/pacing.rs`, included by path): short
+//! Tests of the pacer comparison (`limitcore_cli::pace`, the engine of `limitcore pace`): short
 //! real-clock runs whose schedule must be exact, and the figures' definitions on known data.
 //!
 //! The rate, the send count and the order of the starts are properties of the pacer's
@@ -7,11 +7,7 @@
 //! check and a loose sanity bound. The runs are serialised by a lock so that they do not
 //! compete for the CPUs; the whole file takes about 2 s.
 
-#[allow(dead_code)]
-#[path = "../examples/pace/pacing.rs"]
-mod pacing;
-
-use pacing::{Config, PacerRun, Percentiles, Schedule, Slot};
+use limitcore_cli::pace::{self, Config, PacerRun, Percentiles, Schedule, Slot};
 use std::sync::Mutex;
 
 /// One real-clock run at a time.
@@ -72,7 +68,7 @@ fn assert_never_early(run: &PacerRun) {
 fn open_loop_keeps_the_rate_and_the_schedule() {
     let _one = serial();
     let config = Config::new(2_000, 2, 1.0);
-    let run = pacing::run_limitcore(&config).unwrap();
+    let run = pace::run_limitcore(&config).unwrap();
     let summary = run.summary();
     let (rate, seconds) = (f64::from(config.rate), config.seconds);
 
@@ -114,7 +110,7 @@ fn live_clock_never_exceeds_the_rate() {
         schedule: Schedule::Live,
         ..Config::new(2_000, 2, 0.4)
     };
-    let run = pacing::run_limitcore(&config).unwrap();
+    let run = pace::run_limitcore(&config).unwrap();
     let summary = run.summary();
     // Reserving at the live clock can lose slots (slip) but never add one.
     assert!(summary.sends >= 1 && summary.sends <= config.slots().unwrap());
@@ -128,7 +124,7 @@ fn live_clock_never_exceeds_the_rate() {
 fn governor_run_sends_at_most_the_rate() {
     let _one = serial();
     let config = Config::new(2_000, 2, 0.3);
-    let summary = pacing::run_governor(&config).unwrap().summary();
+    let summary = pace::run_governor(&config).unwrap().summary();
     // Burst 1: at most one per interval (1% and one send of slack for the two clocks).
     assert!(summary.sends >= 1);
     assert!(summary.sends as f64 <= 2_000.0 * 0.3 * 1.01 + 1.0);

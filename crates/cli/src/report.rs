@@ -1,94 +1,116 @@
 //! The replay's report: a table for people, JSON for programs, an SVG plot.
+//!
+//! # Examples
+//!
+//! ```
+//! use limitcore_cli::engine::{self, Algorithm, Settings};
+//! use limitcore_cli::report::Report;
+//! use limitcore_cli::trace;
+//!
+//! let trace = trace::synthetic(20, 10, 1);
+//! let settings = Settings { quota: "10/s".parse()?, global: None, threads: 1 };
+//! let outcomes = vec![engine::replay(&trace, Algorithm::Gcra, &settings)?];
+//! let report = Report::new(&trace, "generated, seed 1", &settings, &outcomes, &[], 3);
+//! assert!(report.text().starts_with("trace: generated, seed 1 (synthetic): "));
+//! assert_eq!(report.algorithms[0].algorithm, "gcra");
+//! assert!(report.json().contains("\"differing_decisions\": 0"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::engine::{Outcome, Settings};
-use crate::trace::Trace;
+use crate::trace::{Request, Trace};
 use limitcore::Quota;
 use plotters::prelude::*;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// A client's line in the top-by-denials list.
+/// A client's entry in an algorithm's top-by-denials list ([`Row::top_denied`]).
 #[derive(Debug, Serialize)]
-pub(crate) struct TopClient {
+pub struct TopClient {
     /// Its name (host or IP).
-    pub(crate) client: String,
+    pub client: String,
     /// Requests it offered.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Requests refused.
-    pub(crate) denied: u64,
+    pub denied: u64,
 }
 
-/// One algorithm's row.
+/// One algorithm's row of the report, from its [`Outcome`].
 #[derive(Debug, Serialize)]
-pub(crate) struct Row {
+pub struct Row {
     /// The algorithm's command-line name.
-    pub(crate) algorithm: &'static str,
+    pub algorithm: &'static str,
     /// Requests offered.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Requests admitted.
-    pub(crate) admitted: u64,
+    pub admitted: u64,
     /// Requests denied.
-    pub(crate) denied: u64,
+    pub denied: u64,
     /// Clients with at least one refusal.
-    pub(crate) clients_limited: u64,
+    pub clients_limited: u64,
     /// The most admitted for one client in one window of the promise's kind.
-    pub(crate) max_in_window: u64,
+    pub max_in_window: u64,
     /// The client it was.
-    pub(crate) max_in_window_client: String,
+    pub max_in_window_client: String,
     /// What the algorithm promises for that number.
-    pub(crate) promise: u64,
+    pub promise: u64,
     /// The promise's rule.
-    pub(crate) promise_rule: &'static str,
+    pub promise_rule: &'static str,
     /// The most admitted for one client in any window `[t, t + period)`, whatever the
     /// promise's kind.
-    pub(crate) max_in_any_window: u64,
+    pub max_in_any_window: u64,
     /// Decisions that differ from the reference model (must be 0).
-    pub(crate) differing_decisions: u64,
+    pub differing_decisions: u64,
     /// The first differing decision, if any.
-    pub(crate) first_difference: Option<String>,
-    /// Decisions per second in the decision phase.
-    pub(crate) decisions_per_second: f64,
+    pub first_difference: Option<String>,
+    /// Decisions per second of wall time in the decision phase
+    /// ([`Outcome::decisions_per_second`]).
+    pub decisions_per_second: f64,
     /// Threads the decisions ran on.
-    pub(crate) threads: usize,
+    pub threads: usize,
     /// Keys the keyed limiters held at the end (the rest were evicted as idle).
-    pub(crate) keys_held_at_end: usize,
+    pub keys_held_at_end: usize,
     /// Top clients by denials.
-    pub(crate) top_denied: Vec<TopClient>,
+    pub top_denied: Vec<TopClient>,
 }
 
-/// The whole report.
+/// The whole report of a replay: the trace, the settings and one [`Row`] per algorithm.
+///
+/// Serialised as is by [`Report::json`] (field names are the JSON keys).
 #[derive(Debug, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     /// Where the trace came from.
-    pub(crate) source: String,
+    pub source: String,
     /// Its format.
-    pub(crate) format: &'static str,
+    pub format: &'static str,
     /// Non-empty lines read (with the header and malformed ones).
-    pub(crate) lines: u64,
+    pub lines: u64,
     /// Requests in the trace.
-    pub(crate) requests: u64,
+    pub requests: u64,
     /// Distinct clients.
-    pub(crate) clients: u64,
+    pub clients: u64,
     /// From first to last request, in seconds.
-    pub(crate) span_seconds: f64,
+    pub span_seconds: f64,
     /// Malformed lines.
-    pub(crate) malformed_lines: u64,
-    /// The first malformed lines: (line number, reason).
-    pub(crate) malformed_first: Vec<(usize, String)>,
-    /// The per-client quota.
-    pub(crate) quota: String,
+    pub malformed_lines: u64,
+    /// The first (at most 10) malformed lines: (1-based line number, reason).
+    pub malformed_first: Vec<(usize, String)>,
+    /// The per-client quota, e.g. `"10/s"`.
+    pub quota: String,
     /// The global quota, if any.
-    pub(crate) global: Option<String>,
+    pub global: Option<String>,
     /// One row per algorithm run.
-    pub(crate) algorithms: Vec<Row>,
+    pub algorithms: Vec<Row>,
     /// Algorithms that could not run, and why.
-    pub(crate) skipped: Vec<String>,
+    pub skipped: Vec<String>,
 }
 
 impl Report {
-    /// Gather the report.
-    pub(crate) fn new(
+    /// Gather the report of a replay of `trace` (from `source`, a file name or a description)
+    /// with `settings`: a row per outcome, in order, each listing its `top` clients by
+    /// denials; `skipped` lists the algorithms that could not run, and why.
+    pub fn new(
         trace: &Trace,
         source: &str,
         settings: &Settings,
@@ -160,13 +182,16 @@ impl Report {
         }
     }
 
-    /// The report as pretty JSON.
-    pub(crate) fn json(&self) -> String {
+    /// The report as pretty JSON. Serialising cannot fail for this type; if it did, the
+    /// result would be `{"error": "..."}`.
+    pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
-    /// The report as a table.
-    pub(crate) fn text(&self) -> String {
+    /// The report as text: a line on the trace (and its first malformed lines), the limit,
+    /// a table with a row per algorithm, the promises' rules, any difference from a reference
+    /// model or broken promise, and the top clients by denials.
+    pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -256,6 +281,7 @@ impl Report {
     }
 }
 
+/// Decisions per second for the table: `12.3 M` from a million up, `456 k` below.
 fn format_rate(per_second: f64) -> String {
     if per_second >= 1e6 {
         format!("{:.1} M", per_second / 1e6)
@@ -264,13 +290,19 @@ fn format_rate(per_second: f64) -> String {
     }
 }
 
-/// Offered and admitted requests per second of the `busiest` clients with the most requests,
-/// one panel each.
+/// The longest trace [`plot`] draws, in seconds (11.6 days): one point per second.
+pub const PLOT_MAX_SECONDS: u64 = 1_000_000;
+
+/// Draw offered and admitted requests per second, over the trace's seconds, of the `busiest`
+/// clients with the most requests (at least one), one panel each, into the SVG file `path`.
+///
+/// `outcome` must come from a replay of `trace`; `quota` is only named in the panels' titles.
 ///
 /// # Errors
 ///
-/// Drawing or writing the file failed.
-pub(crate) fn plot(
+/// An empty trace; a trace spanning more than [`PLOT_MAX_SECONDS`]; drawing or writing the
+/// file failed.
+pub fn plot(
     path: &Path,
     trace: &Trace,
     outcome: &Outcome,
@@ -280,16 +312,31 @@ pub(crate) fn plot(
     let mut order: Vec<usize> = (0..outcome.clients.len()).collect();
     order.sort_by_key(|&c| (std::cmp::Reverse(outcome.clients[c].requests), c));
     order.truncate(busiest.max(1));
-    let (Some(first), Some(last)) = (trace.requests.first(), trace.requests.last()) else {
+    let seconds_of = |r: &Request| r.t / 1_000_000_000;
+    let (Some(t0), Some(t1)) = (
+        trace.requests.iter().map(seconds_of).min(),
+        trace.requests.iter().map(seconds_of).max(),
+    ) else {
         return Err("an empty trace has nothing to plot".into());
     };
-    let t0 = first.t / 1_000_000_000;
-    let seconds = (last.t / 1_000_000_000 - t0 + 1) as usize;
+    if order.is_empty() {
+        return Err("a replay without clients has nothing to plot".into());
+    }
+    // One point per second and series: a few MB at most, never an allocation that fails.
+    if t1 - t0 >= PLOT_MAX_SECONDS {
+        return Err(format!(
+            "plot {}: the trace spans {} s; at most {PLOT_MAX_SECONDS} s (one point per second) \
+             can be plotted",
+            path.display(),
+            t1 - t0 + 1
+        ));
+    }
+    let seconds = (t1 - t0 + 1) as usize;
     // Per panel: offered and admitted per second.
     let mut series = vec![(vec![0u32; seconds], vec![0u32; seconds]); order.len()];
     for (r, &admitted) in trace.requests.iter().zip(&outcome.admitted) {
         if let Some(panel) = order.iter().position(|&c| c == r.client as usize) {
-            let s = (r.t / 1_000_000_000 - t0) as usize;
+            let s = (seconds_of(r) - t0) as usize;
             series[panel].0[s] += 1;
             series[panel].1[s] += u32::from(admitted);
         }
@@ -307,7 +354,7 @@ pub(crate) fn plot(
             .caption(
                 format!(
                     "{}: {} requests, {} per client ({})",
-                    trace.clients[*panel],
+                    trace.clients.get(*panel).map_or("?", String::as_str),
                     outcome.clients[*panel].requests,
                     quota,
                     outcome.algorithm.name()
