@@ -1,6 +1,9 @@
 //! [`Algorithm`]: the algorithms by name, to pick one from text (a command line, a
 //! configuration file) and build it.
 
+use crate::rules::{
+    FixedWindowRule, GcraRule, LeakyBucketRule, Rule, SlidingWindowRule, TokenBucketRule,
+};
 use crate::Quota;
 use alloc::string::String;
 #[cfg(feature = "keyed")]
@@ -13,10 +16,7 @@ use core::str::FromStr;
 use {
     crate::clock::Clock,
     crate::limiter::Refund,
-    crate::rules::{
-        FixedWindowRule, GcraRule, LeakyBucketRule, SlidingLogRule, SlidingWindowRule,
-        TokenBucketRule,
-    },
+    crate::rules::SlidingLogRule,
     crate::{Limiter, QuotaError, SlidingWindow},
     alloc::boxed::Box,
 };
@@ -170,6 +170,27 @@ impl Algorithm {
         }
     }
 
+    /// Run `code` for this algorithm's rule: [`GcraRule`], [`TokenBucketRule`],
+    /// [`FixedWindowRule`], [`SlidingWindowRule`] (the exact formula on one word, as
+    /// `Keyed` runs it per key), [`SlidingLogRule`] (with `std`), [`LeakyBucketRule`].
+    ///
+    /// # Panics
+    ///
+    /// For [`Algorithm::SlidingLog`] without the `std` feature (its state needs a lock).
+    pub fn with_rule<W: WithRule>(self, code: W) -> W::Output {
+        match self {
+            Algorithm::Gcra => code.run::<GcraRule>(),
+            Algorithm::TokenBucket => code.run::<TokenBucketRule>(),
+            Algorithm::FixedWindow => code.run::<FixedWindowRule>(),
+            Algorithm::SlidingWindow => code.run::<SlidingWindowRule>(),
+            #[cfg(feature = "std")]
+            Algorithm::SlidingLog => code.run::<SlidingLogRule>(),
+            #[cfg(not(feature = "std"))]
+            Algorithm::SlidingLog => panic!("the sliding log needs the `std` feature"),
+            Algorithm::LeakyBucket => code.run::<LeakyBucketRule>(),
+        }
+    }
+
     /// A fresh limiter of this algorithm for `quota`, reading time from `clock`: for
     /// [`Algorithm::SlidingWindow`] the per-CPU [`SlidingWindow`], for the others the
     /// [`Limiter`] of their rule.
@@ -235,42 +256,64 @@ impl Algorithm {
         Q::Owned: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
         C: Clock + 'static,
     {
-        fn build<K, Q, R, C>(
+        struct Build<Q: ?Sized, C> {
             quota: Quota,
             clock: C,
             max_keys: Option<usize>,
-        ) -> Result<Box<dyn KeyedRefund<Q>>, QuotaError>
+            _key: core::marker::PhantomData<fn(&Q)>,
+        }
+        impl<Q, C> WithRule for Build<Q, C>
         where
-            Q: Hash + Eq + ToOwned<Owned = K> + ?Sized + 'static,
-            K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
-            R: crate::rules::Rule,
+            Q: Hash + Eq + ToOwned + ?Sized + 'static,
+            Q::Owned: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
             C: Clock + 'static,
         {
-            let keyed = Keyed::<K, R, C>::with_clock(quota, clock)?;
-            Ok(Box::new(match max_keys {
-                Some(max) => keyed.with_max_keys(max),
-                None => keyed,
-            }))
-        }
-        match self {
-            Algorithm::Gcra => build::<Q::Owned, Q, GcraRule, C>(quota, clock, max_keys),
-            Algorithm::TokenBucket => {
-                build::<Q::Owned, Q, TokenBucketRule, C>(quota, clock, max_keys)
-            }
-            Algorithm::FixedWindow => {
-                build::<Q::Owned, Q, FixedWindowRule, C>(quota, clock, max_keys)
-            }
-            Algorithm::SlidingWindow => {
-                build::<Q::Owned, Q, SlidingWindowRule, C>(quota, clock, max_keys)
-            }
-            Algorithm::SlidingLog => {
-                build::<Q::Owned, Q, SlidingLogRule, C>(quota, clock, max_keys)
-            }
-            Algorithm::LeakyBucket => {
-                build::<Q::Owned, Q, LeakyBucketRule, C>(quota, clock, max_keys)
+            type Output = Result<Box<dyn KeyedRefund<Q>>, QuotaError>;
+            fn run<R: Rule>(self) -> Self::Output {
+                let keyed = Keyed::<Q::Owned, R, C>::with_clock(self.quota, self.clock)?;
+                Ok(Box::new(match self.max_keys {
+                    Some(max) => keyed.with_max_keys(max),
+                    None => keyed,
+                }))
             }
         }
+        self.with_rule(Build::<Q, C> {
+            quota,
+            clock,
+            max_keys,
+            _key: core::marker::PhantomData,
+        })
     }
+}
+
+/// Code generic over the rule, run for the rule an [`Algorithm`] names
+/// ([`Algorithm::with_rule`]): dispatch on the algorithm once, then monomorphic code.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Algorithm, Quota, QuotaError, WithRule};
+/// use limitcore::rules::Rule;
+///
+/// /// The capacity the algorithm's rule gives a quota.
+/// struct Capacity(Quota);
+/// impl WithRule for Capacity {
+///     type Output = Result<u32, QuotaError>;
+///     fn run<R: Rule>(self) -> Self::Output {
+///         Ok(R::new(&self.0)?.capacity())
+///     }
+/// }
+/// let q: Quota = "10/s burst 4".parse()?;
+/// assert_eq!(Algorithm::Gcra.with_rule(Capacity(q))?, 4);
+/// assert!(Algorithm::FixedWindow.with_rule(Capacity(q)).is_err()); // a window has no burst
+/// # Ok::<(), QuotaError>(())
+/// ```
+pub trait WithRule {
+    /// What the generic code returns.
+    type Output;
+
+    /// The code, for the rule `R`.
+    fn run<R: Rule>(self) -> Self::Output;
 }
 
 impl fmt::Display for Algorithm {

@@ -112,7 +112,7 @@ pub mod reference;
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod wait;
 
-pub use algorithm::{Algorithm, Bound, UnknownAlgorithm};
+pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
 #[cfg(feature = "dashmap")]
 pub use keyed::DashMapStore;

@@ -47,6 +47,10 @@ pub trait Model: fmt::Debug + Send {
 
     /// The state at `now`: permits available, and time until full.
     fn snapshot(&self, now: Nanos) -> Snapshot;
+
+    /// A copy of the model, boxed (to try a decision on a copy, as an all-or-nothing check
+    /// of several models does).
+    fn clone_box(&self) -> Box<dyn Model>;
 }
 
 /// The reference model of `algorithm` for `quota`: [`GcraModel`], [`TokenBucketModel`],
@@ -80,6 +84,9 @@ macro_rules! model {
             }
             fn snapshot(&self, now: Nanos) -> Snapshot {
                 <$m>::snapshot(self, now)
+            }
+            fn clone_box(&self) -> Box<dyn Model> {
+                Box::new(self.clone())
             }
         }
     )*};

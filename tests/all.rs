@@ -141,7 +141,7 @@ fn concurrent_refusals_leak_nothing() {
         let handles: Vec<_> = channels
             .iter()
             .map(|channel| {
-                let (clock, global, admitted) = (clock.clone(), global.clone(), admitted.clone());
+                let (global, admitted) = (global.clone(), admitted.clone());
                 let both = All::new(vec![global, channel.clone()]);
                 std::thread::spawn(move || {
                     for _ in 0..5_000 {

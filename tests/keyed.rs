@@ -9,7 +9,7 @@ use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
 use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
 #[cfg(feature = "dashmap")]
 use limitcore::DashMapStore;
-use limitcore::{Denied, Gcra, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
+use limitcore::{Denied, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
 
 /// The eviction grace.
 const EVICTION_GRACE_NS: Nanos = Keyed::<u8>::EVICTION_GRACE_NS;

@@ -6,14 +6,14 @@
 //! 1. **Decisions** (timed). Clients are split into shards (`client mod shards`); each shard
 //!    is replayed by one rayon task in trace order, so every client's decisions are made in
 //!    the order its requests were logged, at their logged times, through the explicit-time
-//!    API (`try_acquire_n_at`). A shard holds one [`Keyed`] for the five algorithms it
-//!    supports (automatic eviction on: a shard's clock only moves forward, so evicting
-//!    changes no decision, which step 2 checks), and a map of [`SlidingLog`]s for the sliding
-//!    log (a log per key has no single word). With a global limit (`--global`) every decision
-//!    depends on every earlier one, so the replay runs on one thread in trace order: per
-//!    client limiters and the global one, all or nothing, through [`All`].
+//!    API (`try_acquire_n_at`). A shard holds one [`Keyed`] with the algorithm's rule
+//!    (automatic eviction on: a shard's clock only moves forward, so evicting changes no
+//!    decision, which step 2 checks). With a global limit (`--global`) every decision
+//!    depends on every earlier one, so the replay runs on one thread in trace order: the
+//!    per-client [`Keyed`] and the global limit (in [`Global`]), all or nothing, through
+//!    [`All`], for every algorithm (each one refunds exactly).
 //! 2. **Check** (not timed). Each shard runs its clients again through the algorithm's
-//!    reference model (`limitcore::reference`, a different formulation in plain `u128`
+//!    reference model ([`reference::model`], a different formulation in plain `u128`
 //!    arithmetic) and counts the decisions that differ (refusals compared with their
 //!    `retry_after`). It also measures, per client, the most requests admitted in any
 //!    half-open window `[t, t + period)` (and in any aligned window `[k·period,
@@ -21,6 +21,10 @@
 //!
 //! Times are nanoseconds since the Unix epoch ([`Request::t`]); every limiter runs on a
 //! [`ManualClock`] and is given each request's time explicitly.
+//!
+//! The window algorithms (fixed window, sliding window, sliding log) have no burst: with a
+//! quota that sets one, they run on the quota's count per period ([`Settings::quota_for`]),
+//! and the report says so.
 //!
 //! # Examples
 //!
@@ -40,128 +44,46 @@
 
 use crate::trace::{Request, Trace};
 use limitcore::clock::ManualClock;
-use limitcore::reference::{
-    FixedWindowModel, GcraModel, LeakyBucketModel, SlidingLogModel, SlidingWindowModel,
-    TokenBucketModel,
-};
-use limitcore::{
-    All, Denied, FixedWindow, Gcra, Keyed, LeakyBucket, Quota, RateLimiter, SlidingLog,
-    SlidingWindow, TokenBucket,
-};
+use limitcore::reference::{self, Model};
+use limitcore::rules::Rule;
+use limitcore::{All, Denied, Global, Keyed, KeyedRefund, Limiter, Quota, QuotaError, WithRule};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The algorithms a replay can run, each per client with the replay's quota.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// [`Gcra`] per client.
-    Gcra,
-    /// [`TokenBucket`] per client.
-    TokenBucket,
-    /// [`FixedWindow`] per client.
-    FixedWindow,
-    /// [`SlidingWindow`]'s counter per client.
-    SlidingWindow,
-    /// [`SlidingLog`] per client.
-    SlidingLog,
-    /// [`LeakyBucket`] per client (a request must be able to start at once).
-    LeakyBucket,
-}
+/// The algorithms a replay can run, each per client with the replay's quota: the core's
+/// [`limitcore::Algorithm`], parsed from the same names (`"gcra"`, `"token-bucket"`, …).
+pub use limitcore::Algorithm;
 
-impl Algorithm {
-    /// Every algorithm, in report order.
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::Gcra,
-        Algorithm::TokenBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::LeakyBucket,
-    ];
-
-    /// The command-line name, e.g. `"token-bucket"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Gcra => "gcra",
-            Algorithm::TokenBucket => "token-bucket",
-            Algorithm::FixedWindow => "fixed-window",
-            Algorithm::SlidingWindow => "sliding-window",
-            Algorithm::SlidingLog => "sliding-log",
-            Algorithm::LeakyBucket => "leaky-bucket",
-        }
-    }
-
-    /// The algorithm called `name` on the command line ([`Algorithm::name`]); `None` for any
-    /// other name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore_cli::engine::Algorithm;
-    ///
-    /// assert_eq!(Algorithm::from_name("sliding-log"), Some(Algorithm::SlidingLog));
-    /// assert_eq!(Algorithm::from_name("Sliding-Log"), None);
-    /// ```
-    pub fn from_name(name: &str) -> Option<Algorithm> {
-        Algorithm::ALL.into_iter().find(|a| a.name() == name)
-    }
-
-    /// What the algorithm promises for one client and `quota`: at most [`Promise::bound`]
-    /// requests admitted in one window of the quota's period.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::Quota;
-    /// use limitcore_cli::engine::Algorithm;
-    ///
-    /// let quota: Quota = "10/s burst 20".parse()?;
-    /// assert_eq!(Algorithm::Gcra.promise(&quota).bound, 10 + 20 - 1);
-    /// let fixed = Algorithm::FixedWindow.promise(&quota);
-    /// assert_eq!((fixed.bound, fixed.aligned), (10, true));
-    /// # Ok::<(), limitcore::QuotaError>(())
-    /// ```
-    pub fn promise(self, quota: &Quota) -> Promise {
-        let (count, burst) = (u64::from(quota.count()), u64::from(quota.burst()));
-        match self {
-            Algorithm::Gcra | Algorithm::TokenBucket => Promise {
-                bound: count + burst - 1,
-                aligned: false,
-                rule: "count + burst - 1 in any window",
-            },
-            Algorithm::FixedWindow => Promise {
-                bound: count,
-                aligned: true,
-                rule: "count per aligned window",
-            },
-            // Any window of length period meets at most two aligned windows; the formula
-            // admits at most count in the later one minus what it still counts of the earlier.
-            Algorithm::SlidingWindow => Promise {
-                bound: 2 * count - 1,
-                aligned: false,
-                rule: "2 count - 1 in any window (the formula's error budget)",
-            },
-            Algorithm::SlidingLog => Promise {
-                bound: count,
-                aligned: false,
-                rule: "count in any window (exact)",
-            },
-            // A request that must start at once is admitted only when the queue has
-            // drained: admissions are at least one emission interval apart.
-            Algorithm::LeakyBucket => Promise {
-                bound: count,
-                aligned: false,
-                rule: "count in any window (one per emission interval)",
-            },
-        }
+/// What `algorithm` promises for one client and `quota` (the core's
+/// [`Algorithm::bound`], in the report's terms): at most [`Promise::bound`] requests
+/// admitted in one window of the quota's period.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::Quota;
+/// use limitcore_cli::engine::{promise, Algorithm};
+///
+/// let quota: Quota = "10/s burst 20".parse()?;
+/// assert_eq!(promise(Algorithm::Gcra, &quota).bound, 10 + 20 - 1);
+/// let fixed = promise(Algorithm::FixedWindow, &quota);
+/// assert_eq!((fixed.bound, fixed.aligned), (10, true));
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub fn promise(algorithm: Algorithm, quota: &Quota) -> Promise {
+    let b = algorithm.bound(quota);
+    Promise {
+        bound: b.permits,
+        aligned: b.aligned,
+        rule: b.statement,
     }
 }
 
 /// A per-client bound on admitted requests in windows of the quota's period (see
-/// [`Algorithm::promise`]).
+/// [`promise`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Promise {
     /// At most this many admitted...
@@ -281,6 +203,40 @@ pub struct Settings {
     pub threads: usize,
 }
 
+impl Settings {
+    /// The per-client quota `algorithm` runs on: [`Settings::quota`], without its burst for
+    /// the window algorithms (they have none: `count` per window).
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of the quota without its burst (a count whose full refill would
+    /// pass `Quota::MAX_BURST_SPAN_NS`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::engine::{Algorithm, Settings};
+    ///
+    /// let s = Settings { quota: "10/s burst 3".parse()?, global: None, threads: 1 };
+    /// assert_eq!(s.quota_for(Algorithm::Gcra)?.to_string(), "10/s burst 3");
+    /// assert_eq!(s.quota_for(Algorithm::SlidingLog)?.to_string(), "10/s");
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
+    pub fn quota_for(&self, algorithm: Algorithm) -> Result<Quota, QuotaError> {
+        without_burst(self.quota, algorithm)
+    }
+}
+
+/// `quota` as `algorithm` takes it: without a burst for the window algorithms.
+fn without_burst(quota: Quota, algorithm: Algorithm) -> Result<Quota, QuotaError> {
+    match algorithm {
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+            Quota::new(quota.count(), quota.period())
+        }
+        _ => Ok(quota),
+    }
+}
+
 /// Split the trace's request indices into `shards` lists by client (`client mod shards`),
 /// each in trace order; 0 shards count as 1.
 ///
@@ -309,7 +265,7 @@ trait Decide {
     fn keys(&self) -> usize;
 }
 
-impl<L: limitcore::Algorithm> Decide for Keyed<u32, L, ManualClock> {
+impl<R: Rule> Decide for Keyed<u32, R, ManualClock> {
     #[inline]
     fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied> {
         self.try_acquire_n_at(&client, 1, t)
@@ -319,70 +275,13 @@ impl<L: limitcore::Algorithm> Decide for Keyed<u32, L, ManualClock> {
     }
 }
 
-/// The sliding log per client (it keeps a log per key, not one word).
-struct Logs {
-    quota: Quota,
-    logs: HashMap<u32, SlidingLog<ManualClock>>,
-}
-
-impl Decide for Logs {
-    fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied> {
-        let quota = self.quota;
-        self.logs
-            .entry(client)
-            .or_insert_with(|| {
-                SlidingLog::with_clock(quota, ManualClock::new()).expect("checked in `validate`")
-            })
-            .try_acquire_n_at(1, t)
-    }
-    fn keys(&self) -> usize {
-        self.logs.len()
-    }
-}
-
-/// A reference model of one client's limiter.
-#[derive(Debug, Clone)]
-enum Model {
-    Gcra(GcraModel),
-    Bucket(TokenBucketModel),
-    Window(FixedWindowModel),
-    Sliding(SlidingWindowModel),
-    Log(SlidingLogModel),
-    Pacer(LeakyBucketModel),
-}
-
-impl Model {
-    fn new(algorithm: Algorithm, quota: Quota) -> Model {
-        match algorithm {
-            Algorithm::Gcra => Model::Gcra(GcraModel::new(quota)),
-            Algorithm::TokenBucket => Model::Bucket(TokenBucketModel::new(quota)),
-            Algorithm::FixedWindow => Model::Window(FixedWindowModel::new(quota)),
-            Algorithm::SlidingWindow => Model::Sliding(SlidingWindowModel::new(quota)),
-            Algorithm::SlidingLog => Model::Log(SlidingLogModel::new(quota)),
-            Algorithm::LeakyBucket => Model::Pacer(LeakyBucketModel::new(quota)),
-        }
-    }
-
-    fn acquire(&mut self, t: u64) -> Result<(), Denied> {
-        match self {
-            Model::Gcra(m) => m.acquire(1, t),
-            Model::Bucket(m) => m.acquire(1, t),
-            Model::Window(m) => m.acquire(1, t),
-            Model::Sliding(m) => m.acquire(1, t),
-            Model::Log(m) => m.acquire(1, t),
-            Model::Pacer(m) => m.acquire(1, t),
-        }
-    }
-}
-
-/// Build the limiter of `algorithm` once, to report a quota it cannot take as an error
+/// Build the limiters of `algorithm` once, to report a quota it cannot take as an error
 /// before a replay starts ([`replay`] calls it first).
 ///
 /// # Errors
 ///
-/// The algorithm's [`QuotaError`](limitcore::QuotaError) for the per-client quota, as text
-/// starting with the algorithm's name; or, with a global quota, that the algorithm cannot be
-/// refunded exactly (only gcra and leaky-bucket can run under `--global`).
+/// The algorithm's [`QuotaError`] for the per-client quota (or the global one), as text
+/// starting with the algorithm's name.
 ///
 /// # Examples
 ///
@@ -390,27 +289,22 @@ impl Model {
 /// use limitcore_cli::engine::{validate, Algorithm, Settings};
 ///
 /// let settings = Settings { quota: "10/s".parse()?, global: Some("100/s".parse()?), threads: 1 };
-/// assert!(validate(Algorithm::Gcra, &settings).is_ok());
-/// assert!(validate(Algorithm::FixedWindow, &settings).is_err());
+/// assert!(validate(Algorithm::FixedWindow, &settings).is_ok());
+/// // 1000 per µs: a fixed window's count and window number would not share its word.
+/// let fast = Settings { quota: "1000/us".parse()?, global: None, threads: 1 };
+/// assert!(validate(Algorithm::FixedWindow, &fast).unwrap_err().starts_with("fixed-window"));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 pub fn validate(algorithm: Algorithm, settings: &Settings) -> Result<(), String> {
-    let q = settings.quota;
-    let clock = ManualClock::new();
-    let built = match algorithm {
-        Algorithm::Gcra | Algorithm::LeakyBucket => Ok(()),
-        Algorithm::TokenBucket => TokenBucket::with_clock(q, clock).map(drop),
-        Algorithm::FixedWindow => FixedWindow::with_clock(q, clock).map(drop),
-        Algorithm::SlidingWindow => SlidingWindow::with_clock(q, clock).map(drop),
-        Algorithm::SlidingLog => SlidingLog::with_clock(q, clock).map(drop),
+    let check = |quota: Quota, what: &str| {
+        without_burst(quota, algorithm)
+            .and_then(|q| algorithm.limiter(q, ManualClock::new()))
+            .map(drop)
+            .map_err(|e| format!("{}: {what} {quota}: {e}", algorithm.name()))
     };
-    built.map_err(|e| format!("{}: quota {q}: {e}", algorithm.name()))?;
-    if settings.global.is_some() && !matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket) {
-        return Err(format!(
-            "{}: --global needs limits that can be refunded exactly (gcra, leaky-bucket; see \
-             limitcore::Refund)",
-            algorithm.name()
-        ));
+    check(settings.quota, "quota")?;
+    if let Some(global) = settings.global {
+        check(global, "global quota")?;
     }
     Ok(())
 }
@@ -455,41 +349,41 @@ pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Resul
         .build()
         .map_err(|e| format!("cannot start {} threads: {e}", settings.threads))?;
     let n = trace.requests.len();
-    let (decisions, decide_time, keys_held, threads, shards) = match settings.global {
+    let quota = settings.quota_for(algorithm).map_err(|e| e.to_string())?;
+    let global = match settings.global {
+        Some(g) => Some(without_burst(g, algorithm).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let (decisions, decide_time, keys_held, threads, shards) = match global {
         Some(global) => {
-            let (d, time, keys) = decide_global(trace, algorithm, settings.quota, global);
+            let (d, time, keys) = algorithm.with_rule(DecideGlobal {
+                trace,
+                quota,
+                global,
+            });
             (d, time, keys, 1, vec![(0..n as u32).collect::<Vec<_>>()])
         }
         None => {
             // Several shards per thread, so that a heavy client does not idle a thread.
             let shards = shard(&trace.requests, settings.threads.max(1).saturating_mul(8));
-            let q = settings.quota;
-            let (d, time, keys) = match algorithm {
-                Algorithm::Gcra => decide_sharded(trace, &shards, &pool, keyed::<Gcra>(q)),
-                Algorithm::TokenBucket => {
-                    decide_sharded(trace, &shards, &pool, keyed::<TokenBucket>(q))
-                }
-                Algorithm::FixedWindow => {
-                    decide_sharded(trace, &shards, &pool, keyed::<FixedWindow>(q))
-                }
-                Algorithm::SlidingWindow => {
-                    decide_sharded(trace, &shards, &pool, keyed::<SlidingWindow>(q))
-                }
-                Algorithm::LeakyBucket => {
-                    decide_sharded(trace, &shards, &pool, keyed::<LeakyBucket>(q))
-                }
-                Algorithm::SlidingLog => decide_sharded(trace, &shards, &pool, || Logs {
-                    quota: q,
-                    logs: HashMap::new(),
-                }),
-            };
+            let (d, time, keys) = algorithm.with_rule(DecideSharded {
+                trace,
+                shards: &shards,
+                pool: &pool,
+                quota,
+            });
             (d, time, keys, pool.current_num_threads(), shards)
         }
+    };
+    let models = Models {
+        algorithm,
+        quota,
+        global,
     };
     let checked = pool.install(|| {
         shards
             .par_iter()
-            .map(|indices| check_shard(trace, indices, &decisions, algorithm, settings))
+            .map(|indices| check_shard(trace, indices, &decisions, &models, settings.quota))
             .collect::<Vec<_>>()
     });
     let mut clients = vec![ClientStat::default(); trace.clients.len()];
@@ -508,7 +402,7 @@ pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Resul
     }
     Ok(Outcome {
         algorithm,
-        promise: algorithm.promise(&settings.quota),
+        promise: promise(algorithm, &quota),
         clients,
         admitted: decisions.iter().map(Result::is_ok).collect(),
         differing,
@@ -520,11 +414,25 @@ pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Resul
 }
 
 /// A shard's keyed limiter for `quota`: sweeps idle keys every second of trace time.
-fn keyed<L: limitcore::Algorithm>(quota: Quota) -> impl Fn() -> Keyed<u32, L, ManualClock> + Sync {
-    move || {
-        Keyed::with_clock(quota, ManualClock::new())
-            .expect("checked in `validate`")
-            .with_sweep_interval(Duration::from_secs(1))
+fn keyed<R: Rule>(quota: Quota) -> Keyed<u32, R, ManualClock> {
+    Keyed::with_clock(quota, ManualClock::new())
+        .expect("checked in `validate`")
+        .with_sweep_interval(Duration::from_secs(1))
+}
+
+/// [`decide_sharded`] for the algorithm's rule.
+struct DecideSharded<'a> {
+    trace: &'a Trace,
+    shards: &'a [Vec<u32>],
+    pool: &'a rayon::ThreadPool,
+    quota: Quota,
+}
+
+impl WithRule for DecideSharded<'_> {
+    type Output = (Vec<Result<(), Denied>>, Duration, usize);
+    fn run<R: Rule>(self) -> Self::Output {
+        let quota = self.quota;
+        decide_sharded(self.trace, self.shards, self.pool, || keyed::<R>(quota))
     }
 }
 
@@ -582,50 +490,43 @@ fn decide_sharded<D: Decide>(
     (decisions, time, keys)
 }
 
-/// The decision phase with a global limit: one thread, trace order, all or nothing.
-fn decide_global(
-    trace: &Trace,
-    algorithm: Algorithm,
+/// The decision phase with a global limit: one thread, trace order, all or nothing, through
+/// `All` over the per-client `Keyed` and the global limit of the same rule.
+struct DecideGlobal<'a> {
+    trace: &'a Trace,
     quota: Quota,
     global: Quota,
-) -> (Vec<Result<(), Denied>>, Duration, usize) {
-    // `All` refunds at the later of the request's time and its clock's; the clock stays at 0.
-    let clock = ManualClock::new();
-    let start = Instant::now();
-    let decisions = if algorithm == Algorithm::LeakyBucket {
-        all_or_nothing(
-            trace,
-            &clock,
-            LeakyBucket::with_clock(global, clock.clone()),
-            || LeakyBucket::with_clock(quota, clock.clone()),
-        )
-    } else {
-        all_or_nothing(
-            trace,
-            &clock,
-            Gcra::with_clock(global, clock.clone()),
-            || Gcra::with_clock(quota, clock.clone()),
-        )
-    };
-    (decisions.0, start.elapsed(), decisions.1)
 }
 
-fn all_or_nothing<L: limitcore::Refund + Send + Sync>(
-    trace: &Trace,
-    clock: &ManualClock,
-    global: L,
-    make: impl Fn() -> L,
-) -> (Vec<Result<(), Denied>>, usize) {
-    let mut per_client: HashMap<u32, L> = HashMap::new();
-    let decisions = trace
-        .requests
-        .iter()
-        .map(|r| {
-            let own = per_client.entry(r.client).or_insert_with(&make);
-            All::new(vec![&*own, &global], clock.clone()).try_acquire_n_at(1, r.t)
-        })
-        .collect();
-    (decisions, per_client.len())
+impl WithRule for DecideGlobal<'_> {
+    type Output = (Vec<Result<(), Denied>>, Duration, usize);
+    fn run<R: Rule>(self) -> Self::Output {
+        // `All` refunds at the later of the request's time and its clock's; the clock stays
+        // at 0, so every refund is at the request's own time: exact.
+        let clock = ManualClock::new();
+        let per_client = Arc::new(keyed::<R>(self.quota));
+        let global: Limiter<R, ManualClock> =
+            Limiter::with_clock(self.global, clock).expect("checked in `validate`");
+        let both: All<Box<dyn KeyedRefund<u32>>> = All::new(vec![
+            Box::new(per_client.clone()),
+            Box::new(Global::new(global)),
+        ]);
+        let start = Instant::now();
+        let decisions = self
+            .trace
+            .requests
+            .iter()
+            .map(|r| limitcore::KeyedRateLimiter::try_acquire_n_at(&both, &r.client, 1, r.t))
+            .collect();
+        (decisions, start.elapsed(), per_client.len())
+    }
+}
+
+/// The reference models of a replay: one per client, and the global one.
+struct Models {
+    algorithm: Algorithm,
+    quota: Quota,
+    global: Option<Quota>,
 }
 
 /// One shard's check results.
@@ -641,11 +542,13 @@ fn check_shard(
     trace: &Trace,
     indices: &[u32],
     decisions: &[Result<(), Denied>],
-    algorithm: Algorithm,
-    settings: &Settings,
+    models_of: &Models,
+    quota: Quota,
 ) -> Checked {
-    let mut models: HashMap<u32, Model> = HashMap::new();
-    let mut global = settings.global.map(|g| Model::new(algorithm, g));
+    let mut models: HashMap<u32, Box<dyn Model>> = HashMap::new();
+    let mut global = models_of
+        .global
+        .map(|g| reference::model(models_of.algorithm, g));
     let mut admitted_at: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut stats: HashMap<u32, ClientStat> = HashMap::new();
     let mut differing = 0;
@@ -654,14 +557,14 @@ fn check_shard(
         let r = trace.requests[i as usize];
         let model = models
             .entry(r.client)
-            .or_insert_with(|| Model::new(algorithm, settings.quota));
+            .or_insert_with(|| reference::model(models_of.algorithm, models_of.quota));
         let expected = match &mut global {
-            None => model.acquire(r.t),
+            None => model.acquire(1, r.t),
             // All or nothing: charge both models only if both admit; the refusal reported
             // is the longest wait.
             Some(global) => {
-                let (mut own, mut all) = (model.clone(), global.clone());
-                match (own.acquire(r.t), all.acquire(r.t)) {
+                let (mut own, mut all) = (model.clone_box(), global.clone_box());
+                match (own.acquire(1, r.t), all.acquire(1, r.t)) {
                     (Ok(()), Ok(())) => {
                         (*model, *global) = (own, all);
                         Ok(())
@@ -691,7 +594,7 @@ fn check_shard(
             Err(_) => stat.denied += 1,
         }
     }
-    let period = settings.quota.period_ns();
+    let period = quota.period_ns();
     for (client, times) in &admitted_at {
         let stat = stats.entry(*client).or_default();
         stat.max_any_window = max_in_any_window(times, period);

@@ -59,11 +59,12 @@ struct ReplayArgs {
     /// The per-client quota, e.g. "10/s", "600/min burst 20".
     #[arg(long, default_value = "10/s")]
     quota: Quota,
-    /// The per-client burst (overrides a burst given in --quota).
+    /// The per-client burst (overrides a burst given in --quota); the window algorithms
+    /// (fixed-window, sliding-window, sliding-log) have none and run on the count per period.
     #[arg(long)]
     burst: Option<u32>,
     /// A global quota over all clients, applied together with the per-client one (all or
-    /// nothing; gcra and leaky-bucket only; runs on one thread).
+    /// nothing, every algorithm; runs on one thread).
     #[arg(long)]
     global: Option<Quota>,
     /// Comma-separated algorithms to run.
@@ -129,13 +130,7 @@ struct PaceArgs {
 }
 
 fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
-    Algorithm::from_name(name).ok_or_else(|| {
-        let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-        format!(
-            "unknown algorithm {name:?}; expected one of {}",
-            names.join(", ")
-        )
-    })
+    name.parse::<Algorithm>().map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -393,7 +393,7 @@ pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
         .quota()?
         .with_burst(capacity)
         .map_err(|e| format!("pacer capacity {capacity}: {e}"))?;
-    let pacer = LeakyBucket::new(quota);
+    let pacer = LeakyBucket::new(quota).map_err(|e| format!("pacer quota {quota}: {e}"))?;
     let clock = pacer.clock();
     let duration = config.duration_ns();
     let (spin, work) = (nanos(config.spin), nanos(config.work));

@@ -207,10 +207,21 @@ impl Report {
         for (line, reason) in &self.malformed_first {
             let _ = writeln!(s, "  line {line}: {reason}");
         }
+        // The window algorithms have no burst: say what they ran on.
+        let windows = self
+            .quota
+            .parse::<limitcore::Quota>()
+            .ok()
+            .filter(|q| q.burst() != q.count())
+            .and_then(|q| limitcore::Quota::new(q.count(), q.period()).ok())
+            .map_or(String::new(), |w| {
+                format!(" (window algorithms, which have no burst: {w})")
+            });
         let _ = writeln!(
             s,
-            "limit: {} per client{}\n",
+            "limit: {} per client{}{}\n",
             self.quota,
+            windows,
             self.global.as_ref().map_or(String::new(), |g| format!(
                 ", and {g} over all clients (all or nothing)"
             ))
