@@ -43,6 +43,16 @@ use {crate::keyed::Keyed, crate::limiter::KeyedRefund};
 /// assert!("gcra2".parse::<Algorithm>().is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`Algorithm::keyed`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.keyed"
+)]
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`Algorithm::limiter`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -52,9 +62,19 @@ pub enum Algorithm {
     TokenBucket,
     /// [`FixedWindow`](crate::FixedWindow) ([`FixedWindowRule`]).
     FixedWindow,
-    /// [`SlidingWindow`] (per-CPU) as a limiter, [`SlidingWindowRule`] per key.
+    /// [`SlidingWindow`](crate::SlidingWindow) (per-CPU) as a limiter, [`SlidingWindowRule`] per key.
     SlidingWindow,
-    /// [`SlidingLog`](crate::SlidingLog) ([`SlidingLogRule`]).
+    /// [`SlidingLog`][crate::SlidingLog] ([`SlidingLogRule`]).
+    #[cfg_attr(
+        not(feature = "std"),
+        doc = "",
+        doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
+    )]
+    #[cfg_attr(
+        not(feature = "std"),
+        doc = "",
+        doc = "[crate::SlidingLog]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
+    )]
     SlidingLog,
     /// [`LeakyBucket`](crate::LeakyBucket) ([`LeakyBucketRule`]): a request must be able to
     /// start at once.
@@ -177,6 +197,11 @@ impl Algorithm {
     /// # Panics
     ///
     /// For [`Algorithm::SlidingLog`] without the `std` feature (its state needs a lock).
+    #[cfg_attr(
+        not(feature = "std"),
+        doc = "",
+        doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
+    )]
     pub fn with_rule<W: WithRule>(self, code: W) -> W::Output {
         match self {
             Algorithm::Gcra => code.run::<GcraRule>(),

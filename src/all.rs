@@ -17,7 +17,7 @@ use core::time::Duration;
 ///
 /// `L` is the type of the limits: any [`Refund`] (then `All` is a [`RateLimiter`]), or any
 /// [`KeyedRefund<K>`](KeyedRefund) (then `All` is a [`KeyedRateLimiter<K>`]); mix keyed and
-/// unkeyed limits by wrapping the unkeyed ones in [`Global`](crate::Global), and mix types
+/// unkeyed limits by wrapping the unkeyed ones in [`Global`][crate::Global], and mix types
 /// with `Box<dyn Refund>` / `Box<dyn KeyedRefund<K>>`. Every limiter of the crate
 /// refunds exactly (see [`Refund`]).
 ///
@@ -54,6 +54,11 @@ use core::time::Duration;
 /// assert_eq!(global.snapshot().remaining, 98); // ...and the global limit kept no charge
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
+)]
 pub struct All<L> {
     limits: Vec<L>,
 }

@@ -3,16 +3,16 @@
 //! A [`Rule`](crate::rules::Rule) is pure; its state lives in a cell that a shell updates:
 //!
 //! - a `u64` word lives in one `AtomicU64`, changed only through the crate's one CAS loop
-//!   ([`cas`](crate::cas)): lock-free, and `Relaxed` is enough (see `cas`'s "Orderings");
+//!   (`cas`): lock-free, and `Relaxed` is enough (see the "Orderings" of `src/cas.rs`);
 //! - any other state (the sliding log's ring) lives behind a mutex.
 //!
-//! A keyed slot ([`Keyed`](crate::Keyed)) adds one protocol, eviction: a slot can be
+//! A keyed slot ([`Keyed`][crate::Keyed]) adds one protocol, eviction: a slot can be
 //! *retired* once its state is indistinguishable from a fresh one, after which no update
 //! may touch it.
 //!
 //! # Orderings of the retirement protocol on a word
 //!
-//! The evictor replaces an idle word by the reserved word [`RETIRED`] with a
+//! The evictor replaces an idle word by the reserved word `RETIRED` (`u64::MAX`) with a
 //! compare-and-swap, and only then removes the key from the map. Every acquirer's CAS
 //! expects the exact word it decided on, so exactly one of "an acquirer's charge" and "the
 //! retirement" wins (the word's modification order is total, whatever the orderings); an
@@ -22,6 +22,11 @@
 //! nothing but the word itself, so it is `Relaxed` like every other access here. Under a
 //! mutex (the sliding log's slot) the lock orders everything, and retirement is the slot's
 //! state becoming `None`.
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
 
 use crate::cas;
 use crate::sync::{AtomicU64, Ordering};
@@ -35,11 +40,21 @@ pub(crate) const RETIRED: u64 = u64::MAX;
 pub(crate) use sealed::Attempt;
 
 /// A state type a shell can share between threads: `u64` (one atomic word, lock-free) or
-/// [`Log`](crate::rules::Log) (behind a mutex).
+/// [`Log`][crate::rules::Log] (behind a mutex).
 ///
 /// Sealed: the cells and their protocols are the crate's own. A rule of your own
 /// ([`Rule`](crate::rules::Rule)) with `State = u64` gets the lock-free shell
-/// ([`Limiter`](crate::Limiter)) and keyed slots ([`Keyed`](crate::Keyed)) for free.
+/// ([`Limiter`](crate::Limiter)) and keyed slots ([`Keyed`][crate::Keyed]) for free.
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[crate::rules::Log]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
+)]
 pub trait Shared: sealed::Cells {}
 
 impl<T: sealed::Cells> Shared for T {}

@@ -16,6 +16,16 @@
 //!
 //! A limiter never moves its state backwards, so a clock reading that is stale or behind
 //! another thread's can only make a decision stricter, never admit more.
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`CoarseClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.CoarseClock.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`StdClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.StdClock.html"
+)]
 
 /// Nanoseconds since a clock's epoch.
 ///
@@ -194,6 +204,7 @@ mod os {
     /// let b = clock.now();
     /// assert!(b >= a);
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     #[derive(Debug, Clone)]
     pub struct MonotonicClock {
         clock: quanta::Clock,
@@ -243,6 +254,7 @@ mod os {
     /// let clock = StdClock::new();
     /// assert!(clock.now() < 1_000_000_000);
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     #[derive(Debug, Clone, Copy)]
     pub struct StdClock {
         epoch: Instant,
@@ -293,6 +305,7 @@ mod os {
     /// std::thread::sleep(Duration::from_millis(20));
     /// assert!(clock.now() > t);
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     #[derive(Debug, Clone)]
     pub struct CoarseClock {
         clock: quanta::Clock,

@@ -79,6 +79,61 @@
 //!
 //! `--cfg loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
 //! differential targets against [`reference`](mod@reference).
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`Algorithm::keyed`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.keyed"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`Algorithm::limiter`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`Global`]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`KeyedSketch`]: https://docs.rs/limitcore/latest/limitcore/struct.KeyedSketch.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`Keyed`]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`PapayaStore`]: https://docs.rs/limitcore/latest/limitcore/struct.PapayaStore.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`Store`]: https://docs.rs/limitcore/latest/limitcore/trait.Store.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`Throttler`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html"
+)]
+#![cfg_attr(
+    not(feature = "tokio"),
+    doc = "",
+    doc = "[`wait::Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`wait`]: https://docs.rs/limitcore/latest/limitcore/wait/index.html"
+)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -197,7 +197,7 @@ impl Decision {
 /// A rate limiter: every algorithm in this crate implements it.
 ///
 /// The trait is dyn-compatible, so `Box<dyn RateLimiter>` can pick the algorithm at run
-/// time ([`Algorithm::limiter`](crate::Algorithm::limiter) builds one from its name).
+/// time ([`Algorithm::limiter`][crate::Algorithm::limiter] builds one from its name).
 /// `try_acquire_n_at` and `decide_n_at` are the decisions; the other methods read the
 /// limiter's own clock and call them.
 ///
@@ -228,6 +228,11 @@ impl Decision {
 /// assert_eq!(limiter.capacity(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[crate::Algorithm::limiter]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
+)]
 pub trait RateLimiter: Send + Sync {
     /// Decide a request for `n` permits at the explicit time `now`, in nanoseconds of the
     /// limiter's clock (for a caller that already holds the request's arrival time, or a
@@ -337,9 +342,9 @@ pub trait Refund: RateLimiter {
 }
 
 /// One limit per key (a client address, a tenant, an API key): the keyed form of
-/// [`RateLimiter`], implemented by [`Keyed`](crate::Keyed) (one state per key),
-/// [`KeyedSketch`](crate::KeyedSketch) (a count-min sketch in fixed memory) and
-/// [`Global`](crate::Global) (one limiter applied to every key), so that code (an HTTP
+/// [`RateLimiter`], implemented by [`Keyed`][crate::Keyed] (one state per key),
+/// [`KeyedSketch`][crate::KeyedSketch] (a count-min sketch in fixed memory) and
+/// [`Global`][crate::Global] (one limiter applied to every key), so that code (an HTTP
 /// layer, a combination in [`All`](crate::All)) can be written once over any of them.
 ///
 /// `K` is the type a key is *looked up* by, so it may be unsized: a `Keyed<String>`
@@ -368,6 +373,21 @@ pub trait Refund: RateLimiter {
 /// assert_eq!(admitted(&everyone, &["a", "b", "a"]), 2);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
+)]
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::KeyedSketch]: https://docs.rs/limitcore/latest/limitcore/struct.KeyedSketch.html"
+)]
 pub trait KeyedRateLimiter<K: ?Sized>: Send + Sync {
     /// Decide `n` permits for `key` at the explicit time `now` (ns of the limiter's clock).
     ///

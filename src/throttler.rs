@@ -75,6 +75,11 @@ type Shared = (Mutex<Queue>, Condvar);
 /// assert_eq!(t.reserve(None)?, Duration::from_secs(2)); // the total: 3 in any second
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg_attr(
+    not(feature = "tokio"),
+    doc = "",
+    doc = "[`Throttler::run`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html#method.run"
+)]
 pub struct Throttler<C, K: Clock + Clone + 'static = DefaultClock> {
     schedule: Mutex<Schedule<C>>,
     clock: K,

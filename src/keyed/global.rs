@@ -34,6 +34,7 @@ use core::time::Duration;
 /// assert!(both.try_acquire("c").is_err());         // the global limit
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 #[derive(Debug, Clone, Default)]
 pub struct Global<L>(L);
 

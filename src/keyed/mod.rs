@@ -126,6 +126,7 @@ impl From<Denied> for Refused {
 /// assert_eq!(per_ip.len(), 0);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = PapayaStore<K>> {
     map: S::Map<Slot<R>>,
     default: R,

@@ -464,6 +464,7 @@ impl Cells {
 /// assert_eq!(per_ip.estimate("10.0.0.1"), 2); // ⌈3 × ½⌉
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub struct KeyedSketch<K: ?Sized, C = DefaultClock> {
     /// `depth` rows of `width` cells, row-major.
     cells: Box<[AtomicU64]>,

@@ -44,6 +44,12 @@ use std::collections::hash_map::RandomState;
 /// assert_eq!(keyed.len(), 2);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "dashmap"),
+    doc = "",
+    doc = "[`DashMapStore`]: https://docs.rs/limitcore/latest/limitcore/struct.DashMapStore.html"
+)]
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub trait Store<K>: sealed::Maps<K> {}
 
 impl<K, S: sealed::Maps<K>> Store<K> for S {}
@@ -122,6 +128,7 @@ pub(crate) mod sealed {
 /// assert!(keyed.try_acquire(&7).is_ok());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub struct PapayaStore<K, H = RandomState> {
     hasher: H,
     _key: core::marker::PhantomData<fn(K)>,

@@ -64,6 +64,11 @@ use core::time::Duration;
 /// assert!(limiter.try_acquire().is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
+)]
 pub struct Limiter<R: Rule, C = DefaultClock> {
     /// The rule's state (see each rule's "Word" or "Word layout").
     state: <R::State as Cells>::Cell,
@@ -318,6 +323,11 @@ impl<R: ReserveRule, C: Clock> Reserve for Limiter<R, C> {
 /// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
+)]
 pub type Gcra<C = DefaultClock> = Limiter<GcraRule, C>;
 
 /// A token bucket whose tokens and last refill time share one `AtomicU64`, so that refill
@@ -388,6 +398,11 @@ pub type TokenBucket<C = DefaultClock> = Limiter<TokenBucketRule, C>;
 /// assert!(FixedWindow::with_clock("100/s burst 10".parse()?, clock).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
+)]
 pub type FixedWindow<C = DefaultClock> = Limiter<FixedWindowRule, C>;
 
 /// A pacer (the leaky bucket as a queue): admitted requests start exactly one emission

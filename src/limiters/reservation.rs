@@ -118,8 +118,8 @@ pub trait Reserve: RateLimiter {
 }
 
 /// The keyed form of [`Reserve`]: permits for a key taken now for a later start, by
-/// [`Keyed`](crate::Keyed) with a rule that reserves (`GcraRule`, `LeakyBucketRule`) and
-/// by [`Global`](crate::Global) over a [`Reserve`] limiter. An HTTP layer's delay mode (a
+/// [`Keyed`][crate::Keyed] with a rule that reserves (`GcraRule`, `LeakyBucketRule`) and
+/// by [`Global`][crate::Global] over a [`Reserve`] limiter. An HTTP layer's delay mode (a
 /// request over the rate waits for its slot, up to a bound) is this.
 ///
 /// # Errors (for every method)
@@ -142,6 +142,16 @@ pub trait Reserve: RateLimiter {
 /// assert_eq!(wait("b")?, Duration::ZERO);             // b has its own
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
+)]
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
 pub trait KeyedReserve<K: ?Sized>: KeyedRateLimiter<K> {
     /// Reserve `n` permits for `key` at the explicit time `now` (ns of the limiter's clock)
     /// if their start is at most `max_wait` away.

@@ -55,7 +55,7 @@ use crossbeam_utils::CachePadded;
 /// - **The formula's own error:** it assumes the previous window's requests were spread
 ///   evenly, so in a sliding (unaligned) window of length `period` it can admit up to
 ///   `2·count − 1`, when the previous window's requests all came at its end. Use
-///   [`SlidingLog`](crate::SlidingLog) when that must not happen.
+///   [`SlidingLog`][crate::SlidingLog] when that must not happen.
 ///
 /// The quota's burst is not used: a window's capacity is `count`.
 ///
@@ -66,9 +66,9 @@ use crossbeam_utils::CachePadded;
 /// shard:   | window k (64−b bits)   | lease (b bits)                |
 /// ```
 ///
-/// `b` is the bit length of `count`, at most 24 ([`SlidingWindowRule::MAX_COUNT`]), so the
+/// `b` is the bit length of `count`, at most 24 ([`SlidingWindowRule::MAX_COUNT`](crate::rules::SlidingWindowRule::MAX_COUNT)), so the
 /// global window number has at least 16 bits and is compared modulo its width. A reading
-/// from an earlier window than the stored one, by up to [`SlidingWindowRule::MAX_CLOCK_LAG_NS`] (8.59 s; at
+/// from an earlier window than the stored one, by up to [`SlidingWindowRule::MAX_CLOCK_LAG_NS`](crate::rules::SlidingWindowRule::MAX_CLOCK_LAG_NS) (8.59 s; at
 /// least 4 windows, at most a quarter of the field's range), is stale and counts against the
 /// stored window at its start (stricter); so a thread preempted between reading the clock
 /// and deciding can never reset the counts. A limiter left idle for about a multiple of
@@ -100,6 +100,11 @@ use crossbeam_utils::CachePadded;
 /// assert_eq!(limiter.try_acquire().unwrap_err().retry_after(), Some(Duration::from_millis(100)));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[crate::SlidingLog]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
+)]
 #[derive(Debug)]
 pub struct SlidingWindow<C = DefaultClock> {
     global: CachePadded<AtomicU64>,
@@ -127,7 +132,7 @@ impl<C: Clock> SlidingWindow<C> {
     ///
     /// # Errors
     ///
-    /// [`QuotaError::CountTooLarge`] above [`SlidingWindowRule::MAX_COUNT`];
+    /// [`QuotaError::CountTooLarge`] above [`SlidingWindowRule::MAX_COUNT`](crate::rules::SlidingWindowRule::MAX_COUNT);
     /// [`QuotaError::WindowTooShort`] for a period under `2^b` ns (`b` = bit length of count).
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
         Self::build(quota, clock, None)

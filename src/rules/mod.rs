@@ -4,7 +4,7 @@
 //! Every limiter in the crate is one of these rules inside a shell of layer 2
 //! ([`Limiter`](crate::Limiter), which applies a rule to its state with one compare-and-swap
 //! loop, or under a lock for the sliding log's ring), and the composites of layer 3
-//! ([`Keyed`](crate::Keyed), [`All`](crate::All)) are written once over [`Rule`]. A rule can
+//! ([`Keyed`][crate::Keyed], [`All`](crate::All)) are written once over [`Rule`]. A rule can
 //! be tested on its own, by hand, against the plain models in
 //! [`reference`](crate::reference).
 //!
@@ -34,6 +34,21 @@
 //! assert_eq!(tat, 200_000_000);                   // a denial writes nothing
 //! # Ok::<(), limitcore::QuotaError>(())
 //! ```
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`Log`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
 
 mod fixed_window;
 mod gcra;
@@ -159,6 +174,11 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// The state one limiter (or one key) keeps: a `u64` word for the lock-free rules (the
     /// shells share it through one compare-and-swap loop), [`Log`] for the sliding log
     /// (shared behind a mutex). See [`Shared`].
+    #[cfg_attr(
+        not(feature = "std"),
+        doc = "",
+        doc = "[`Log`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
+    )]
     type State: Shared;
 
     /// The rule for `quota`.
@@ -214,7 +234,12 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
 
     /// Whether `state` has decided exactly as a fresh state for every reading at or after
     /// `since`, up to `now` (`since ≤ now`), so that replacing it by a fresh one changes no
-    /// decision for such readings. Eviction ([`Keyed`](crate::Keyed)) asks this.
+    /// decision for such readings. Eviction ([`Keyed`][crate::Keyed]) asks this.
+    #[cfg_attr(
+        not(feature = "keyed"),
+        doc = "",
+        doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+    )]
     fn fresh_since(&self, state: &Self::State, since: Nanos, now: Nanos) -> bool;
 }
 

@@ -29,6 +29,7 @@ use core::time::Duration;
 /// assert_eq!((log.len(), log.newest()), (2, Some(5)));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Log {
     /// `ring[(head + i) % count]` is the i-th oldest of the `len` entries.
@@ -229,6 +230,7 @@ impl Log {
 /// assert_eq!(wait.as_millis(), 800);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingLogRule {
     count: u32,

@@ -251,7 +251,7 @@ impl Counter {
 }
 
 /// The sliding-window counter on one word: the formula on exact counts, with no per-CPU
-/// shards. The rule of [`Keyed`](crate::Keyed)`<K, SlidingWindowRule>` (one word per key);
+/// shards. The rule of [`Keyed`][crate::Keyed]`<K, SlidingWindowRule>` (one word per key);
 /// the standalone [`SlidingWindow`](crate::SlidingWindow) runs the same formula with its
 /// counts leased to per-CPU shards.
 ///
@@ -298,6 +298,11 @@ impl Counter {
 /// assert_eq!(rule.snapshot(&word, 1_500_000_000).remaining, 5);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingWindowRule {
     pub(crate) counter: Counter,
