@@ -29,7 +29,7 @@ use crate::sync::{AtomicU64, Backoff, Ordering};
 /// limiters also "this state was retired"). It may be called more than
 /// once (once per attempt), always with the freshest value; the value of the attempt whose
 /// CAS succeeded is returned.
-#[inline]
+#[inline(always)]
 pub(crate) fn apply<T, E, F>(word: &AtomicU64, transition: F) -> Result<T, E>
 where
     F: Fn(u64) -> Result<(u64, T), E>,
@@ -40,7 +40,7 @@ where
 
 /// [`apply`] with `success` as the ordering of the CAS that stores the new word (for
 /// multi-word protocols; see the module note). Every other access is `Relaxed`.
-#[inline]
+#[inline(always)]
 pub(crate) fn apply_ordered<T, E, F>(
     word: &AtomicU64,
     success: Ordering,

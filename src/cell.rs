@@ -118,9 +118,9 @@ impl sealed::Cells for u64 {
         AtomicU64::new(self)
     }
 
-    #[inline]
+    #[inline(always)]
     fn update<T, E>(cell: &AtomicU64, f: impl Fn(&mut u64) -> Result<T, E>) -> Result<T, E> {
-        cas::apply(cell, |word| {
+        cas::apply(cell, move |word| {
             let mut next = word;
             let value = f(&mut next)?;
             Ok((next, value))
@@ -143,7 +143,7 @@ impl sealed::Cells for u64 {
         slot: &AtomicU64,
         f: impl Fn(&mut u64) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
-        cas::apply(slot, |word| {
+        cas::apply(slot, move |word| {
             if word == RETIRED {
                 return Err(Attempt::Retired);
             }

@@ -192,13 +192,15 @@ impl<C: Clock> Limiter<GcraRule, C> {
 }
 
 impl<R: Rule, C: Clock> RateLimiter for Limiter<R, C> {
-    #[inline]
+    // Always inlined: the caller often looks only at `is_ok()`, and inlined, the refusal's
+    // `retry_after` (a division) is never computed for it.
+    #[inline(always)]
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         if !precheck(n, self.rule.capacity())? {
             return Ok(());
         }
         let rule = &self.rule;
-        R::State::update(&self.state, |s| rule.take(s, now, n).map(|_| ()))
+        R::State::update(&self.state, move |s| rule.take(s, now, n).map(|_| ()))
     }
 
     fn decide_n_at(&self, n: u32, now: Nanos) -> Decision {
@@ -235,7 +237,7 @@ impl<R: Rule, C: Clock> Refund for Limiter<R, C> {
             return Ok(Receipt::NOTHING);
         }
         let rule = &self.rule;
-        R::State::update(&self.state, |s| rule.take(s, now, n))
+        R::State::update(&self.state, move |s| rule.take(s, now, n))
     }
 
     fn decide_refundable_at(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
@@ -273,7 +275,7 @@ impl<R: ReserveRule, C: Clock> Reserve for Limiter<R, C> {
         }
         let max_wait = duration_to_nanos(max_wait);
         let rule = &self.rule;
-        let delay = R::State::update(&self.state, |s| rule.reserve(s, now, n, max_wait))?;
+        let delay = R::State::update(&self.state, move |s| rule.reserve(s, now, n, max_wait))?;
         Ok(Reservation::new(now, delay))
     }
 }

@@ -158,6 +158,9 @@ impl Layout {
 pub struct TokenBucketRule {
     pub(crate) schedule: Schedule,
     pub(crate) layout: Layout,
+    /// `u64::MAX − 2·burst·T`: up to this reading, no time plus a state's backlog (at most
+    /// `2·burst·T`) can pass the clock's range, so the fast path needs no overflow check.
+    late: Nanos,
     quota: Quota,
 }
 
@@ -187,6 +190,36 @@ impl TokenBucketRule {
         let (l, t) = (&self.layout, self.schedule.interval);
         let burst = u64::from(self.schedule.burst);
         let n = u64::from(n);
+        let tokens = l.tokens(word);
+        // The fast paths, almost every decision: a bucket that is not full, far from the
+        // clock's end (so no sum below can pass `u64::MAX`), read ahead of its stored time.
+        if tokens != burst && now <= self.late {
+            let ahead = now.wrapping_sub(l.time(word)) & l.time_mask;
+            if ahead < t {
+                // No whole token has accrued (and `ahead < T ≤ 2^(W−1)` lies outside the
+                // "behind" range at the top of the time field): the general path would take
+                // `k = 0`, `fraction = ahead`.
+                if tokens < n {
+                    return Err(Denied::rate_limited((n - tokens) * t - ahead));
+                }
+                // Same stored time (the fraction stays in the clock), `n` fewer tokens.
+                return Ok((word - n, (burst - tokens + n) * t - ahead));
+            }
+            if ahead >= (burst - tokens) * t && ahead <= l.time_mask - l.max_lag {
+                // Refilled completely: full at `now`, then `n` taken.
+                return Ok((l.pack(now, burst - n), n * t));
+            }
+        }
+        self.transition_general(word, now, n)
+    }
+
+    /// [`TokenBucketRule::transition`] in general: a fresh bucket, a partial refill (a
+    /// division), a reading behind the stored time, a time near the clock's end. Kept out
+    /// of line so that the fast paths above need few registers.
+    #[inline(never)]
+    fn transition_general(&self, word: u64, now: Nanos, n: u64) -> Result<(u64, Nanos), Denied> {
+        let (l, t) = (&self.layout, self.schedule.interval);
+        let burst = u64::from(self.schedule.burst);
         let tokens = l.tokens(word);
         // Below, `missing` is the time until full that the new word would encode (its GCRA
         // backlog); `now + missing` is the TAT GCRA would store, which must fit in u64
@@ -283,6 +316,7 @@ impl Rule for TokenBucketRule {
         let schedule = Schedule::new(quota);
         let layout = Layout::new(schedule.burst, schedule.span)?;
         Ok(TokenBucketRule {
+            late: u64::MAX - 2 * schedule.span,
             schedule,
             layout,
             quota: *quota,
