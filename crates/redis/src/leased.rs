@@ -384,6 +384,7 @@ struct Inner<C: Clock> {
     /// Round-trip estimate of lease fetches, ns (EWMA, 1/8).
     rtt: AtomicU64,
     leases: AtomicU64,
+    granted: AtomicU64,
     refusals: AtomicU64,
 }
 
@@ -500,8 +501,10 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             keys: papaya::HashMap::new(),
             runtime: tokio::runtime::Handle::current(),
             fallback: Fallback::new(policy, quota, cooldown),
-            rtt: AtomicU64::new(deadline.as_nanos().min(u128::from(u64::MAX)) as u64 / 4),
+            // A first guess until a fetch is measured: a loopback round trip, at most.
+            rtt: AtomicU64::new((deadline.as_nanos() / 4).min(1_000_000) as u64),
             leases: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
         });
         inner.runtime.spawn(sweep(Arc::downgrade(&inner)));
@@ -526,6 +529,11 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// Leases granted so far (one script call each).
     pub fn leases(&self) -> u64 {
         self.inner.leases.load(Ordering::Relaxed)
+    }
+
+    /// Cells granted by Redis so far, over all keys (every admission spent one of them).
+    pub fn granted(&self) -> u64 {
+        self.inner.granted.load(Ordering::Relaxed)
     }
 
     /// Lease requests Redis refused so far (the node then blocked the key locally).
@@ -704,6 +712,9 @@ async fn fetch<C: Clock + Clone + 'static>(
             entry.installed_at.store(arrived, Ordering::Relaxed);
             entry.installed_cells.store(held, Ordering::Relaxed);
             inner.leases.fetch_add(1, Ordering::Relaxed);
+            inner
+                .granted
+                .fetch_add(u64::from(answer.granted), Ordering::Relaxed);
         } else if let Some(wait) = answer.decision.retry_after() {
             let wait = wait.as_nanos().min(u128::from(u64::MAX)) as u64;
             let until = arrived.saturating_add(wait);
