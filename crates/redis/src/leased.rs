@@ -634,7 +634,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// a key's first request only because its lease has not arrived yet.
     pub async fn acquire(&self, key: &str, n: u32) -> Verdict {
         let verdict = self.decide_verdict_at(key, n, self.inner.clock.now());
-        if verdict.is_admitted() || !self.needs_lease(key) {
+        if verdict.is_admitted() || verdict.source != Source::Lease {
             return verdict;
         }
         let entry = {
@@ -642,6 +642,16 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             guard.get(key).map(Arc::clone)
         };
         if let Some(entry) = entry {
+            let now = self.inner.clock.now();
+            if self
+                .inner
+                .rule
+                .blocked_until(&entry.counter.state(), now)
+                .is_some()
+            {
+                // Redis refused: the local block is the answer, with its exact wait.
+                return verdict;
+            }
             let arrived = entry.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
@@ -651,17 +661,6 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             }
         }
         self.decide_verdict_at(key, n, self.inner.clock.now())
-    }
-
-    /// Whether the node holds no valid cells for `key` and is not blocked on it.
-    fn needs_lease(&self, key: &str) -> bool {
-        let now = self.inner.clock.now();
-        let guard = self.inner.keys.pin();
-        guard.get(key).is_none_or(|e| {
-            let word = e.counter.state();
-            self.inner.rule.cells(&word, now) == 0
-                && self.inner.rule.blocked_until(&word, now).is_none()
-        })
     }
 }
 

@@ -1,6 +1,8 @@
 //! Shared helpers: a real redis-server per test (never a mock), and a connected handle.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod proxy;
+
 use limitcore_redis::server::RedisServer;
 use limitcore_redis::{Redis, RedisConfig};
 use std::time::Duration;
