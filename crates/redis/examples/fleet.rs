@@ -30,8 +30,10 @@ enum Mode {
 
 /// A fleet of nodes sharing one limit on Redis.
 #[derive(Debug, Parser)]
-#[command(after_help = "Without --redis, the example starts its own redis-server on a free \
-loopback port (Debian's redis-server must be installed: .ci/redis-deps.sh) and kills it on exit.")]
+#[command(
+    after_help = "Without --redis, the example starts its own redis-server on a free \
+loopback port (Debian's redis-server must be installed: .ci/redis-deps.sh) and kills it on exit."
+)]
 struct Args {
     /// The Redis to use, e.g. redis://127.0.0.1:6379 (default: start a private redis-server).
     #[arg(long)]
@@ -90,8 +92,13 @@ async fn leased_node(
     key: String,
     end: Instant,
 ) -> (Vec<u64>, u64) {
-    let limiter = LeasedLimiter::new(redis, quota, LeaseConfig::new(max_lease), Policy::FailClosed)
-        .expect("quota fits Redis");
+    let limiter = LeasedLimiter::new(
+        redis,
+        quota,
+        LeaseConfig::new(max_lease),
+        Policy::FailClosed,
+    )
+    .expect("quota fits Redis");
     // The synchronous path on its own thread; lease fetches run on this runtime.
     let hammer = std::thread::spawn(move || {
         let (mut admitted, mut decisions) = (Vec::new(), 0u64);
@@ -162,13 +169,17 @@ fn main() -> ExitCode {
                     .map_err(|e| e.to_string())?;
                 rt.block_on(async move {
                     let config = RedisConfig::default().deadline(Duration::from_millis(250));
-                    let redis = Redis::connect(&url, config).await.map_err(|e| e.to_string())?;
+                    let redis = Redis::connect(&url, config)
+                        .await
+                        .map_err(|e| e.to_string())?;
                     barrier.wait();
                     let start = Instant::now();
                     let end = start + run;
                     let (admitted, decisions) = match mode {
                         Mode::Exact => exact_node(redis.clone(), quota, key, end).await,
-                        Mode::Leased => leased_node(redis.clone(), quota, max_lease, key, end).await,
+                        Mode::Leased => {
+                            leased_node(redis.clone(), quota, max_lease, key, end).await
+                        }
                     };
                     Ok(NodeReport {
                         admitted,
@@ -200,7 +211,10 @@ fn main() -> ExitCode {
         Mode::Exact => gcra,
         Mode::Leased => gcra + nodes * u64::from(args.max_lease.min(burst)),
     };
-    let mut all: Vec<u64> = reports.iter().flat_map(|r| r.admitted.iter().copied()).collect();
+    let mut all: Vec<u64> = reports
+        .iter()
+        .flat_map(|r| r.admitted.iter().copied())
+        .collect();
     let worst = max_in_window(&mut all, 1_000_000) as u64;
     let decisions: u64 = reports.iter().map(|r| r.decisions).sum();
     let commands: u64 = reports.iter().map(|r| r.commands).sum();
@@ -236,8 +250,14 @@ fn main() -> ExitCode {
             })
         );
     } else {
-        println!("mode {mode}, quota {}, {nodes} nodes, {} s", args.quota, args.seconds);
-        println!("{:>5} {:>10} {:>12} {:>14} {:>10}", "node", "admitted", "refused", "decisions/s", "commands");
+        println!(
+            "mode {mode}, quota {}, {nodes} nodes, {} s",
+            args.quota, args.seconds
+        );
+        println!(
+            "{:>5} {:>10} {:>12} {:>14} {:>10}",
+            "node", "admitted", "refused", "decisions/s", "commands"
+        );
         for (i, r) in reports.iter().enumerate() {
             println!(
                 "{i:>5} {:>10} {:>12} {:>14.0} {:>10}",
@@ -248,15 +268,20 @@ fn main() -> ExitCode {
             );
         }
         let formula = match args.mode {
-            Mode::Exact => format!("B + ⌈1 s / T⌉ − 1 = {burst} + {} − 1", 1_000_000u64.div_ceil(interval_us)),
+            Mode::Exact => format!(
+                "B + ⌈1 s / T⌉ − 1 = {burst} + {} − 1",
+                1_000_000u64.div_ceil(interval_us)
+            ),
             Mode::Leased => format!(
                 "B + ⌈1 s / T⌉ − 1 + N·L = {burst} + {} − 1 + {nodes}·{}",
                 1_000_000u64.div_ceil(interval_us),
                 args.max_lease.min(burst)
             ),
         };
-        println!("fleet: most admitted in any 1 s window {worst}, bound {bound} ({formula}): {}",
-            if ok { "holds" } else { "BROKEN" });
+        println!(
+            "fleet: most admitted in any 1 s window {worst}, bound {bound} ({formula}): {}",
+            if ok { "holds" } else { "BROKEN" }
+        );
         println!("redis commands per 1,000 decisions: {per_1000:.3}");
     }
     if ok {

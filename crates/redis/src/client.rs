@@ -53,16 +53,13 @@ impl Default for RedisConfig {
 /// A process-unique pseudo-random number (for node ids): the hash of the time, the process
 /// id and a counter, through std's randomly keyed SipHash.
 fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::hash::BuildHasher;
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    (
+    std::collections::hash_map::RandomState::new().hash_one((
         std::time::SystemTime::now(),
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed),
-    )
-        .hash(&mut h);
-    h.finish()
+    ))
 }
 
 impl RedisConfig {
@@ -88,7 +85,10 @@ impl RedisConfig {
     /// If `failures` is 0 or `cooldown` is zero.
     #[must_use]
     pub fn breaker(mut self, failures: u32, cooldown: Duration) -> Self {
-        assert!(failures > 0 && !cooldown.is_zero(), "breaker needs failures ≥ 1 and a cooldown");
+        assert!(
+            failures > 0 && !cooldown.is_zero(),
+            "breaker needs failures ≥ 1 and a cooldown"
+        );
         self.failures = failures;
         self.cooldown = cooldown;
         self
@@ -447,6 +447,28 @@ impl Redis {
             Conn::Single(mut c) => pipe.query_async(&mut c).await,
             Conn::Cluster(mut c) => pipe.query_async(&mut c).await,
         }
+    }
+
+    /// Run a plain pipeline (one round trip; with the deadline and the breaker), for tools
+    /// and benchmarks: the replies in order (commands marked `ignore` left out).
+    ///
+    /// # Errors
+    ///
+    /// As [`Redis::command`]; the first server error in the pipeline.
+    pub async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>, Error> {
+        if self.inner.breaker.is_open() {
+            return Err(Error::CircuitOpen);
+        }
+        self.inner
+            .commands
+            .fetch_add(pipe.cmd_iter().count() as u64, Ordering::Relaxed);
+        let call = async {
+            match self.inner.conn.clone() {
+                Conn::Single(mut c) => pipe.query_async(&mut c).await,
+                Conn::Cluster(mut c) => pipe.query_async(&mut c).await,
+            }
+        };
+        self.guard(call).await
     }
 
     /// Run a plain command (with the deadline and the breaker), for tests and tools:

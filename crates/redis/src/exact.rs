@@ -510,13 +510,20 @@ impl RedisAll {
     }
 
     fn capacity(&self) -> u32 {
-        self.limits.iter().map(|(_, q, _)| q.burst()).min().unwrap_or(0)
+        self.limits
+            .iter()
+            .map(|(_, q, _)| q.burst())
+            .min()
+            .unwrap_or(0)
     }
 
     async fn call(&self, tenant: &str, n: u32, now: Option<u64>) -> Result<Answer, Error> {
         let keys = self.redis_keys(tenant)?;
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let mut args = vec![n.to_string(), now.map(|t| t.to_string()).unwrap_or_default()];
+        let mut args = vec![
+            n.to_string(),
+            now.map(|t| t.to_string()).unwrap_or_default(),
+        ];
         for (_, quota, t) in &self.limits {
             args.push(t.to_string());
             args.push(quota.burst().to_string());
@@ -552,9 +559,7 @@ impl RedisAll {
                     }
                     last = Some(verdict);
                 }
-                Ok(last.unwrap_or_else(|| {
-                    self.fallbacks[0].decide(tenant, n, nodes)
-                }))
+                Ok(last.unwrap_or_else(|| self.fallbacks[0].decide(tenant, n, nodes)))
             }
         }
     }

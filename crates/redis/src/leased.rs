@@ -55,7 +55,7 @@
 //! only lower it. ∎
 //!
 //! A refusal from Redis only blocks locally, and expiry only removes cells: neither can
-//! break the bound. The outage policies ([`Policy`](crate::Policy)) state their own.
+//! break the bound. The outage policies ([`Policy`]) state their own.
 //!
 //! # Cost
 //!
@@ -175,7 +175,8 @@ impl LeaseRule {
     }
 
     fn until_ns(&self, until_ms: u64) -> Nanos {
-        self.epoch.saturating_add(until_ms.saturating_mul(NS_PER_MS))
+        self.epoch
+            .saturating_add(until_ms.saturating_mul(NS_PER_MS))
     }
 
     fn ms_down(&self, t: Nanos) -> u64 {
@@ -183,7 +184,9 @@ impl LeaseRule {
     }
 
     fn ms_up(&self, t: Nanos) -> u64 {
-        t.saturating_sub(self.epoch).div_ceil(NS_PER_MS).min(TIME_MASK)
+        t.saturating_sub(self.epoch)
+            .div_ceil(NS_PER_MS)
+            .min(TIME_MASK)
     }
 
     /// Cells `word` holds that may be spent at `now`.
@@ -343,7 +346,10 @@ impl LeaseConfig {
     /// If `ttl` is below 1 ms (the word's resolution).
     #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        assert!(ttl >= Duration::from_millis(1), "a lease must live at least 1 ms");
+        assert!(
+            ttl >= Duration::from_millis(1),
+            "a lease must live at least 1 ms"
+        );
         self.ttl = ttl;
         self
     }
@@ -452,7 +458,7 @@ impl LeasedLimiter<MonotonicClock> {
     /// # Errors
     ///
     /// [`Error::Quota`] if the quota cannot be represented on Redis
-    /// ([`gcra_micros`](crate::gcra_micros)).
+    /// ([`gcra_micros`]).
     ///
     /// # Panics
     ///
@@ -559,9 +565,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let decision = entry.counter.decide_n_at(n, now);
         match decision.result {
             Ok(()) => {
-                if n > 0
-                    && decision.state.remaining <= entry.size.load(Ordering::Relaxed) / 2
-                {
+                if n > 0 && decision.state.remaining <= entry.size.load(Ordering::Relaxed) / 2 {
                     self.refill(entry, key, now, false);
                 }
             }
@@ -605,8 +609,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let elapsed = now.saturating_sub(installed_at);
         let size = u64::from(entry.size.load(Ordering::Relaxed));
         let mut next = if installed_at != 0 && elapsed > 0 {
-            (u128::from(used) * inner.config.target.as_nanos()).div_ceil(u128::from(elapsed))
-                as u64
+            (u128::from(used) * inner.config.target.as_nanos()).div_ceil(u128::from(elapsed)) as u64
         } else {
             size
         };
@@ -695,9 +698,7 @@ async fn fetch<C: Clock + Clone + 'static>(
     if let Ok(answer) = answer {
         let rtt = arrived.saturating_sub(sent);
         let old = inner.rtt.load(Ordering::Relaxed);
-        inner
-            .rtt
-            .store(old - old / 8 + rtt / 8, Ordering::Relaxed);
+        inner.rtt.store(old - old / 8 + rtt / 8, Ordering::Relaxed);
         if answer.granted > 0 {
             let ttl = inner.config.ttl.as_nanos().min(u128::from(u64::MAX)) as u64;
             let expires = arrived.saturating_add(ttl);
@@ -769,9 +770,11 @@ impl<C: Clock + Clone + 'static> KeyedRateLimiter<str> for LeasedLimiter<C> {
 
     fn snapshot_at(&self, key: &str, now: Nanos) -> Snapshot {
         let guard = self.inner.keys.pin();
-        guard.get(key).map_or(Snapshot::new(0, Duration::ZERO), |e| {
-            e.counter.snapshot_at(now)
-        })
+        guard
+            .get(key)
+            .map_or(Snapshot::new(0, Duration::ZERO), |e| {
+                e.counter.snapshot_at(now)
+            })
     }
 
     fn quota_for(&self, _key: &str) -> Quota {

@@ -1,6 +1,6 @@
 //! # limitcore-redis
 //!
-//! One limit across a fleet: [limitcore](limitcore)'s GCRA and sliding log as exact Redis
+//! One limit across a fleet: [limitcore]'s GCRA and sliding log as exact Redis
 //! scripts (one round trip a decision), and a leased lock-free fast path whose overshoot
 //! is stated and proved.
 //!

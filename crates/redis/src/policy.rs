@@ -95,12 +95,15 @@ impl Verdict {
     }
 }
 
+/// `FailLocal`'s per-node limit.
+type LocalLimit = Keyed<String, GcraRule>;
+
 /// The outage policy's state: for `FailLocal` the local limiter of the current divisor.
 pub(crate) struct Fallback {
     policy: Policy,
     quota: Quota,
     cooldown: Duration,
-    local: Mutex<Option<(u32, Arc<Keyed<String, GcraRule>>)>>,
+    local: Mutex<Option<(u32, Arc<LocalLimit>)>>,
 }
 
 impl std::fmt::Debug for Fallback {
@@ -164,7 +167,7 @@ impl Fallback {
         }
     }
 
-    fn local(&self, nodes: u32) -> Option<Arc<Keyed<String, GcraRule>>> {
+    fn local(&self, nodes: u32) -> Option<Arc<LocalLimit>> {
         let nodes = nodes.max(1);
         let mut slot = self.local.lock().unwrap_or_else(|e| e.into_inner());
         match slot.as_ref() {

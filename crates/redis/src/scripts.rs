@@ -238,6 +238,11 @@ pub fn gcra_source() -> &'static str {
     &scripts().gcra.body
 }
 
+/// The SHA1 of [`gcra_source`], by which `EVALSHA` invokes it.
+pub fn gcra_sha() -> &'static str {
+    &scripts().gcra.sha
+}
+
 /// The Lua source of the sliding-log script (prelude included), as sent to Redis.
 pub fn sliding_log_source() -> &'static str {
     &scripts().sliding_log.body

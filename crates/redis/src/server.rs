@@ -213,12 +213,19 @@ impl RedisServer {
     fn spawn(&mut self) -> Result<(), ServerError> {
         let port = self.port.to_string();
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--protected-mode", "no"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(&self.dir.0)
-            .arg("--logfile")
-            .arg(self.dir.0.join("redis.log"));
+        cmd.args([
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "no",
+        ])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(&self.dir.0)
+        .arg("--logfile")
+        .arg(self.dir.0.join("redis.log"));
         if self.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
                 .args(["--cluster-config-file", "nodes.conf"]);

@@ -18,7 +18,9 @@ async fn three_masters_same_api() {
         .unwrap_or_else(|e| panic!("this test needs redis-server and redis-cli: {e}"));
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let redis = Redis::connect_cluster(&urls, common::config()).await.unwrap();
+    let redis = Redis::connect_cluster(&urls, common::config())
+        .await
+        .unwrap();
 
     // The GCRA script against the model on 24 keys, which land on all three masters.
     let q: Quota = "100/s burst 5".parse().unwrap();
@@ -45,28 +47,39 @@ async fn three_masters_same_api() {
         })
         .collect();
     // `redis-cli --cluster create` gives the masters 0-5460, 5461-10922, 10923-16383.
-    let masters: std::collections::BTreeSet<u32> =
-        slots.iter().map(|&s| u32::from(s > 5_460) + u32::from(s > 10_922)).collect();
+    let masters: std::collections::BTreeSet<u32> = slots
+        .iter()
+        .map(|&s| u32::from(s > 5_460) + u32::from(s > 10_922))
+        .collect();
     assert_eq!(masters.len(), 3, "keys on every master: slots {slots:?}");
 
     // Several limits of one tenant in one script: one slot, thanks to the hash tag.
     let all = RedisAll::new(
         redis.clone(),
-        &[("s", "5/s".parse().unwrap()), ("m", "8/min".parse().unwrap())],
+        &[
+            ("s", "5/s".parse().unwrap()),
+            ("m", "8/min".parse().unwrap()),
+        ],
         Policy::FailClosed,
     )
     .unwrap();
     let mut admitted = 0;
     for _ in 0..10 {
-        if all.try_decide("acme", 1).await.unwrap().decision.is_admitted() {
+        if all
+            .try_decide("acme", 1)
+            .await
+            .unwrap()
+            .decision
+            .is_admitted()
+        {
             admitted += 1;
         }
     }
     assert_eq!(admitted, 5, "the per-second burst, all or nothing");
 
     // The leased limiter on the cluster.
-    let leased = LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(4), Policy::FailClosed)
-        .unwrap();
+    let leased =
+        LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(4), Policy::FailClosed).unwrap();
     assert!(leased.acquire("tenant-x", 1).await.is_admitted());
     let until = Instant::now() + Duration::from_millis(300);
     let mut n = 1;

@@ -59,20 +59,40 @@ async fn exact_mode_survives_sigstop_sigkill_and_restart() {
             Source::Redis { server_time_us } => server_time_us,
             _ => common::wall_us(),
         };
-        calls.push(Call { at_us, source: v.source, admitted: v.is_admitted() });
+        calls.push(Call {
+            at_us,
+            source: v.source,
+            admitted: v.is_admitted(),
+        });
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let fallback: Vec<&Call> = calls
         .iter()
-        .filter(|c| c.source == Source::Fallback { policy: Policy::FailLocal })
+        .filter(|c| {
+            c.source
+                == Source::Fallback {
+                    policy: Policy::FailLocal,
+                }
+        })
         .collect();
-    assert!(fallback.len() > 50, "the policy decided during the outage: {}", fallback.len());
+    assert!(
+        fallback.len() > 50,
+        "the policy decided during the outage: {}",
+        fallback.len()
+    );
     // Recovery: Redis decides again after the restart (scripts reloaded on NOSCRIPT).
     let last = calls.last().unwrap();
-    assert!(matches!(last.source, Source::Redis { .. }), "recovered: {last:?}");
+    assert!(
+        matches!(last.source, Source::Redis { .. }),
+        "recovered: {last:?}"
+    );
     // One node announced: the local limit is the whole quota, so its GCRA bound.
     let bound = common::gcra_bound(20, 5_000, 1_000_000);
-    let mut local: Vec<u64> = fallback.iter().filter(|c| c.admitted).map(|c| c.at_us).collect();
+    let mut local: Vec<u64> = fallback
+        .iter()
+        .filter(|c| c.admitted)
+        .map(|c| c.at_us)
+        .collect();
     assert!(common::max_in_window(&mut local, 1_000_000).0 as u64 <= bound);
     // After recovery, Redis's admissions keep the GCRA bound again.
     let mut exact: Vec<u64> = calls
@@ -104,12 +124,21 @@ async fn open_breaker_costs_no_latency_and_applies_each_policy() {
     for _ in 0..100 {
         let v = open.decide("k", 1).await;
         assert!(v.is_admitted());
-        assert_eq!(v.source, Source::Fallback { policy: Policy::FailOpen });
+        assert_eq!(
+            v.source,
+            Source::Fallback {
+                policy: Policy::FailOpen
+            }
+        );
         let v = closed.decide("k", 1).await;
         assert!(!v.is_admitted());
         assert_eq!(v.decision.retry_after(), Some(Duration::from_millis(100)));
     }
-    assert!(began.elapsed() < Duration::from_millis(100), "fail fast: {:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_millis(100),
+        "fail fast: {:?}",
+        began.elapsed()
+    );
     // FailLocal: the rate divided by the nodes last seen (one): the burst, then refusals.
     let mut n = 0;
     for _ in 0..10 {
@@ -125,7 +154,10 @@ async fn open_breaker_costs_no_latency_and_applies_each_policy() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!redis.is_open(), "reconnected in the background");
-    assert!(matches!(closed.decide("k", 1).await.source, Source::Redis { .. }));
+    assert!(matches!(
+        closed.decide("k", 1).await.source,
+        Source::Redis { .. }
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,8 +167,8 @@ async fn slow_and_dropped_connections_through_a_proxy() {
     let redis = Redis::connect(&proxy.url(), config()).await.unwrap();
     let q: Quota = "500/s burst 20".parse().unwrap();
     let l = 8;
-    let leased = LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(l), Policy::FailClosed)
-        .unwrap();
+    let leased =
+        LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(l), Policy::FailClosed).unwrap();
     let exact = RedisGcra::new(redis.clone(), q, Policy::FailClosed).unwrap();
     assert!(leased.acquire("k", 1).await.is_admitted());
 
@@ -165,8 +197,14 @@ async fn slow_and_dropped_connections_through_a_proxy() {
     assert!(redis.is_open());
     // Nothing beyond the stated bound: fail closed admits only cells already leased (L),
     // plus at most the leases whose replies beat the deadline before it opened.
-    assert!(outage_admitted <= l as usize, "{outage_admitted} admitted while Redis was slow");
-    assert!(worst < Duration::from_millis(20), "a leased decision waited {worst:?}");
+    assert!(
+        outage_admitted <= l as usize,
+        "{outage_admitted} admitted while Redis was slow"
+    );
+    assert!(
+        worst < Duration::from_millis(20),
+        "a leased decision waited {worst:?}"
+    );
 
     // Phase 2: the connections drop and the latency goes: reconnection in the background.
     proxy.drop_connections();

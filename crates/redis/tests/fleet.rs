@@ -36,7 +36,10 @@ async fn lease_protocol_matches_an_exact_model_of_the_fleet() {
     let ttl_ns = 200_000_000;
     let mut model = GcraModel::new(q);
     let mut fleet: Vec<SimNode> = (0..nodes)
-        .map(|_| SimNode { word: rule.fresh(), inflight: None })
+        .map(|_| SimNode {
+            word: rule.fresh(),
+            inflight: None,
+        })
         .collect();
     let mut rng = StdRng::seed_from_u64(0x1ea5e);
     let (mut now_us, mut admitted, mut granted_total) = (START_US, Vec::new(), 0u64);
@@ -73,7 +76,11 @@ async fn lease_protocol_matches_an_exact_model_of_the_fleet() {
                 model.acquire(expect, now_us * 1_000).unwrap();
                 None
             } else {
-                let w = model.acquire(1, now_us * 1_000).unwrap_err().retry_after().unwrap();
+                let w = model
+                    .acquire(1, now_us * 1_000)
+                    .unwrap_err()
+                    .retry_after()
+                    .unwrap();
                 assert_eq!(answer.decision.retry_after(), Some(w));
                 Some(w)
             };
@@ -88,14 +95,27 @@ async fn lease_protocol_matches_an_exact_model_of_the_fleet() {
         }
     }
     let span_us = now_us - START_US;
-    assert!(admitted.len() as u64 <= granted_total, "never more than granted");
-    assert!(granted_total <= common::gcra_bound(50, t_us, span_us + 1), "long run");
+    assert!(
+        admitted.len() as u64 <= granted_total,
+        "never more than granted"
+    );
+    assert!(
+        granted_total <= common::gcra_bound(50, t_us, span_us + 1),
+        "long run"
+    );
     for window in [10_000, 100_000, 1_000_000] {
         let (worst, _) = common::max_in_window(&mut admitted, window);
         let bound = common::gcra_bound(50, t_us, window) + nodes as u64 * u64::from(l);
-        assert!(worst as u64 <= bound, "window {window} µs: {worst} > {bound}");
+        assert!(
+            worst as u64 <= bound,
+            "window {window} µs: {worst} > {bound}"
+        );
     }
-    assert!(admitted.len() > 1_000, "the fleet was admitted: {}", admitted.len());
+    assert!(
+        admitted.len() > 1_000,
+        "the fleet was admitted: {}",
+        admitted.len()
+    );
 }
 
 /// What a node reports: its admissions' µs timestamps, its decisions, the cells Redis
@@ -136,24 +156,35 @@ where
 fn four_nodes_exact_mode_stay_within_the_gcra_bound() {
     let server = common::server();
     let q: Quota = "1000/s burst 50".parse().unwrap();
-    let results = fleet(server.url(), 4, Duration::from_millis(2_500), move |redis, end| async move {
-        let limit = RedisGcra::new(redis, q, Policy::FailClosed).unwrap();
-        let (mut times, mut decisions) = (Vec::new(), 0);
-        while Instant::now() < end {
-            let a = limit.try_decide("hot", 1).await.unwrap();
-            decisions += 1;
-            if a.decision.is_admitted() {
-                times.push(a.server_time_us);
+    let results = fleet(
+        server.url(),
+        4,
+        Duration::from_millis(2_500),
+        move |redis, end| async move {
+            let limit = RedisGcra::new(redis, q, Policy::FailClosed).unwrap();
+            let (mut times, mut decisions) = (Vec::new(), 0);
+            while Instant::now() < end {
+                let a = limit.try_decide("hot", 1).await.unwrap();
+                decisions += 1;
+                if a.decision.is_admitted() {
+                    times.push(a.server_time_us);
+                }
             }
-        }
-        (times, decisions, 0)
-    });
-    let mut all: Vec<u64> = results.iter().flat_map(|(t, _, _)| t.iter().copied()).collect();
+            (times, decisions, 0)
+        },
+    );
+    let mut all: Vec<u64> = results
+        .iter()
+        .flat_map(|(t, _, _)| t.iter().copied())
+        .collect();
     let decisions: u64 = results.iter().map(|(_, d, _)| d).sum();
     let (worst, _) = common::max_in_window(&mut all, 1_000_000);
     let bound = common::gcra_bound(50, 1_000, 1_000_000);
     assert!(worst as u64 <= bound, "{worst} admitted in 1 s > {bound}");
-    assert!(decisions > all.len() as u64, "the key was contended: {decisions} decisions");
+    assert!(
+        decisions > all.len() as u64,
+        "the key was contended: {decisions} decisions"
+    );
     assert!(worst > 500, "the limit was reached: {worst}");
 }
 
@@ -163,34 +194,43 @@ fn four_nodes_leased_mode_stay_within_gcra_plus_n_l() {
     let q: Quota = "1000/s burst 50".parse().unwrap();
     let l = 16;
     let started = common::wall_us();
-    let results = fleet(server.url(), 4, Duration::from_millis(2_500), move |redis, end| async move {
-        let limiter = LeasedLimiter::new(redis, q, LeaseConfig::new(l), Policy::FailClosed).unwrap();
-        assert_eq!(limiter.max_lease(), l);
-        // The hammer is synchronous (the trait's path) on its own thread; the lease
-        // fetches run on this runtime's worker meanwhile.
-        let hammer = limiter.clone();
-        let hammer = std::thread::spawn(move || {
-            let (mut times, mut decisions) = (Vec::new(), 0u64);
-            while Instant::now() < end {
-                for _ in 0..64 {
-                    decisions += 1;
-                    if hammer.try_acquire("hot").is_ok() {
-                        times.push(common::wall_us());
+    let results = fleet(
+        server.url(),
+        4,
+        Duration::from_millis(2_500),
+        move |redis, end| async move {
+            let limiter =
+                LeasedLimiter::new(redis, q, LeaseConfig::new(l), Policy::FailClosed).unwrap();
+            assert_eq!(limiter.max_lease(), l);
+            // The hammer is synchronous (the trait's path) on its own thread; the lease
+            // fetches run on this runtime's worker meanwhile.
+            let hammer = limiter.clone();
+            let hammer = std::thread::spawn(move || {
+                let (mut times, mut decisions) = (Vec::new(), 0u64);
+                while Instant::now() < end {
+                    for _ in 0..64 {
+                        decisions += 1;
+                        if hammer.try_acquire("hot").is_ok() {
+                            times.push(common::wall_us());
+                        }
                     }
+                    std::thread::sleep(Duration::from_micros(50));
                 }
-                std::thread::sleep(Duration::from_micros(50));
+                (times, decisions)
+            });
+            while !hammer.is_finished() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            (times, decisions)
-        });
-        while !hammer.is_finished() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let (times, decisions) = hammer.join().unwrap();
-        assert!(limiter.leases() > 0);
-        (times, decisions, limiter.granted())
-    });
+            let (times, decisions) = hammer.join().unwrap();
+            assert!(limiter.leases() > 0);
+            (times, decisions, limiter.granted())
+        },
+    );
     let ended = common::wall_us();
-    let mut all: Vec<u64> = results.iter().flat_map(|(t, _, _)| t.iter().copied()).collect();
+    let mut all: Vec<u64> = results
+        .iter()
+        .flat_map(|(t, _, _)| t.iter().copied())
+        .collect();
     let total = all.len() as u64;
     let granted: u64 = results.iter().map(|(_, _, g)| g).sum();
     let (worst, _) = common::max_in_window(&mut all, 1_000_000);
@@ -200,10 +240,16 @@ fn four_nodes_leased_mode_stay_within_gcra_plus_n_l() {
     // spent a granted cell, and the grants are exact GCRA admissions on Redis.
     assert!(total <= granted, "{total} admitted > {granted} granted");
     let run_bound = common::gcra_bound(50, 1_000, ended - started);
-    assert!(granted <= run_bound, "{granted} granted over the run > {run_bound}");
+    assert!(
+        granted <= run_bound,
+        "{granted} granted over the run > {run_bound}"
+    );
     assert!(worst > 500, "the limit was reached: {worst}");
     let decisions: u64 = results.iter().map(|(_, d, _)| d).sum();
-    assert!(decisions > 10 * total, "decisions {decisions}, admitted {total}");
+    assert!(
+        decisions > 10 * total,
+        "decisions {decisions}, admitted {total}"
+    );
 }
 
 #[tokio::test]
@@ -212,8 +258,8 @@ async fn leased_limiter_blocks_locally_until_the_time_redis_gave() {
     let redis = common::connect(&server).await;
     // 10/s burst 2: after the burst, Redis's next cell is 100 ms away.
     let q: Quota = "10/s burst 2".parse().unwrap();
-    let limiter = LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(2), Policy::FailClosed)
-        .unwrap();
+    let limiter =
+        LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(2), Policy::FailClosed).unwrap();
     let first = limiter.acquire("k", 1).await;
     assert!(first.is_admitted(), "{first:?}");
     // Spend what is held, then wait for the refusal to be installed.
@@ -238,9 +284,17 @@ async fn leased_limiter_blocks_locally_until_the_time_redis_gave() {
         assert!(d.retry_after().unwrap() > Duration::ZERO);
     }
     let sent = redis.commands() - before;
-    assert!(sent <= 1, "blocked decisions sent {sent} commands (a heartbeat at most)");
+    assert!(
+        sent <= 1,
+        "blocked decisions sent {sent} commands (a heartbeat at most)"
+    );
     // Never early: at the reported time, Redis itself admits one cell.
     tokio::time::sleep_until(until.into()).await;
     let exact = RedisGcra::new(redis, q, Policy::FailClosed).unwrap();
-    assert!(exact.try_decide("k", 1).await.unwrap().decision.is_admitted());
+    assert!(exact
+        .try_decide("k", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
 }

@@ -44,11 +44,11 @@ async fn gcra_script_matches_the_reference_model() {
     let server = common::server();
     let redis = common::connect(&server).await;
     let quotas = [
-        quota(10, Duration::from_secs(1), 3),        // T = 100 ms
-        quota(1000, Duration::from_secs(1), 50),     // T = 1 ms
-        quota(1, Duration::from_micros(1), 5),       // T = 1 µs: the resolution itself
-        quota(10, Duration::from_secs(86_400), 10),  // T = 2.4 h
-        quota(3, Duration::from_millis(3), 1),       // burst 1: a pure pacer
+        quota(10, Duration::from_secs(1), 3),       // T = 100 ms
+        quota(1000, Duration::from_secs(1), 50),    // T = 1 ms
+        quota(1, Duration::from_micros(1), 5),      // T = 1 µs: the resolution itself
+        quota(10, Duration::from_secs(86_400), 10), // T = 2.4 h
+        quota(3, Duration::from_millis(3), 1),      // burst 1: a pure pacer
     ];
     let mut steps = 0;
     for (i, q) in quotas.into_iter().enumerate() {
@@ -66,7 +66,11 @@ async fn gcra_script_matches_the_reference_model() {
             let want = model.acquire(n, now * 1_000);
             assert_eq!(got.decision.result, want, "quota {q}, n {n}, now {now}");
             assert_eq!(got.server_time_us, now);
-            assert_eq!(got.decision.state, model.snapshot(now * 1_000), "quota {q}, n {n}, now {now}");
+            assert_eq!(
+                got.decision.state,
+                model.snapshot(now * 1_000),
+                "quota {q}, n {n}, now {now}"
+            );
             assert_eq!(got.granted, if want.is_ok() { n } else { 0 });
             steps += 1;
         }
@@ -96,7 +100,11 @@ async fn sliding_log_script_matches_the_reference_model() {
             let got = log.try_decide_at(&key, n, now).await.unwrap();
             let want = model.acquire(n, now * 1_000);
             assert_eq!(got.decision.result, want, "quota {q}, n {n}, now {now}");
-            assert_eq!(got.decision.state, model.snapshot(now * 1_000), "quota {q}, n {n}, now {now}");
+            assert_eq!(
+                got.decision.state,
+                model.snapshot(now * 1_000),
+                "quota {q}, n {n}, now {now}"
+            );
         }
     }
 }
@@ -119,13 +127,16 @@ async fn all_script_is_all_or_nothing_over_the_reference_models() {
         let got = all.try_decide_at("tenant", n, now).await.unwrap();
         // The expected answer: every model on a copy; commit only if all admit.
         let mut trial = models.clone();
-        let results: Vec<Result<(), Denied>> =
-            trial.iter_mut().map(|m| m.acquire(n, now * 1_000)).collect();
-        let want = results.iter().fold(Ok(()), |acc: Result<(), Denied>, r| match (acc, r) {
-            (Ok(()), r) => *r,
-            (Err(a), Ok(())) => Err(a),
-            (Err(a), Err(b)) => Err(a.stricter(*b)),
-        });
+        let results: Vec<Result<(), Denied>> = trial
+            .iter_mut()
+            .map(|m| m.acquire(n, now * 1_000))
+            .collect();
+        // The stricter of the refusals (Denied::stricter), or Ok if all admit.
+        let want = results
+            .iter()
+            .filter_map(|r| r.err())
+            .reduce(Denied::stricter)
+            .map_or(Ok(()), Err);
         let want = match want {
             Err(Denied::ExceedsCapacity { .. }) => Err(Denied::ExceedsCapacity { capacity: 4 }),
             other => other,
@@ -162,34 +173,63 @@ async fn pttl(redis: &limitcore_redis::Redis, key: &str) -> i64 {
 async fn zero_excess_and_denials_write_nothing() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let limit = RedisGcra::new(redis.clone(), "10/s burst 2".parse().unwrap(), Policy::FailClosed)
-        .unwrap();
+    let limit = RedisGcra::new(
+        redis.clone(),
+        "10/s burst 2".parse().unwrap(),
+        Policy::FailClosed,
+    )
+    .unwrap();
     let key = limit.redis_key("k");
     // n = 0 on a fresh key: admitted, nothing created.
-    assert!(limit.try_decide("k", 0).await.unwrap().decision.is_admitted());
+    assert!(limit
+        .try_decide("k", 0)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
     assert_eq!(get(&redis, &key).await, Value::Nil);
     // n > burst: ExceedsCapacity, nothing created.
     let a = limit.try_decide("k", 3).await.unwrap();
-    assert_eq!(a.decision.result, Err(Denied::ExceedsCapacity { capacity: 2 }));
+    assert_eq!(
+        a.decision.result,
+        Err(Denied::ExceedsCapacity { capacity: 2 })
+    );
     assert_eq!(get(&redis, &key).await, Value::Nil);
     // Take the burst; then a denial leaves the stored TAT and its TTL as they were.
-    assert!(limit.try_decide("k", 2).await.unwrap().decision.is_admitted());
+    assert!(limit
+        .try_decide("k", 2)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
     let before = get(&redis, &key).await;
     let denied = limit.try_decide("k", 1).await.unwrap();
     let wait = denied.decision.retry_after().expect("rate limited");
-    assert!(wait > Duration::ZERO && wait <= Duration::from_millis(100), "{wait:?}");
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_millis(100),
+        "{wait:?}"
+    );
     assert_eq!(get(&redis, &key).await, before);
     // After exactly the wait Redis gave (measured from before the call), it conforms.
     tokio::time::sleep(wait).await;
-    assert!(limit.try_decide("k", 1).await.unwrap().decision.is_admitted());
+    assert!(limit
+        .try_decide("k", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
 }
 
 #[tokio::test]
 async fn ttl_is_the_time_until_the_state_is_fresh() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let limit = RedisGcra::new(redis.clone(), "10/s burst 5".parse().unwrap(), Policy::FailClosed)
-        .unwrap();
+    let limit = RedisGcra::new(
+        redis.clone(),
+        "10/s burst 5".parse().unwrap(),
+        Policy::FailClosed,
+    )
+    .unwrap();
     let key = limit.redis_key("ttl");
     // 3 permits from fresh: TAT = now + 300 ms, so the key lives 300 ms (rounded up).
     let a = limit.try_decide("ttl", 3).await.unwrap();
@@ -200,13 +240,21 @@ async fn ttl_is_the_time_until_the_state_is_fresh() {
     let b = limit.try_decide("ttl", 2).await.unwrap();
     assert!(b.decision.is_admitted());
     let ttl = pttl(&redis, &key).await;
-    assert!(ttl as u128 >= b.decision.state.full_after.as_millis() - 1 && ttl <= 500, "PTTL {ttl}");
+    assert!(
+        // PTTL is read a moment after the decision (50 ms of slack for a loaded machine).
+        ttl as u128 + 50 >= b.decision.state.full_after.as_millis() && ttl <= 500,
+        "PTTL {ttl}"
+    );
     // Idle: it vanishes on its own once the state is indistinguishable from fresh.
     tokio::time::sleep(Duration::from_millis(520)).await;
     assert_eq!(get(&redis, &key).await, Value::Nil);
     // The sliding log's set lives until its newest entry leaves the window.
-    let log = RedisSlidingLog::new(redis.clone(), "2/200ms".parse().unwrap(), Policy::FailClosed)
-        .unwrap();
+    let log = RedisSlidingLog::new(
+        redis.clone(),
+        "2/200ms".parse().unwrap(),
+        Policy::FailClosed,
+    )
+    .unwrap();
     assert!(log.try_decide("s", 2).await.unwrap().decision.is_admitted());
     let ttl = pttl(&redis, "lc:log:s").await;
     assert!((150..=200).contains(&ttl), "PTTL {ttl}");
@@ -218,7 +266,8 @@ async fn bounds_are_checked_before_any_arithmetic() {
     let redis = common::connect(&server).await;
     // Rust refuses what the doubles could not hold...
     // A span the core accepts (≤ 2^62 ns) but the doubles cannot (> 2^52 µs).
-    let huge = Quota::new_with_burst(1, Duration::from_nanos(4_600_000_000_000_000_000), 1).unwrap();
+    let huge =
+        Quota::new_with_burst(1, Duration::from_nanos(4_600_000_000_000_000_000), 1).unwrap();
     assert!(RedisGcra::new(redis.clone(), huge, Policy::FailClosed).is_err());
     let fast = Quota::per_second(2_000_000).unwrap();
     assert!(RedisGcra::new(redis.clone(), fast, Policy::FailClosed).is_err());
@@ -261,17 +310,41 @@ async fn bounds_are_checked_before_any_arithmetic() {
 async fn noscript_is_reloaded_with_one_extra_command() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let limit = RedisGcra::new(redis.clone(), "100/s".parse().unwrap(), Policy::FailClosed).unwrap();
-    assert!(limit.try_decide("r", 1).await.unwrap().decision.is_admitted());
+    let limit =
+        RedisGcra::new(redis.clone(), "100/s".parse().unwrap(), Policy::FailClosed).unwrap();
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
     let before = redis.commands();
-    assert!(limit.try_decide("r", 1).await.unwrap().decision.is_admitted());
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
     assert_eq!(redis.commands() - before, 1, "EVALSHA alone once loaded");
-    redis.command(redis::cmd("SCRIPT").arg("FLUSH")).await.unwrap();
+    redis
+        .command(redis::cmd("SCRIPT").arg("FLUSH"))
+        .await
+        .unwrap();
     let before = redis.commands();
-    assert!(limit.try_decide("r", 1).await.unwrap().decision.is_admitted());
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
     assert_eq!(redis.commands() - before, 2, "EVALSHA, NOSCRIPT, then EVAL");
     let before = redis.commands();
-    assert!(limit.try_decide("r", 1).await.unwrap().decision.is_admitted());
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
     assert_eq!(redis.commands() - before, 1, "loaded again");
     // A pipeline of decisions: one round trip, each its own script call.
     let answers = limit
@@ -279,6 +352,9 @@ async fn noscript_is_reloaded_with_one_extra_command() {
         .await
         .unwrap();
     assert!(answers[0].decision.is_admitted() && answers[1].decision.is_admitted());
-    assert_eq!(answers[2].decision.result, Err(Denied::ExceedsCapacity { capacity: 100 }));
+    assert_eq!(
+        answers[2].decision.result,
+        Err(Denied::ExceedsCapacity { capacity: 100 })
+    );
     assert_eq!(answers[1].decision.state.remaining, 97);
 }

@@ -34,7 +34,12 @@ impl Proxy {
                 tokio::spawn(pump(sr, cw, Arc::clone(&lat), cuts.subscribe()));
             }
         });
-        Proxy { port, latency_ms, cut, accept }
+        Proxy {
+            port,
+            latency_ms,
+            cut,
+            accept,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -42,7 +47,8 @@ impl Proxy {
     }
 
     pub fn set_latency(&self, latency: Duration) {
-        self.latency_ms.store(latency.as_millis() as u64, Ordering::Relaxed);
+        self.latency_ms
+            .store(latency.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Close every open connection (new ones are accepted again).
