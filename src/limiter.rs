@@ -147,6 +147,29 @@ pub struct Snapshot {
     pub full_after: Duration,
 }
 
+impl Snapshot {
+    /// A snapshot of `remaining` permits, full again after `full_after`: for limiters
+    /// outside this crate (a remote limiter reporting the state its server decided on), since
+    /// the struct is `#[non_exhaustive]` and cannot be built with a literal there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Snapshot;
+    /// use std::time::Duration;
+    ///
+    /// let s = Snapshot::new(3, Duration::from_millis(20));
+    /// assert_eq!((s.remaining, s.full_after), (3, Duration::from_millis(20)));
+    /// ```
+    #[inline]
+    pub const fn new(remaining: u32, full_after: Duration) -> Self {
+        Snapshot {
+            remaining,
+            full_after,
+        }
+    }
+}
+
 /// A decision together with the state it left, read in the same step (so that an HTTP
 /// layer can write `RateLimit` headers without a second, racy read of the limiter).
 ///

@@ -1,0 +1,368 @@
+//! limitcore-redis benchmarks against a real redis-server started on loopback:
+//!
+//! - exact mode (one `EVALSHA` a decision): decisions/s and p50/p99 per decision with 1
+//!   and 2 client tasks, without and with pipelining (batches of 16);
+//! - the naive fixed window (`INCR` + `PEXPIRE` in one pipeline, the envoy approach);
+//! - a raw RESP client on a blocking socket, the floor any client pays (client overhead);
+//! - leased mode: local decisions/s on one thread and Redis commands per 1,000 decisions,
+//!   admitted (cells available) and saturated (the key refused locally);
+//! - the in-process core (`Gcra`, `Keyed<String, GcraRule>`) beside the leased decision.
+//!
+//! Run: `cargo bench -p limitcore-redis --bench redis` (prints Markdown tables).
+
+use limitcore::rules::GcraRule;
+use limitcore::{Gcra, Keyed, KeyedRateLimiter, Quota, RateLimiter};
+use limitcore_redis::server::RedisServer;
+use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, RedisGcra};
+use std::hint::black_box;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const RUN: Duration = Duration::from_secs(2);
+
+struct Row {
+    name: String,
+    tasks: usize,
+    per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+/// Run `tasks` copies of `op` (each doing `batch` decisions per await) for RUN on a
+/// 2-worker runtime; decisions/s over all tasks and the latency of each decision (a
+/// batched decision's latency is its batch's).
+fn measure<F, Fut>(
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    tasks: usize,
+    batch: usize,
+    op: F,
+) -> Row
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let (count, mut lat) = rt.block_on(async {
+        // Warm-up (connection, script load).
+        for i in 0..200 {
+            op(i).await;
+        }
+        let handles: Vec<_> = (0..tasks)
+            .map(|t| {
+                let op = Arc::clone(&op);
+                tokio::spawn(async move {
+                    let mut lat = Vec::with_capacity(200_000);
+                    let end = Instant::now() + RUN;
+                    let mut i = (t as u64) << 40;
+                    while Instant::now() < end {
+                        let began = Instant::now();
+                        op(i).await;
+                        let took = began.elapsed();
+                        lat.extend(std::iter::repeat_n(took, batch));
+                        i += 1;
+                    }
+                    lat
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.await.unwrap());
+        }
+        (all.len(), all)
+    });
+    lat.sort_unstable();
+    Row {
+        name: name.to_owned(),
+        tasks,
+        per_s: count as f64 / RUN.as_secs_f64(),
+        p50_us: pct(&lat, 0.5),
+        p99_us: pct(&lat, 0.99),
+    }
+}
+
+/// EVALSHA on a blocking socket with hand-written RESP: no client library at all.
+fn raw_resp(port: u16, sha: &str) -> Row {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    let args = [
+        "EVALSHA",
+        sha,
+        "1",
+        "lc:gcra:raw",
+        "1000",
+        "50",
+        "1",
+        "0",
+        "",
+    ];
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    let mut buf = [0u8; 512];
+    let mut lat = Vec::new();
+    let end = Instant::now() + RUN;
+    while Instant::now() < end {
+        let began = Instant::now();
+        s.write_all(req.as_bytes()).unwrap();
+        // The reply is a 6-element array of integers: read until 7 line ends.
+        let mut lines = 0;
+        while lines < 7 {
+            let n = s.read(&mut buf).unwrap();
+            lines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+        }
+        lat.push(began.elapsed());
+    }
+    lat.sort_unstable();
+    Row {
+        name: "exact GCRA, raw RESP on a blocking socket (no client)".into(),
+        tasks: 1,
+        per_s: lat.len() as f64 / RUN.as_secs_f64(),
+        p50_us: pct(&lat, 0.5),
+        p99_us: pct(&lat, 0.99),
+    }
+}
+
+/// ns per call of `f` on one thread.
+fn ns_per(mut f: impl FnMut(u64)) -> f64 {
+    for i in 0..100_000 {
+        f(i);
+    }
+    let iters = 5_000_000u64;
+    let began = Instant::now();
+    for i in 0..iters {
+        f(i);
+    }
+    began.elapsed().as_nanos() as f64 / iters as f64
+}
+
+fn main() {
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e} (see .ci/redis-deps.sh)"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = RedisConfig::default().deadline(Duration::from_secs(1));
+    let redis = rt.block_on(Redis::connect(&server.url(), config)).unwrap();
+    // A quota that keeps a mix of admissions and refusals on one hot key.
+    let quota: Quota = "1000/s burst 50".parse().unwrap();
+    let gcra = Arc::new(RedisGcra::new(redis.clone(), quota, Policy::FailClosed).unwrap());
+
+    let mut rows = Vec::new();
+    for tasks in [1, 2] {
+        let g = Arc::clone(&gcra);
+        rows.push(measure(&rt, "exact GCRA (EVALSHA)", tasks, 1, move |_| {
+            let g = Arc::clone(&g);
+            async move {
+                black_box(g.try_decide("hot", 1).await.unwrap());
+            }
+        }));
+    }
+    for tasks in [1, 2] {
+        let g = Arc::clone(&gcra);
+        rows.push(measure(
+            &rt,
+            "exact GCRA, pipelined ×16",
+            tasks,
+            16,
+            move |_| {
+                let g = Arc::clone(&g);
+                async move {
+                    black_box(g.try_decide_many(&[("hot", 1); 16]).await.unwrap());
+                }
+            },
+        ));
+    }
+    for tasks in [1, 2] {
+        let r = redis.clone();
+        rows.push(measure(
+            &rt,
+            "naive fixed window (INCR + PEXPIRE, one pipeline)",
+            tasks,
+            1,
+            move |i| {
+                let r = r.clone();
+                async move {
+                    let mut pipe = redis::pipe();
+                    let window = format!("fw:{}", i >> 40);
+                    pipe.cmd("INCR")
+                        .arg(&window)
+                        .cmd("PEXPIRE")
+                        .arg(&window)
+                        .arg(1_000)
+                        .ignore();
+                    let mut c = r.clone();
+                    black_box(naive(&mut c, &pipe).await);
+                }
+            },
+        ));
+    }
+    let sha = limitcore_redis::scripts::gcra_sha();
+    rows.push(raw_resp(server.port(), sha));
+
+    println!(
+        "\n#### exact mode on one hot key (loopback redis-server 7.0, 2 cores, this machine)\n"
+    );
+    println!("| contender | client tasks | decisions/s | p50 µs | p99 µs |");
+    println!("|---|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.0} | {:.1} | {:.1} |",
+            r.name, r.tasks, r.per_s, r.p50_us, r.p99_us
+        );
+    }
+    let exact_1 = rows[0].per_s;
+    let naive_best = rows[4].per_s.max(rows[5].per_s);
+    let exact_best = rows[0].per_s.max(rows[1].per_s);
+
+    // Leased mode: one thread deciding locally on one key.
+    let leased_cells = {
+        // The admitted path: a lease of 25,000 cells held (1,000,000/s burst 100,000,
+        // L = 100,000, first lease L/4), 20,000 decisions timed on each of 50 keys, all
+        // served from held cells (the refill at half runs in the background).
+        let q: Quota = "1000000/s burst 100000".parse().unwrap();
+        let _guard = rt.enter();
+        let l = LeasedLimiter::new(
+            redis.clone(),
+            q,
+            LeaseConfig::new(100_000),
+            Policy::FailClosed,
+        )
+        .unwrap();
+        let (mut spent, mut admitted, mut total) = (Duration::ZERO, 0u64, 0u64);
+        let before = redis.commands();
+        for k in 0..50 {
+            let key = format!("cells-{k}");
+            assert!(rt.block_on(l.acquire(&key, 1)).is_admitted());
+            let began = Instant::now();
+            for _ in 0..20_000 {
+                admitted += u64::from(black_box(l.try_acquire(&key).is_ok()));
+            }
+            spent += began.elapsed();
+            total += 20_000;
+        }
+        assert_eq!(
+            admitted, total,
+            "every timed decision was served from held cells"
+        );
+        (
+            spent.as_nanos() as f64 / total as f64,
+            redis.commands() - before,
+            total,
+        )
+    };
+    let leased_saturated = {
+        let _guard = rt.enter();
+        let l = LeasedLimiter::new(
+            redis.clone(),
+            quota,
+            LeaseConfig::new(16),
+            Policy::FailClosed,
+        )
+        .unwrap();
+        rt.block_on(l.acquire("sat", 1));
+        let before = redis.commands();
+        let ns = ns_per(|_| {
+            black_box(l.try_acquire("sat").is_ok());
+        });
+        (ns, redis.commands() - before, 5_100_000u64)
+    };
+    let core_gcra = {
+        let g = Gcra::new("1000000/s burst 100000".parse().unwrap()).unwrap();
+        ns_per(|_| {
+            black_box(g.try_acquire().is_ok());
+        })
+    };
+    let core_keyed = {
+        let k: Keyed<String, GcraRule> =
+            Keyed::new("1000000/s burst 100000".parse().unwrap()).unwrap();
+        ns_per(|_| {
+            black_box(k.try_acquire("cells").is_ok());
+        })
+    };
+    println!("\n#### leased mode, one node, one thread, one key\n");
+    println!("| contender | ns/decision | decisions/s | Redis commands per 1,000 decisions |");
+    println!("|---|---:|---:|---:|");
+    for (name, (ns, cmds, n)) in [
+        ("leased, admitted from held cells", leased_cells),
+        (
+            "leased, saturated (1000/s burst 50, L = 16: mostly local refusals)",
+            leased_saturated,
+        ),
+    ] {
+        println!(
+            "| {name} | {ns:.1} | {:.0} | {:.4} |",
+            1e9 / ns,
+            cmds as f64 * 1_000.0 / n as f64
+        );
+    }
+    println!(
+        "| core `Gcra` (in-process, unkeyed) | {core_gcra:.1} | {:.0} | — |",
+        1e9 / core_gcra
+    );
+    println!(
+        "| core `Keyed<String, GcraRule>` (in-process, one key) | {core_keyed:.1} | {:.0} | — |",
+        1e9 / core_keyed
+    );
+
+    let leased_per_s = 1e9 / leased_cells.0.max(leased_saturated.0); // the slower path
+    println!("\n#### targets\n");
+    println!("| target | measured | met |");
+    println!("|---|---|---|");
+    println!(
+        "| leased ≥ 100× exact per node | {:.0} / {:.0} = {:.0}× | {} |",
+        leased_per_s,
+        exact_1,
+        leased_per_s / exact_1,
+        if leased_per_s >= 100.0 * exact_1 {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    println!(
+        "| leased decision ≤ 2× in-process keyed GCRA | {:.1} / {:.1} ns = {:.2}× | {} |",
+        leased_cells.0,
+        core_keyed,
+        leased_cells.0 / core_keyed,
+        if leased_cells.0 <= 2.0 * core_keyed {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    println!(
+        "| leased decision ≤ 2× in-process unkeyed `Gcra` | {:.1} / {:.1} ns = {:.2}× | {} |",
+        leased_cells.0,
+        core_gcra,
+        leased_cells.0 / core_gcra,
+        if leased_cells.0 <= 2.0 * core_gcra {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    println!(
+        "| exact ≥ naive fixed window | {:.0} / {:.0} decisions/s (best of 1 and 2 tasks) = {:.2}× | {} |",
+        exact_best,
+        naive_best,
+        exact_best / naive_best,
+        if exact_best >= naive_best { "yes" } else { "no" }
+    );
+}
+
+async fn naive(c: &mut Redis, pipe: &redis::Pipeline) -> Vec<redis::Value> {
+    c.pipeline(pipe).await.unwrap()
+}

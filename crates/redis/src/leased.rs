@@ -1,0 +1,788 @@
+//! The leased fast path: each node takes leases of cells from the Redis GCRA and spends
+//! them from a local lock-free counter, so a decision is a local compare-and-swap and
+//! Redis sees one script call per lease.
+//!
+//! # Protocol
+//!
+//! Per key, a node holds a [`LeaseRule`] word in a [`limitcore::Limiter`] (the core's one
+//! compare-and-swap loop):
+//!
+//! 1. **Lease.** One script call takes up to `g` cells from the key's GCRA on Redis, as many
+//!    as conform now ([`RedisGcra::try_take_up_to`]): they are charged there first, exactly
+//!    as `g` admissions of the exact mode would be.
+//! 2. **Spend.** Requests take cells from the local word ([`Rule::take`], through
+//!    [`Limiter::decide_n_at`]); nothing else is on the request path.
+//! 3. **Refill ahead.** When a decision leaves at most half the current lease size, the
+//!    next lease is fetched by a spawned task (off the request path), asking for
+//!    `g = size − held`; at most one fetch per key is in flight. It is installed with
+//!    [`Limiter::update`] ([`LeaseRule::install`]): cells still held plus the new ones.
+//! 4. **Expire.** A lease's cells expire `ttl` after it arrived; unspent cells are never
+//!    refunded (a refund could create a permit under a race; letting them lapse cannot).
+//! 5. **Refusal.** When Redis grants nothing it returns the exact wait `R` for one cell; the
+//!    node blocks the key locally until `t_recv + R` ([`LeaseRule::block`]), with `t_recv`
+//!    the local time the reply *arrived*: Redis decided at some instant before `t_recv`, so
+//!    at `t_recv + R` Redis's clock has passed its own `now + R` (the wait is never early,
+//!    whatever the round trip). Until then every decision is refused locally with that
+//!    exact remaining wait (rounded up to the ms), and Redis is not asked.
+//! 6. **Adapt.** The lease size follows the node's own rate on the key: `size ≈ rate ×
+//!    target` (the cells spent since the last lease over the time it took, times the
+//!    target lease duration), doubled when the node ran dry, within `1 ..= L`.
+//!
+//! # The bound
+//!
+//! Let `N` nodes share a key, `L` be the largest lease ([`LeaseConfig::max_lease`]), `B`
+//! the burst and `T` the emission interval. Then in any window `[a, a + Δ)`:
+//!
+//! ```text
+//! admitted(fleet, [a, a+Δ))  ≤  B + ⌈Δ / T⌉ − 1  +  N·L          (exact GCRA bound + N·L)
+//! admitted(fleet, [0, t))    ≤  granted(Redis, [0, t))  ≤  B + ⌈t / T⌉ − 1   (long run)
+//! ```
+//!
+//! *Proof sketch.* Every local admission spends a cell that Redis granted earlier (a cell is
+//! created only by a lease, and a local take never adds cells), so each admission in the
+//! window spends a cell granted either (i) within the window or (ii) before it.
+//! (i) Grants are admissions of the exact GCRA on Redis (a lease of `g` cells is one
+//! admission of `g` permits), and in any window of length Δ the GCRA admits at most
+//! `B + ⌈Δ/T⌉ − 1` permits (the TAT rises by `T` per permit from at least the window's
+//! start and may not pass the last admission's time plus `B·T`), whatever the offset of
+//! Redis's clock, provided it runs at the true rate. (ii) Cells granted before `a` and
+//! spent in the window were *owned* by a node at `a`, held or in flight. A node asks for
+//! `g = size − held` with `size ≤ L`, has at most one fetch in flight, and its held cells
+//! only decrease until that fetch installs; so at every instant `held + in flight ≤ L`,
+//! and the fleet owns at most `N·L` at `a`. Summing (i) and (ii) gives the first line; the
+//! second follows from "every admission spends a granted cell", with no `N·L` term: over
+//! the long run the fleet never exceeds the exact limit, and the cells that expire unspent
+//! only lower it. ∎
+//!
+//! A refusal from Redis only blocks locally, and expiry only removes cells: neither can
+//! break the bound. The outage policies ([`Policy`]) state their own.
+//!
+//! # Cost
+//!
+//! A decision is a map lookup and a compare-and-swap on the key's word. Redis sees about
+//! one command per lease (`rate × target` decisions), plus heartbeats; a node that is
+//! refused by Redis sends nothing until Redis's wait has passed.
+//!
+//! # First requests
+//!
+//! A key the node holds no lease for is refused through the synchronous trait until the
+//! first lease arrives (about one round trip; `retry_after` is the node's round-trip
+//! estimate). [`LeasedLimiter::acquire`] awaits that lease instead.
+
+use crate::client::Redis;
+use crate::exact::{gcra_micros, RedisGcra};
+use crate::policy::{Fallback, Policy, Source, Verdict};
+use crate::Error;
+use limitcore::clock::{Clock, MonotonicClock, Nanos};
+use limitcore::rules::{Receipt, Rule};
+use limitcore::{
+    Decision, Denied, KeyedRateLimiter, Limiter, Quota, QuotaError, RateLimiter, Snapshot,
+};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+const CELL_BITS: u32 = 24;
+const TIME_BITS: u32 = 39;
+const BLOCKED: u64 = 1 << TIME_BITS;
+const TIME_MASK: u64 = BLOCKED - 1;
+const NS_PER_MS: u64 = 1_000_000;
+
+/// The local counter of a leased key: cells held and until when, in one `u64`.
+///
+/// # Word
+///
+/// ```text
+///  63             40  39  38                                   0
+/// +-----------------+---+--------------------------------------+
+/// | cells (24 bits) | B | until: ms since the rule's epoch     |
+/// +-----------------+---+--------------------------------------+
+/// ```
+///
+/// - `cells`: cells of the current lease not yet spent (at most 2^24 − 1).
+/// - `B = 0` (leased): the cells may be spent until `until` (the lease's expiry, rounded
+///   *down* to the ms: never later than the lease allows); at or after it, or with no
+///   cells, the key needs a new lease.
+/// - `B = 1` (blocked): Redis refused a lease; the leftover cells may still be spent, and
+///   after them every request is refused until `until` (rounded *up* to the ms: never
+///   earlier than Redis's wait), when a new lease may be fetched.
+/// - `until` counts ms from the rule's epoch (the limiter's creation): 39 bits are 17
+///   years; later times saturate (a lease then expires early, a block lasts longer: both
+///   stricter).
+///
+/// The fresh word, 0, holds no cells and needs a lease.
+///
+/// # Decisions
+///
+/// [`Rule::take`] admits `n` iff the word holds `n` cells valid at `now`, and spends them.
+/// It refuses a blocked word with the exact time until `until`, and a word that needs a
+/// lease with `retry_after = Duration::MAX` (from this word alone nothing is ever
+/// admitted again: only a new lease, installed by [`LeaseRule::install`], can change
+/// that). The [`LeasedLimiter`] turns the latter into a lease fetch. There is no refund:
+/// [`Rule::refund`] gives nothing back (unspent cells expire instead).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::rules::Rule;
+/// use limitcore::Quota;
+/// use limitcore_redis::LeaseRule;
+///
+/// let rule = LeaseRule::new(&Quota::per_second(100)?)?;
+/// let mut word = rule.fresh();
+/// assert!(rule.take(&mut word, 0, 1).is_err());            // no lease yet
+/// rule.install(&mut word, 5, 0, 1_000_000_000);            // 5 cells until 1 s
+/// assert!(rule.take(&mut word, 10, 3).is_ok());
+/// assert_eq!(rule.cells(&word, 10), 2);
+/// assert!(rule.take(&mut word, 1_000_000_000, 1).is_err()); // expired
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRule {
+    quota: Quota,
+    epoch: Nanos,
+    capacity: u32,
+}
+
+/// The largest number of cells a [`LeaseRule`] word holds.
+pub const MAX_CELLS: u32 = (1 << CELL_BITS) - 1;
+
+impl LeaseRule {
+    /// The rule for `quota` with its ms field counted from `epoch` (ns on the caller's
+    /// clock) and at most `capacity` cells per request and per lease (clamped to
+    /// `1 ..= min(burst, MAX_CELLS)`).
+    pub fn with_epoch(quota: Quota, epoch: Nanos, capacity: u32) -> Self {
+        LeaseRule {
+            quota,
+            epoch,
+            capacity: capacity.clamp(1, quota.burst().min(MAX_CELLS)),
+        }
+    }
+
+    fn unpack(word: u64) -> (u32, bool, u64) {
+        (
+            (word >> (TIME_BITS + 1)) as u32,
+            word & BLOCKED != 0,
+            word & TIME_MASK,
+        )
+    }
+
+    fn pack(cells: u32, blocked: bool, until_ms: u64) -> u64 {
+        debug_assert!(cells <= MAX_CELLS);
+        (u64::from(cells.min(MAX_CELLS)) << (TIME_BITS + 1))
+            | if blocked { BLOCKED } else { 0 }
+            | until_ms.min(TIME_MASK)
+    }
+
+    fn until_ns(&self, until_ms: u64) -> Nanos {
+        self.epoch
+            .saturating_add(until_ms.saturating_mul(NS_PER_MS))
+    }
+
+    fn ms_down(&self, t: Nanos) -> u64 {
+        (t.saturating_sub(self.epoch) / NS_PER_MS).min(TIME_MASK)
+    }
+
+    fn ms_up(&self, t: Nanos) -> u64 {
+        t.saturating_sub(self.epoch)
+            .div_ceil(NS_PER_MS)
+            .min(TIME_MASK)
+    }
+
+    /// Cells `word` holds that may be spent at `now`.
+    pub fn cells(&self, word: &u64, now: Nanos) -> u32 {
+        let (cells, _, until) = Self::unpack(*word);
+        if now < self.until_ns(until) {
+            cells
+        } else {
+            0
+        }
+    }
+
+    /// Whether `word` is blocked by a Redis refusal at `now`, and until when (ns).
+    pub fn blocked_until(&self, word: &u64, now: Nanos) -> Option<Nanos> {
+        let (_, blocked, until) = Self::unpack(*word);
+        let until = self.until_ns(until);
+        (blocked && now < until).then_some(until)
+    }
+
+    /// Install a lease of `granted` cells that arrived at `now` and expires at `expires`
+    /// (ns): the word then holds its still-valid cells plus `granted` (capped at
+    /// [`MAX_CELLS`]), valid until `expires` rounded down to the ms.
+    pub fn install(&self, word: &mut u64, granted: u32, now: Nanos, expires: Nanos) {
+        let cells = self.cells(word, now).saturating_add(granted).min(MAX_CELLS);
+        *word = Self::pack(cells, false, self.ms_down(expires));
+    }
+
+    /// Block the word until `until` (ns, rounded up to the ms) after a Redis refusal that
+    /// arrived at `now`: cells still valid stay spendable until then.
+    pub fn block(&self, word: &mut u64, now: Nanos, until: Nanos) {
+        let cells = self.cells(word, now);
+        *word = Self::pack(cells, true, self.ms_up(until));
+    }
+}
+
+impl Rule for LeaseRule {
+    type State = u64;
+
+    /// The rule with epoch 0 and capacity `min(burst, MAX_CELLS)`.
+    ///
+    /// # Errors
+    ///
+    /// None.
+    fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        Ok(LeaseRule::with_epoch(*quota, 0, quota.burst()))
+    }
+
+    fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    fn fresh(&self) -> u64 {
+        0
+    }
+
+    #[inline]
+    fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        let (cells, blocked, until) = Self::unpack(*word);
+        let until_ns = self.until_ns(until);
+        if now < until_ns {
+            if cells >= n {
+                *word = Self::pack(cells - n, blocked, until);
+                return Ok(Receipt::new(n, now));
+            }
+            if blocked {
+                return Err(Denied::RateLimited {
+                    retry_after: Duration::from_nanos(until_ns - now),
+                });
+            }
+        }
+        Err(Denied::RateLimited {
+            retry_after: Duration::MAX,
+        })
+    }
+
+    fn snapshot(&self, word: &u64, now: Nanos) -> Snapshot {
+        let full_after = self
+            .blocked_until(word, now)
+            .map_or(Duration::ZERO, |until| Duration::from_nanos(until - now));
+        Snapshot::new(self.cells(word, now), full_after)
+    }
+
+    /// Nothing is given back: unspent cells expire instead (see the type).
+    fn refund(&self, _word: &mut u64, _receipt: &Receipt, _at: Nanos) -> bool {
+        false
+    }
+
+    /// A word whose `until` has passed by `since` decides as the fresh word (a lease is
+    /// needed) at every later time.
+    fn fresh_since(&self, word: &u64, since: Nanos, _now: Nanos) -> bool {
+        let (_, _, until) = Self::unpack(*word);
+        self.until_ns(until) <= since
+    }
+}
+
+/// The leased mode's settings.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_redis::LeaseConfig;
+/// use std::time::Duration;
+///
+/// let config = LeaseConfig::new(16).target(Duration::from_millis(20));
+/// assert_eq!(config.get_max_lease(), 16);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    max_lease: u32,
+    target: Duration,
+    ttl: Duration,
+    prefix: String,
+}
+
+impl LeaseConfig {
+    /// Leases of at most `max_lease` cells (`L` of the bound; clamped to the burst and
+    /// [`MAX_CELLS`], at least 1), lasting about 50 ms each, expiring 1 s after they arrive.
+    pub fn new(max_lease: u32) -> Self {
+        LeaseConfig {
+            max_lease: max_lease.max(1),
+            target: Duration::from_millis(50),
+            ttl: Duration::from_secs(1),
+            prefix: "lc:gcra:".to_owned(),
+        }
+    }
+
+    /// Store keys on Redis as `prefix` + key (default `lc:gcra:`, [`RedisGcra`]'s: a leased
+    /// and an exact limiter of the same quota on the same key share one limit).
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The largest lease, `L` in the bound `GCRA + N·L`.
+    #[must_use]
+    pub fn max_lease(mut self, max_lease: u32) -> Self {
+        self.max_lease = max_lease.max(1);
+        self
+    }
+
+    /// How long a lease should last at the node's own rate (its size is `rate × target`).
+    #[must_use]
+    pub fn target(mut self, target: Duration) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// How long a lease's cells stay valid after it arrives.
+    ///
+    /// # Panics
+    ///
+    /// If `ttl` is below 1 ms (the word's resolution).
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        assert!(
+            ttl >= Duration::from_millis(1),
+            "a lease must live at least 1 ms"
+        );
+        self.ttl = ttl;
+        self
+    }
+
+    /// `L`.
+    pub fn get_max_lease(&self) -> u32 {
+        self.max_lease
+    }
+}
+
+impl Default for LeaseConfig {
+    /// `L = 16` (clamped to the burst), 50 ms leases, 1 s expiry.
+    fn default() -> Self {
+        LeaseConfig::new(16)
+    }
+}
+
+/// One key's local state.
+struct Entry<C: Clock> {
+    counter: Limiter<LeaseRule, C>,
+    fetching: AtomicBool,
+    /// Current lease size (cells), `1 ..= L`.
+    size: AtomicU32,
+    /// When the last lease was installed (ns) and the cells held right after.
+    installed_at: AtomicU64,
+    installed_cells: AtomicU32,
+    arrived: tokio::sync::Notify,
+}
+
+struct Inner<C: Clock> {
+    gcra: RedisGcra,
+    rule: LeaseRule,
+    clock: C,
+    config: LeaseConfig,
+    keys: papaya::HashMap<String, Arc<Entry<C>>>,
+    runtime: tokio::runtime::Handle,
+    fallback: Fallback,
+    /// Round-trip estimate of lease fetches, ns (EWMA, 1/8).
+    rtt: AtomicU64,
+    leases: AtomicU64,
+    granted: AtomicU64,
+    refusals: AtomicU64,
+}
+
+/// A fleet-wide limit per key with local, synchronous, lock-free decisions: the GCRA on
+/// Redis hands out leases of cells, and each node spends its own from a [`LeaseRule`]
+/// word. Implements the core's [`KeyedRateLimiter<str>`](KeyedRateLimiter), so an HTTP
+/// layer generic over it (`limitcore-tower`) uses it as it uses any keyed limiter.
+///
+/// # Bound
+///
+/// With `N` nodes and largest lease `L`, in any window of length Δ the fleet admits at most
+/// `B + ⌈Δ/T⌉ − 1 + N·L` per key (the exact GCRA's bound plus `N·L`), and over the long run
+/// never more than the exact limit. The proof is in the [module docs](self).
+///
+/// # Capacity
+///
+/// A request can take at most `min(burst, L)` permits (a lease never holds more);
+/// larger ones are [`Denied::ExceedsCapacity`] with that capacity.
+///
+/// # Outages
+///
+/// While the circuit breaker is open, cells already held are spent first (they were
+/// charged); then the [`Policy`] decides ([`Source::Fallback`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use limitcore::KeyedRateLimiter;
+/// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+/// let limiter = LeasedLimiter::new(redis, "1000/s burst 50".parse()?, LeaseConfig::new(16), Policy::FailLocal)?;
+/// limiter.acquire("tenant-42", 1).await;            // waits for the first lease
+/// let decision = limiter.decide_n("tenant-42", 1);  // local, synchronous
+/// # Ok(()) }
+/// ```
+pub struct LeasedLimiter<C: Clock + Clone + 'static = MonotonicClock> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Clock + Clone + 'static> std::fmt::Debug for LeasedLimiter<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasedLimiter")
+            .field("quota", &self.inner.gcra.quota())
+            .field("config", &self.inner.config)
+            .field("keys", &self.inner.keys.len())
+            .field("leases", &self.leases())
+            .finish()
+    }
+}
+
+impl<C: Clock + Clone + 'static> Clone for LeasedLimiter<C> {
+    fn clone(&self) -> Self {
+        LeasedLimiter {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl LeasedLimiter<MonotonicClock> {
+    /// A leased limit of `quota` per key on `redis`, on the default clock. Must be called
+    /// inside a tokio runtime: lease fetches and the sweep of idle keys run on it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Quota`] if the quota cannot be represented on Redis
+    /// ([`gcra_micros`]).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn new(
+        redis: Redis,
+        quota: Quota,
+        config: LeaseConfig,
+        policy: Policy,
+    ) -> Result<Self, Error> {
+        LeasedLimiter::with_clock(redis, quota, config, policy, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
+    /// As [`LeasedLimiter::new`], reading local time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeasedLimiter::new`].
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn with_clock(
+        redis: Redis,
+        quota: Quota,
+        config: LeaseConfig,
+        policy: Policy,
+        clock: C,
+    ) -> Result<Self, Error> {
+        gcra_micros(&quota)?;
+        let cooldown = redis.config().get_cooldown();
+        let deadline = redis.config().get_deadline();
+        let rule = LeaseRule::with_epoch(quota, clock.now(), config.max_lease);
+        let config = LeaseConfig {
+            max_lease: rule.capacity,
+            ..config
+        };
+        let gcra = RedisGcra::new(redis, quota, policy)?.with_prefix(config.prefix.clone());
+        let inner = Arc::new(Inner {
+            gcra,
+            rule,
+            clock,
+            config,
+            keys: papaya::HashMap::new(),
+            runtime: tokio::runtime::Handle::current(),
+            fallback: Fallback::new(policy, quota, cooldown),
+            // A first guess until a fetch is measured: a loopback round trip, at most.
+            rtt: AtomicU64::new((deadline.as_nanos() / 4).min(1_000_000) as u64),
+            leases: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+        });
+        inner.runtime.spawn(sweep(Arc::downgrade(&inner)));
+        Ok(LeasedLimiter { inner })
+    }
+
+    /// The settings in force (`max_lease` clamped to the burst).
+    pub fn config(&self) -> &LeaseConfig {
+        &self.inner.config
+    }
+
+    /// `L`, the largest lease (and the largest request).
+    pub fn max_lease(&self) -> u32 {
+        self.inner.config.max_lease
+    }
+
+    /// The Redis handle.
+    pub fn redis(&self) -> &Redis {
+        self.inner.gcra.redis()
+    }
+
+    /// Leases granted so far (one script call each).
+    pub fn leases(&self) -> u64 {
+        self.inner.leases.load(Ordering::Relaxed)
+    }
+
+    /// Cells granted by Redis so far, over all keys (every admission spent one of them).
+    pub fn granted(&self) -> u64 {
+        self.inner.granted.load(Ordering::Relaxed)
+    }
+
+    /// Lease requests Redis refused so far (the node then blocked the key locally).
+    pub fn refusals(&self) -> u64 {
+        self.inner.refusals.load(Ordering::Relaxed)
+    }
+
+    /// The node's current round-trip estimate for lease fetches.
+    pub fn rtt(&self) -> Duration {
+        Duration::from_nanos(self.inner.rtt.load(Ordering::Relaxed))
+    }
+
+    /// Decide `n` permits for `key` at `now` (ns of this limiter's clock), with where the
+    /// decision came from: [`Source::Lease`] (held cells or a local block) or
+    /// [`Source::Fallback`] (Redis unreachable and no cells held).
+    pub fn decide_verdict_at(&self, key: &str, n: u32, now: Nanos) -> Verdict {
+        let inner = &self.inner;
+        let guard = inner.keys.pin();
+        let entry = match guard.get(key) {
+            Some(entry) => entry,
+            None => guard.get_or_insert_with(key.to_owned(), || Arc::new(inner.entry())),
+        };
+        let decision = entry.counter.decide_n_at(n, now);
+        match decision.result {
+            Ok(()) => {
+                if n > 0 && decision.state.remaining <= entry.size.load(Ordering::Relaxed) / 2 {
+                    self.refill(entry, key, now, false);
+                }
+            }
+            Err(Denied::RateLimited { retry_after }) if retry_after == Duration::MAX => {
+                if inner.gcra.redis().is_open() {
+                    return inner.fallback.decide(key, n, inner.gcra.redis().nodes());
+                }
+                self.refill(entry, key, now, true);
+                return Verdict {
+                    decision: Decision {
+                        result: Err(Denied::RateLimited {
+                            retry_after: self.rtt().max(Duration::from_micros(1)),
+                        }),
+                        state: decision.state,
+                    },
+                    source: Source::Lease,
+                };
+            }
+            Err(_) => {}
+        }
+        Verdict {
+            decision,
+            source: Source::Lease,
+        }
+    }
+
+    /// Fetch the next lease for `key` in the background unless one is in flight.
+    fn refill(&self, entry: &Arc<Entry<C>>, key: &str, now: Nanos, dry: bool) {
+        if entry.fetching.swap(true, Ordering::Acquire) {
+            return;
+        }
+        let inner = &self.inner;
+        let held = inner.rule.cells(&entry.counter.state(), now);
+        let installed_at = entry.installed_at.load(Ordering::Relaxed);
+        let used = u64::from(
+            entry
+                .installed_cells
+                .load(Ordering::Relaxed)
+                .saturating_sub(held),
+        );
+        let elapsed = now.saturating_sub(installed_at);
+        let size = u64::from(entry.size.load(Ordering::Relaxed));
+        let mut next = if installed_at != 0 && elapsed > 0 {
+            (u128::from(used) * inner.config.target.as_nanos()).div_ceil(u128::from(elapsed)) as u64
+        } else {
+            size
+        };
+        if dry {
+            next = next.max(size * 2);
+        }
+        let next = next.clamp(1, u64::from(inner.config.max_lease)) as u32;
+        entry.size.store(next, Ordering::Relaxed);
+        let want = next.saturating_sub(held);
+        if want == 0 {
+            entry.fetching.store(false, Ordering::Release);
+            return;
+        }
+        let task = fetch(
+            Arc::clone(&self.inner),
+            Arc::clone(entry),
+            key.to_owned(),
+            want,
+        );
+        inner.runtime.spawn(task);
+    }
+
+    /// Decide `n` permits for `key` now, waiting (up to the Redis deadline) for a lease if
+    /// the node holds none for this key: the asynchronous entry point, which never refuses
+    /// a key's first request only because its lease has not arrived yet.
+    pub async fn acquire(&self, key: &str, n: u32) -> Verdict {
+        let verdict = self.decide_verdict_at(key, n, self.inner.clock.now());
+        if verdict.is_admitted() || verdict.source != Source::Lease {
+            return verdict;
+        }
+        let entry = {
+            let guard = self.inner.keys.pin();
+            guard.get(key).map(Arc::clone)
+        };
+        if let Some(entry) = entry {
+            let now = self.inner.clock.now();
+            if self
+                .inner
+                .rule
+                .blocked_until(&entry.counter.state(), now)
+                .is_some()
+            {
+                // Redis refused: the local block is the answer, with its exact wait.
+                return verdict;
+            }
+            let arrived = entry.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            if entry.fetching.load(Ordering::Acquire) {
+                let deadline = self.redis().config().get_deadline();
+                let _ = tokio::time::timeout(deadline, arrived).await;
+            }
+        }
+        self.decide_verdict_at(key, n, self.inner.clock.now())
+    }
+}
+
+impl<C: Clock> Inner<C>
+where
+    C: Clone,
+{
+    fn entry(&self) -> Entry<C> {
+        Entry {
+            counter: Limiter::from_rule(self.rule, self.clock.clone()),
+            fetching: AtomicBool::new(false),
+            size: AtomicU32::new((self.config.max_lease / 4).max(1)),
+            installed_at: AtomicU64::new(0),
+            installed_cells: AtomicU32::new(0),
+            arrived: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+/// One lease fetch: ask Redis for `want` cells and install what it grants, or block the
+/// key until Redis's wait has passed (counted from the reply's arrival).
+async fn fetch<C: Clock + Clone + 'static>(
+    inner: Arc<Inner<C>>,
+    entry: Arc<Entry<C>>,
+    key: String,
+    want: u32,
+) {
+    let sent = inner.clock.now();
+    let answer = inner.gcra.try_take_up_to(&key, want).await;
+    let arrived = inner.clock.now();
+    let rule = inner.rule;
+    if let Ok(answer) = answer {
+        let rtt = arrived.saturating_sub(sent);
+        let old = inner.rtt.load(Ordering::Relaxed);
+        inner.rtt.store(old - old / 8 + rtt / 8, Ordering::Relaxed);
+        if answer.granted > 0 {
+            let ttl = inner.config.ttl.as_nanos().min(u128::from(u64::MAX)) as u64;
+            let expires = arrived.saturating_add(ttl);
+            let held = entry
+                .counter
+                .update(|w| {
+                    rule.install(w, answer.granted, arrived, expires);
+                    Ok::<_, ()>(rule.cells(w, arrived))
+                })
+                .unwrap_or(0);
+            entry.installed_at.store(arrived, Ordering::Relaxed);
+            entry.installed_cells.store(held, Ordering::Relaxed);
+            inner.leases.fetch_add(1, Ordering::Relaxed);
+            inner
+                .granted
+                .fetch_add(u64::from(answer.granted), Ordering::Relaxed);
+        } else if let Some(wait) = answer.decision.retry_after() {
+            let wait = wait.as_nanos().min(u128::from(u64::MAX)) as u64;
+            let until = arrived.saturating_add(wait);
+            let _ = entry.counter.update(|w| {
+                rule.block(w, arrived, until);
+                Ok::<_, ()>(())
+            });
+            inner.refusals.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    entry.fetching.store(false, Ordering::Release);
+    entry.arrived.notify_waiters();
+}
+
+/// Drop the local state of keys whose lease or block ended more than a lease TTL ago and
+/// that have no fetch in flight. Ends with the limiter.
+async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
+    loop {
+        let every = match inner.upgrade() {
+            Some(inner) => inner.config.ttl,
+            None => return,
+        };
+        tokio::time::sleep(every).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let now = inner.clock.now();
+        let ttl = inner.config.ttl.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let since = now.saturating_sub(ttl);
+        let guard = inner.keys.pin();
+        let idle: Vec<String> = guard
+            .iter()
+            .filter(|(_, e)| {
+                !e.fetching.load(Ordering::Acquire)
+                    && inner.rule.fresh_since(&e.counter.state(), since, now)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in idle {
+            guard.remove(&key);
+        }
+    }
+}
+
+impl<C: Clock + Clone + 'static> KeyedRateLimiter<str> for LeasedLimiter<C> {
+    #[inline]
+    fn try_acquire_n_at(&self, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.decide_verdict_at(key, n, now).decision.result
+    }
+
+    #[inline]
+    fn decide_n_at(&self, key: &str, n: u32, now: Nanos) -> Decision {
+        self.decide_verdict_at(key, n, now).decision
+    }
+
+    fn snapshot_at(&self, key: &str, now: Nanos) -> Snapshot {
+        let guard = self.inner.keys.pin();
+        guard
+            .get(key)
+            .map_or(Snapshot::new(0, Duration::ZERO), |e| {
+                e.counter.snapshot_at(now)
+            })
+    }
+
+    fn quota_for(&self, _key: &str) -> Quota {
+        self.inner.gcra.quota()
+    }
+
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.inner.clock.now()
+    }
+}

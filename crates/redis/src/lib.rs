@@ -1,0 +1,150 @@
+//! # limitcore-redis
+//!
+//! One limit across a fleet: [limitcore]'s GCRA and sliding log as exact Redis
+//! scripts (one round trip a decision), and a leased lock-free fast path whose overshoot
+//! is stated and proved.
+//!
+//! | mode | type | a decision costs | fleet admits in any window Δ |
+//! |---|---|---|---|
+//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈Δ/T⌉ − 1` (the GCRA bound) |
+//! | exact sliding log | [`RedisSlidingLog`] | one script call | `count` per `period`, any window |
+//! | several limits, all or nothing | [`RedisAll`] | one script call | each limit's GCRA bound |
+//! | leased | [`LeasedLimiter`] | a local compare-and-swap; one script call per lease | `B + ⌈Δ/T⌉ − 1 + N·L` |
+//!
+//! (`B` burst, `T` emission interval, `N` nodes, `L` largest lease.) Over the long run the
+//! leased mode never admits more than the exact limit; the proof is in [`leased`]'s docs.
+//!
+//! ## Exact mode
+//!
+//! The scripts ([`scripts`]) keep the core's contract on Redis's own clock (`TIME`, the
+//! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n > burst`
+//! is `ExceedsCapacity`, a denial writes nothing, `retry_after` is exact to the µs and
+//! never early, every product is bounded below 2^53 (where Lua's doubles stop being
+//! exact), and each key expires exactly when its state becomes indistinguishable from a
+//! fresh one. They are loaded once and invoked by hash (`EVALSHA`), reloaded on
+//! `NOSCRIPT`. Each touches one hash slot, so the same API works on Redis Cluster
+//! ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys (`{tenant}`).
+//!
+//! The exact mode is asynchronous: an HTTP layer awaits [`RedisGcra::decide`] inside its
+//! service future and maps the [`Verdict`]'s [`Decision`](limitcore::Decision) as it maps
+//! any keyed limiter's.
+//!
+//! ## Leased mode
+//!
+//! [`LeasedLimiter`] implements the core's synchronous
+//! [`KeyedRateLimiter<str>`](limitcore::KeyedRateLimiter): decisions are local (a
+//! [`LeaseRule`] word in a [`limitcore::Limiter`]), leases are fetched in the background
+//! before they run out, unspent cells expire rather than being refunded, and after a
+//! Redis refusal the node refuses locally, with no round trip, until exactly the time
+//! Redis gave (counted from the reply's arrival, so never early).
+//!
+//! ## When Redis is down or slow
+//!
+//! Every call has a deadline; consecutive failures open a circuit breaker so a dead Redis
+//! costs no latency per request; a background task probes and reconnects; and a
+//! [`Policy`] decides meanwhile: fail open, fail closed, or fail to a local limit of the
+//! rate divided by the last known number of nodes (nodes announce themselves with
+//! heartbeats). Each policy's bound is in [`Policy`]'s docs.
+//!
+//! ## Servers for tests
+//!
+//! [`server`] starts real `redis-server` processes (stand-alone or a 3-master cluster) on
+//! loopback ports for the tests, benchmarks and the `fleet` example; `.ci/redis-deps.sh`
+//! installs Debian's `redis-server` where it is missing.
+//!
+//! ## Sources
+//!
+//! GCRA: ATM Forum Traffic Management Specification 4.0 (af-tm-0056.000, 1996), §4.4.2
+//! and Annex C. Redis scripting: `EVAL`/`EVALSHA` semantics of Redis 7.0 (scripts run
+//! atomically; numbers are Lua doubles; a cluster script may touch one slot only).
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use limitcore::KeyedRateLimiter;
+//! use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, RedisGcra};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+//! let quota = "1000/s burst 50".parse()?;
+//!
+//! // Exact: one round trip per decision.
+//! let exact = RedisGcra::new(redis.clone(), quota, Policy::FailLocal)?;
+//! assert!(exact.decide("tenant-1", 1).await.is_admitted());
+//!
+//! // Leased: local decisions, within GCRA + N·L fleet-wide.
+//! let leased = LeasedLimiter::new(redis, quota, LeaseConfig::new(16), Policy::FailLocal)?;
+//! leased.acquire("tenant-2", 1).await;
+//! let decision = leased.decide_n("tenant-2", 1);
+//! # let _ = decision;
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod exact;
+pub mod leased;
+mod policy;
+pub mod scripts;
+pub mod server;
+
+pub use client::{Redis, RedisConfig};
+pub use exact::{gcra_micros, Answer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US};
+pub use leased::{LeaseConfig, LeaseRule, LeasedLimiter, MAX_CELLS};
+pub use policy::{Policy, Source, Verdict};
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a call to Redis gave no decision.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_redis::Error;
+/// use std::time::Duration;
+///
+/// let e = Error::Timeout(Duration::from_millis(20));
+/// assert!(e.to_string().contains("20ms"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The client or the server reported an error (connection refused or lost, a cluster
+    /// error, a script error).
+    Redis(redis::RedisError),
+    /// No answer within the deadline ([`RedisConfig::deadline`]).
+    Timeout(Duration),
+    /// The circuit breaker is open: Redis was not asked.
+    CircuitOpen,
+    /// A script answered something this crate does not understand.
+    Reply(String),
+    /// The quota (or tenant) cannot be represented on Redis.
+    Quota(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Redis(e) => write!(f, "redis: {e}"),
+            Error::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
+            Error::CircuitOpen => write!(f, "redis circuit breaker open: not asked"),
+            Error::Reply(why) => write!(f, "unexpected reply: {why}"),
+            Error::Quota(why) => write!(f, "quota not representable on redis: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Redis(e)
+    }
+}

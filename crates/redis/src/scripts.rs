@@ -1,0 +1,254 @@
+//! The server-side Lua scripts: each decision is one script call (one round trip), run
+//! atomically by Redis, reading Redis's own `TIME` as the only clock.
+//!
+//! # Numbers
+//!
+//! Redis's Lua sees every number as a double, exact for integers up to 2^53. Every time
+//! and duration here is an integer number of **microseconds**, and the scripts check
+//! their bounds before any arithmetic:
+//!
+//! - the emission interval `T ≥ 1` µs and the burst span `burst·T ≤ 2^52` µs (142 years;
+//!   Rust checks this before calling, the script checks it again);
+//! - `now ≤ 2^52` µs (the Unix epoch plus 142 years; `TIME` gives about 2^50.6 today);
+//! - a stored TAT is at most `now + span ≤ 2^53` (an admission leaves `max(TAT, now) +
+//!   n·T ≤ now + burst·T`), a backlog `TAT − now` at most 2^53, and the TAT an admission
+//!   writes at most `now + span`: every sum stays within 2^53, exact;
+//! - `n·T ≤ burst·T` because `n > burst` is refused before it is multiplied.
+//!
+//! Numbers are written back with `string.format('%.0f', x)` (Lua's default conversion,
+//! `%.14g`, would round a 16-digit time) and returned to Redis as integers.
+//!
+//! # Replies
+//!
+//! Every decision script returns `{code, granted, retry_us, remaining, full_after_us,
+//! now_us}`: `code` 1 admitted, 0 rate limited, −1 exceeds capacity; `granted` the cells
+//! taken (the lease script may take fewer than asked); `retry_us` the exact wait for the
+//! same request (0 when admitted); `remaining` and `full_after_us` the state the decision
+//! left; `now_us` the time it was decided at.
+//!
+//! # Explicit time
+//!
+//! An optional last argument replaces `TIME` by an explicit time in µs, for tests and
+//! replays (the differential tests drive the scripts this way). Such a call sets **no
+//! expiry**: a key's TTL is measured on the server's clock, which an explicit time is not.
+
+/// Helpers every script starts with (the number checks, the clock, the formatting).
+const PRELUDE: &str = r#"
+local P52 = 4503599627370496
+local function int(v, name, lo, hi)
+  local x = tonumber(v)
+  if x == nil or x ~= math.floor(x) or x < lo or x > hi then
+    error('limitcore: ' .. name .. ' must be an integer in [' .. string.format('%.0f', lo) .. ', ' .. string.format('%.0f', hi) .. '], got ' .. tostring(v))
+  end
+  return x
+end
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then
+    return int(arg, 'now', 0, P52), true
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), false
+end
+local function fmt(x) return string.format('%.0f', x) end
+local function ms(us) return math.max(1, math.ceil(us / 1000)) end
+"#;
+
+/// GCRA (ATM Forum TM 4.0, virtual scheduling) on one key holding the TAT in µs.
+///
+/// `KEYS[1]` the TAT; `ARGV`: `T` µs, `burst`, `n`, `upto` (`"1"`: take up to `n`, at
+/// least 1, the lease), `now` (optional, µs).
+const GCRA_BODY: &str = r#"
+local t = int(ARGV[1], 'interval', 1, P52)
+local burst = int(ARGV[2], 'burst', 1, P52)
+local n = int(ARGV[3], 'n', 0, P52)
+local upto = ARGV[4] == '1'
+local now, explicit = clock(ARGV[5])
+local span = t * burst
+if span > P52 then error('limitcore: burst * interval exceeds 2^52 us') end
+local raw = redis.call('GET', KEYS[1])
+local tat = 0
+if raw then tat = int(raw, 'state', 0, 2 * P52) end
+local backlog = math.max(tat - now, 0)
+local function left(b) return math.floor(math.max(span - b, 0) / t) end
+if upto then n = math.min(n, burst) end
+if n > burst then return {-1, 0, 0, left(backlog), backlog, now} end
+if n == 0 then return {1, 0, 0, left(backlog), backlog, now} end
+if upto then
+  local free = left(backlog)
+  if free == 0 then
+    return {0, 0, backlog - (span - t), 0, backlog, now}
+  end
+  n = math.min(n, free)
+end
+local cost = n * t
+local allowance = span - cost
+if backlog > allowance then
+  return {0, 0, backlog - allowance, left(backlog), backlog, now}
+end
+local next = now + backlog + cost
+if explicit then
+  redis.call('SET', KEYS[1], fmt(next))
+else
+  redis.call('SET', KEYS[1], fmt(next), 'PX', ms(next - now))
+end
+return {1, n, 0, left(next - now), next - now, now}
+"#;
+
+/// The exact sliding log on a sorted set: at most `count` in any window of `period` µs.
+///
+/// `KEYS[1]` the set (score: admission time in µs; member: `time:seq`); `ARGV`:
+/// `period` µs, `count`, `n`, `now` (optional, µs).
+const SLIDING_LOG_BODY: &str = r#"
+local period = int(ARGV[1], 'period', 1, P52)
+local count = int(ARGV[2], 'count', 1, 4294967295)
+local n = int(ARGV[3], 'n', 0, 4294967295)
+local now, explicit = clock(ARGV[4])
+local key = KEYS[1]
+local m = redis.call('ZCARD', key)
+local newest = -1
+if m > 0 then newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
+local rec = math.max(now, newest)
+local inside = redis.call('ZCOUNT', key, '(' .. fmt(rec - period), '+inf')
+local function full() if inside > 0 then return math.max(newest + period - now, 0) end return 0 end
+if n > count then return {-1, 0, 0, count - inside, full(), now} end
+if n == 0 then return {1, 0, 0, count - inside, full(), now} end
+if inside + n > count then
+  -- The (m - count + n)-th oldest entry must leave the window: then at most count - n remain.
+  local e = tonumber(redis.call('ZRANGE', key, m - count + n - 1, m - count + n - 1, 'WITHSCORES')[2])
+  return {0, 0, e + period - now, count - inside, full(), now}
+end
+redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(rec - period))
+local seq = redis.call('ZCOUNT', key, fmt(rec), fmt(rec))
+local batch = {}
+for i = 1, n do
+  batch[#batch + 1] = rec
+  batch[#batch + 1] = fmt(rec) .. ':' .. (seq + i)
+  if #batch >= 1000 or i == n then
+    redis.call('ZADD', key, unpack(batch))
+    batch = {}
+  end
+end
+if not explicit then
+  redis.call('PEXPIRE', key, ms(rec + period - now))
+end
+inside = inside + n
+newest = rec
+return {1, n, 0, count - inside, full(), now}
+"#;
+
+/// Several GCRA limits of one tenant, all or nothing: every key is checked, and only if
+/// all admit are all written.
+///
+/// `KEYS` the TATs (one hash slot: hash-tagged by the tenant); `ARGV`: `n`, `now`
+/// (optional, µs, `""` for `TIME`), then `T` µs and `burst` for each key in order.
+const ALL_BODY: &str = r#"
+local n = int(ARGV[1], 'n', 0, P52)
+local now, explicit = clock(ARGV[2])
+local k = #KEYS
+local ts, spans, backlogs = {}, {}, {}
+local code, retry = 1, 0
+for i = 1, k do
+  local t = int(ARGV[1 + 2 * i], 'interval', 1, P52)
+  local burst = int(ARGV[2 + 2 * i], 'burst', 1, P52)
+  local span = t * burst
+  if span > P52 then error('limitcore: burst * interval exceeds 2^52 us') end
+  local raw = redis.call('GET', KEYS[i])
+  local tat = 0
+  if raw then tat = int(raw, 'state', 0, 2 * P52) end
+  local backlog = math.max(tat - now, 0)
+  ts[i], spans[i], backlogs[i] = t, span, backlog
+  if n > burst then
+    code = -1
+  elseif n > 0 and backlog > span - n * t then
+    if code == 1 then code = 0 end
+    retry = math.max(retry, backlog - (span - n * t))
+  end
+end
+if code == -1 then retry = 0 end
+local admit = code == 1 and n > 0
+local remaining, full = nil, 0
+for i = 1, k do
+  local after = backlogs[i]
+  if admit then after = after + n * ts[i] end
+  local left = math.floor(math.max(spans[i] - after, 0) / ts[i])
+  if remaining == nil or left < remaining then remaining = left end
+  full = math.max(full, after)
+  if admit then
+    if explicit then
+      redis.call('SET', KEYS[i], fmt(now + after))
+    else
+      redis.call('SET', KEYS[i], fmt(now + after), 'PX', ms(after))
+    end
+  end
+end
+local granted = 0
+if admit then granted = n end
+return {code, granted, retry, remaining, full, now}
+"#;
+
+/// A node's heartbeat: one sorted set of node ids scored by when their announcement
+/// expires. `KEYS[1]` the set; `ARGV`: node id, TTL ms. Returns the live node count.
+const HEARTBEAT_BODY: &str = r#"
+local ttl = int(ARGV[2], 'ttl', 1, 86400000)
+local now = clock(nil)
+local now_ms = math.floor(now / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms))
+redis.call('ZADD', KEYS[1], fmt(now_ms + ttl), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+return redis.call('ZCARD', KEYS[1])
+"#;
+
+/// A script: its body and the SHA1 Redis knows it by (for `EVALSHA`).
+#[derive(Debug, Clone)]
+pub(crate) struct Script {
+    pub(crate) body: String,
+    pub(crate) sha: String,
+}
+
+impl Script {
+    fn new(body: &str) -> Self {
+        let body = format!("{PRELUDE}{body}");
+        let sha = sha1_smol::Sha1::from(body.as_bytes()).digest().to_string();
+        Script { body, sha }
+    }
+}
+
+/// The crate's scripts, built (and hashed) once per process.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    pub(crate) gcra: Script,
+    pub(crate) sliding_log: Script,
+    pub(crate) all: Script,
+    pub(crate) heartbeat: Script,
+}
+
+pub(crate) fn scripts() -> &'static Scripts {
+    static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
+    SCRIPTS.get_or_init(|| Scripts {
+        gcra: Script::new(GCRA_BODY),
+        sliding_log: Script::new(SLIDING_LOG_BODY),
+        all: Script::new(ALL_BODY),
+        heartbeat: Script::new(HEARTBEAT_BODY),
+    })
+}
+
+/// The Lua source of the GCRA script (prelude included), as sent to Redis: for review,
+/// or for loading into a server by hand.
+pub fn gcra_source() -> &'static str {
+    &scripts().gcra.body
+}
+
+/// The SHA1 of [`gcra_source`], by which `EVALSHA` invokes it.
+pub fn gcra_sha() -> &'static str {
+    &scripts().gcra.sha
+}
+
+/// The Lua source of the sliding-log script (prelude included), as sent to Redis.
+pub fn sliding_log_source() -> &'static str {
+    &scripts().sliding_log.body
+}
+
+/// The Lua source of the all-or-nothing multi-limit script (prelude included).
+pub fn all_source() -> &'static str {
+    &scripts().all.body
+}

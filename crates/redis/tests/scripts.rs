@@ -1,0 +1,360 @@
+//! The scripts against the core's reference models, on a real redis-server: thousands of
+//! random steps at explicit times (µs), every decision, `retry_after` and state compared.
+//! Then the contract's edges on Redis's own clock: writes, TTLs, bounds, NOSCRIPT.
+
+mod common;
+
+use limitcore::reference::{GcraModel, SlidingLogModel};
+use limitcore::{Denied, Quota, Snapshot};
+use limitcore_redis::{gcra_micros, Policy, RedisAll, RedisGcra, RedisSlidingLog};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redis::Value;
+use std::time::Duration;
+
+/// Around now, in µs since the epoch (any start works; this one is realistic).
+const START_US: u64 = 1_750_000_000_000_000;
+
+fn quota(count: u32, period: Duration, burst: u32) -> Quota {
+    Quota::new_with_burst(count, period, burst).unwrap()
+}
+
+/// The next explicit time: mostly forwards by up to a few intervals, sometimes the same
+/// instant, sometimes backwards (a stale reading must only be stricter).
+fn step(rng: &mut StdRng, now: u64, unit_us: u64) -> u64 {
+    match rng.gen_range(0..20) {
+        0..=2 => now,
+        3 => now.saturating_sub(rng.gen_range(0..=unit_us)),
+        4 => now + rng.gen_range(0..=unit_us * 20),
+        _ => now + rng.gen_range(0..=unit_us * 2),
+    }
+}
+
+fn size(rng: &mut StdRng, capacity: u32) -> u32 {
+    match rng.gen_range(0..30) {
+        0 => 0,
+        1 => capacity + 1,
+        2 => capacity,
+        _ => rng.gen_range(1..=capacity.min(4)),
+    }
+}
+
+#[tokio::test]
+async fn gcra_script_matches_the_reference_model() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let quotas = [
+        quota(10, Duration::from_secs(1), 3),       // T = 100 ms
+        quota(1000, Duration::from_secs(1), 50),    // T = 1 ms
+        quota(1, Duration::from_micros(1), 5),      // T = 1 µs: the resolution itself
+        quota(10, Duration::from_secs(86_400), 10), // T = 2.4 h
+        quota(3, Duration::from_millis(3), 1),      // burst 1: a pure pacer
+    ];
+    let mut steps = 0;
+    for (i, q) in quotas.into_iter().enumerate() {
+        let limit = RedisGcra::new(redis.clone(), q, Policy::FailClosed).unwrap();
+        let (t_us, _) = gcra_micros(&q).unwrap();
+        assert_eq!(t_us * 1_000, q.emission_interval_ns(), "whole-µs interval");
+        let mut model = GcraModel::new(q);
+        let mut rng = StdRng::seed_from_u64(0x5eed + i as u64);
+        let key = format!("diff-{i}");
+        let mut now = START_US;
+        for _ in 0..1_500 {
+            now = step(&mut rng, now, t_us);
+            let n = size(&mut rng, q.burst());
+            let got = limit.try_decide_at(&key, n, now).await.unwrap();
+            let want = model.acquire(n, now * 1_000);
+            assert_eq!(got.decision.result, want, "quota {q}, n {n}, now {now}");
+            assert_eq!(got.server_time_us, now);
+            assert_eq!(
+                got.decision.state,
+                model.snapshot(now * 1_000),
+                "quota {q}, n {n}, now {now}"
+            );
+            assert_eq!(got.granted, if want.is_ok() { n } else { 0 });
+            steps += 1;
+        }
+    }
+    assert_eq!(steps, 7_500);
+}
+
+#[tokio::test]
+async fn sliding_log_script_matches_the_reference_model() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let quotas = [
+        Quota::new(3, Duration::from_secs(1)).unwrap(),
+        Quota::new(10, Duration::from_millis(100)).unwrap(),
+        Quota::new(1, Duration::from_millis(1)).unwrap(),
+    ];
+    for (i, q) in quotas.into_iter().enumerate() {
+        let log = RedisSlidingLog::new(redis.clone(), q, Policy::FailClosed).unwrap();
+        let mut model = SlidingLogModel::new(q);
+        let mut rng = StdRng::seed_from_u64(0x10c + i as u64);
+        let key = format!("log-{i}");
+        let unit = q.period_ns() / 1_000 / u64::from(q.count());
+        let mut now = START_US;
+        for _ in 0..1_500 {
+            now = step(&mut rng, now, unit);
+            let n = size(&mut rng, q.count());
+            let got = log.try_decide_at(&key, n, now).await.unwrap();
+            let want = model.acquire(n, now * 1_000);
+            assert_eq!(got.decision.result, want, "quota {q}, n {n}, now {now}");
+            assert_eq!(
+                got.decision.state,
+                model.snapshot(now * 1_000),
+                "quota {q}, n {n}, now {now}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn all_script_is_all_or_nothing_over_the_reference_models() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let qs = [
+        ("fast", quota(10, Duration::from_millis(10), 4)), // T = 1 ms, burst 4
+        ("slow", quota(20, Duration::from_secs(1), 6)),    // T = 50 ms, burst 6
+    ];
+    let all = RedisAll::new(redis, &qs, Policy::FailClosed).unwrap();
+    let mut models: Vec<GcraModel> = qs.iter().map(|(_, q)| GcraModel::new(*q)).collect();
+    let mut rng = StdRng::seed_from_u64(0xa11);
+    let mut now = START_US;
+    for _ in 0..1_500 {
+        now = step(&mut rng, now, 10_000);
+        let n = size(&mut rng, 5);
+        let got = all.try_decide_at("tenant", n, now).await.unwrap();
+        // The expected answer: every model on a copy; commit only if all admit.
+        let mut trial = models.clone();
+        let results: Vec<Result<(), Denied>> = trial
+            .iter_mut()
+            .map(|m| m.acquire(n, now * 1_000))
+            .collect();
+        // The stricter of the refusals (Denied::stricter), or Ok if all admit.
+        let want = results
+            .iter()
+            .filter_map(|r| r.err())
+            .reduce(Denied::stricter)
+            .map_or(Ok(()), Err);
+        let want = match want {
+            Err(Denied::ExceedsCapacity { .. }) => Err(Denied::ExceedsCapacity { capacity: 4 }),
+            other => other,
+        };
+        if want.is_ok() {
+            models = trial;
+        }
+        assert_eq!(got.decision.result, want, "n {n}, now {now}");
+        let snaps: Vec<Snapshot> = models.iter().map(|m| m.snapshot(now * 1_000)).collect();
+        let tight = Snapshot::new(
+            snaps.iter().map(|s| s.remaining).min().unwrap(),
+            snaps.iter().map(|s| s.full_after).max().unwrap(),
+        );
+        assert_eq!(got.decision.state, tight, "n {n}, now {now}");
+    }
+    // The keys share one hash slot: the tenant is their hash tag.
+    let keys = all.redis_keys("tenant").unwrap();
+    assert!(keys.iter().all(|k| k.contains("{tenant}")), "{keys:?}");
+    assert!(all.redis_keys("bad}tenant").is_err());
+}
+
+async fn get(redis: &limitcore_redis::Redis, key: &str) -> Value {
+    redis.command(redis::cmd("GET").arg(key)).await.unwrap()
+}
+
+async fn pttl(redis: &limitcore_redis::Redis, key: &str) -> i64 {
+    match redis.command(redis::cmd("PTTL").arg(key)).await.unwrap() {
+        Value::Int(i) => i,
+        other => panic!("PTTL: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn zero_excess_and_denials_write_nothing() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let limit = RedisGcra::new(
+        redis.clone(),
+        "10/s burst 2".parse().unwrap(),
+        Policy::FailClosed,
+    )
+    .unwrap();
+    let key = limit.redis_key("k");
+    // n = 0 on a fresh key: admitted, nothing created.
+    assert!(limit
+        .try_decide("k", 0)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+    assert_eq!(get(&redis, &key).await, Value::Nil);
+    // n > burst: ExceedsCapacity, nothing created.
+    let a = limit.try_decide("k", 3).await.unwrap();
+    assert_eq!(
+        a.decision.result,
+        Err(Denied::ExceedsCapacity { capacity: 2 })
+    );
+    assert_eq!(get(&redis, &key).await, Value::Nil);
+    // Take the burst; then a denial leaves the stored TAT and its TTL as they were.
+    assert!(limit
+        .try_decide("k", 2)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+    let before = get(&redis, &key).await;
+    let denied = limit.try_decide("k", 1).await.unwrap();
+    let wait = denied.decision.retry_after().expect("rate limited");
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_millis(100),
+        "{wait:?}"
+    );
+    assert_eq!(get(&redis, &key).await, before);
+    // After exactly the wait Redis gave (measured from before the call), it conforms.
+    tokio::time::sleep(wait).await;
+    assert!(limit
+        .try_decide("k", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+}
+
+#[tokio::test]
+async fn ttl_is_the_time_until_the_state_is_fresh() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let limit = RedisGcra::new(
+        redis.clone(),
+        "10/s burst 5".parse().unwrap(),
+        Policy::FailClosed,
+    )
+    .unwrap();
+    let key = limit.redis_key("ttl");
+    // 3 permits from fresh: TAT = now + 300 ms, so the key lives 300 ms (rounded up).
+    let a = limit.try_decide("ttl", 3).await.unwrap();
+    assert_eq!(a.decision.state.full_after, Duration::from_millis(300));
+    let ttl = pttl(&redis, &key).await;
+    assert!((250..=300).contains(&ttl), "PTTL {ttl}");
+    // Limited: the whole burst taken, the key lives as long as its backlog.
+    let b = limit.try_decide("ttl", 2).await.unwrap();
+    assert!(b.decision.is_admitted());
+    let ttl = pttl(&redis, &key).await;
+    assert!(
+        // PTTL is read a moment after the decision (50 ms of slack for a loaded machine).
+        ttl as u128 + 50 >= b.decision.state.full_after.as_millis() && ttl <= 500,
+        "PTTL {ttl}"
+    );
+    // Idle: it vanishes on its own once the state is indistinguishable from fresh.
+    tokio::time::sleep(Duration::from_millis(520)).await;
+    assert_eq!(get(&redis, &key).await, Value::Nil);
+    // The sliding log's set lives until its newest entry leaves the window.
+    let log = RedisSlidingLog::new(
+        redis.clone(),
+        "2/200ms".parse().unwrap(),
+        Policy::FailClosed,
+    )
+    .unwrap();
+    assert!(log.try_decide("s", 2).await.unwrap().decision.is_admitted());
+    let ttl = pttl(&redis, "lc:log:s").await;
+    assert!((150..=200).contains(&ttl), "PTTL {ttl}");
+}
+
+#[tokio::test]
+async fn bounds_are_checked_before_any_arithmetic() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    // Rust refuses what the doubles could not hold...
+    // A span the core accepts (≤ 2^62 ns) but the doubles cannot (> 2^52 µs).
+    let huge =
+        Quota::new_with_burst(1, Duration::from_nanos(4_600_000_000_000_000_000), 1).unwrap();
+    assert!(RedisGcra::new(redis.clone(), huge, Policy::FailClosed).is_err());
+    let fast = Quota::per_second(2_000_000).unwrap();
+    assert!(RedisGcra::new(redis.clone(), fast, Policy::FailClosed).is_err());
+    // ...and the script refuses it again if called directly, as it refuses a time past
+    // 2^52 µs or a fractional argument.
+    let limit = RedisGcra::new(redis.clone(), "10/s".parse().unwrap(), Policy::FailClosed).unwrap();
+    assert!(limit.try_decide_at("b", 1, 1 << 53).await.is_err());
+    let sha_call = redis
+        .command(
+            redis::cmd("EVAL")
+                .arg(limitcore_redis::scripts::gcra_source())
+                .arg(1)
+                .arg("b2")
+                .arg("1.5")
+                .arg(10)
+                .arg(1)
+                .arg(0),
+        )
+        .await;
+    assert!(sha_call.is_err(), "{sha_call:?}");
+    let too_big = redis
+        .command(
+            redis::cmd("EVAL")
+                .arg(limitcore_redis::scripts::gcra_source())
+                .arg(1)
+                .arg("b3")
+                .arg(1u64 << 40)
+                .arg(1u64 << 13)
+                .arg(1)
+                .arg(0),
+        )
+        .await;
+    assert!(too_big.is_err(), "{too_big:?}");
+    // The latest time allowed still decides.
+    let edge = limit.try_decide_at("b4", 1, 1 << 52).await.unwrap();
+    assert!(edge.decision.is_admitted());
+}
+
+#[tokio::test]
+async fn noscript_is_reloaded_with_one_extra_command() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let limit =
+        RedisGcra::new(redis.clone(), "100/s".parse().unwrap(), Policy::FailClosed).unwrap();
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+    let before = redis.commands();
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+    assert_eq!(redis.commands() - before, 1, "EVALSHA alone once loaded");
+    redis
+        .command(redis::cmd("SCRIPT").arg("FLUSH"))
+        .await
+        .unwrap();
+    let before = redis.commands();
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+    assert_eq!(redis.commands() - before, 2, "EVALSHA, NOSCRIPT, then EVAL");
+    let before = redis.commands();
+    assert!(limit
+        .try_decide("r", 1)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted());
+    assert_eq!(redis.commands() - before, 1, "loaded again");
+    // A pipeline of decisions: one round trip, each its own script call.
+    let answers = limit
+        .try_decide_many(&[("p", 1), ("p", 2), ("q", 101), ("p", 0)])
+        .await
+        .unwrap();
+    assert!(answers[0].decision.is_admitted() && answers[1].decision.is_admitted());
+    assert_eq!(
+        answers[2].decision.result,
+        Err(Denied::ExceedsCapacity { capacity: 100 })
+    );
+    assert_eq!(answers[1].decision.state.remaining, 97);
+}
