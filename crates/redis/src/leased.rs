@@ -731,6 +731,12 @@ async fn fetch<C: Clock + Clone + 'static>(
 
 /// Drop the local state of keys whose lease or block ended more than a lease TTL ago and
 /// that have no fetch in flight. Ends with the limiter.
+///
+/// A removed entry may still be held by a decision that looked it up just before (an
+/// `Arc`). So that such a decision can never spend cells beside the key's next entry, the
+/// sweep first takes the entry's fetch slot (`fetching`, false → true) and keeps it for
+/// good: cells only ever arrive by a fetch, so the entry, idle when checked under the slot,
+/// never holds a cell again, and a late decision on it is refused (stricter, never more).
 async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
     loop {
         let every = match inner.upgrade() {
@@ -746,8 +752,21 @@ async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
         let idle: Vec<String> = guard
             .iter()
             .filter(|(_, e)| {
-                !e.fetching.load(Ordering::Acquire)
-                    && inner.rule.fresh_since(&e.counter.state(), since, now)
+                // Acquire on success: pairs with the Release that ends a fetch, so the
+                // installed word is seen below; the slot, once ours, is never given back
+                // for an idle entry.
+                if e.fetching
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return false;
+                }
+                let idle = inner.rule.fresh_since(&e.counter.state(), since, now);
+                if !idle {
+                    // Release: pairs with the Acquire of the next refill's swap.
+                    e.fetching.store(false, Ordering::Release);
+                }
+                idle
             })
             .map(|(k, _)| k.clone())
             .collect();
