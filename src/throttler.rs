@@ -12,9 +12,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The schedule: exact logs of the start times, per channel and in total.
-struct Schedule<C> {
+struct Schedule<K> {
     total: Log,
-    channels: HashMap<C, Log>,
+    channels: HashMap<K, Log>,
     last_start: Nanos,
 }
 
@@ -39,6 +39,9 @@ type Shared = (Mutex<Queue>, Condvar);
 /// calls in any window of length `period`" (a sliding log; burst is not used). A call on a
 /// channel must keep its channel's limit and the total one; a call on no channel, or on a
 /// channel without a quota of its own, counts against the total only.
+///
+/// `K` is the channel key (any `Hash + Eq` type), `C` the clock, as in every other type of
+/// the crate.
 ///
 /// # Contract
 ///
@@ -75,23 +78,23 @@ type Shared = (Mutex<Queue>, Condvar);
 /// assert_eq!(t.reserve(None)?, Duration::from_secs(2)); // the total: 3 in any second
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Throttler<C, K: Clock + Clone + 'static = DefaultClock> {
-    schedule: Mutex<Schedule<C>>,
-    clock: K,
-    max_delay: Nanos,
+pub struct Throttler<K, C: Clock + Clone + 'static = DefaultClock> {
+    schedule: Mutex<Schedule<K>>,
+    clock: C,
+    max_wait: Nanos,
     worker: Mutex<Option<(Arc<Shared>, JoinHandle<()>)>>,
 }
 
-impl<C, K: Clock + Clone + fmt::Debug> fmt::Debug for Throttler<C, K> {
+impl<K, C: Clock + Clone + fmt::Debug> fmt::Debug for Throttler<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Throttler")
             .field("clock", &self.clock)
-            .field("max_delay", &self.max_delay)
+            .field("max_wait", &self.max_wait)
             .finish()
     }
 }
 
-impl<C: Hash + Eq> Throttler<C, DefaultClock> {
+impl<K: Hash + Eq> Throttler<K, DefaultClock> {
     /// A throttler on the default clock.
     ///
     /// # Errors
@@ -99,7 +102,7 @@ impl<C: Hash + Eq> Throttler<C, DefaultClock> {
     /// As [`Throttler::with_clock`].
     pub fn new(
         total: Quota,
-        channels: impl IntoIterator<Item = (C, Quota)>,
+        channels: impl IntoIterator<Item = (K, Quota)>,
     ) -> Result<Self, QuotaError> {
         Throttler::with_clock(total, channels, DefaultClock::new())
     }
@@ -115,7 +118,7 @@ fn log_for(quota: &Quota) -> Result<Log, QuotaError> {
     Ok(Log::new(quota.count(), quota.period_ns()))
 }
 
-impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
+impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
     /// A throttler with a `total` limit and per-channel limits, reading time from `clock`.
     ///
     /// # Errors
@@ -124,8 +127,8 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     /// [`MAX_LOG_ENTRIES`](crate::MAX_LOG_ENTRIES) (each limit keeps an exact log).
     pub fn with_clock(
         total: Quota,
-        channels: impl IntoIterator<Item = (C, Quota)>,
-        clock: K,
+        channels: impl IntoIterator<Item = (K, Quota)>,
+        clock: C,
     ) -> Result<Self, QuotaError> {
         let channels = channels
             .into_iter()
@@ -138,19 +141,19 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
                 last_start: 0,
             }),
             clock,
-            max_delay: u64::MAX,
+            max_wait: u64::MAX,
             worker: Mutex::new(None),
         })
     }
 
-    /// Refuse calls that would start more than `max_delay` from now (default: no bound, the
+    /// Refuse calls that would start more than `max_wait` from now (default: no bound, the
     /// queue grows as needed).
-    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
-        self.max_delay = duration_to_nanos(max_delay);
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = duration_to_nanos(max_wait);
         self
     }
 
-    fn lock(&self) -> MutexGuard<'_, Schedule<C>> {
+    fn lock(&self) -> MutexGuard<'_, Schedule<K>> {
         // The schedule holds only past decisions; a panic elsewhere cannot corrupt it.
         self.schedule.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -160,10 +163,10 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     ///
     /// # Errors
     ///
-    /// [`Denied::RateLimited`] if the start would be more than the maximum delay away (with
+    /// [`Denied::RateLimited`] if the start would be more than the maximum wait away (with
     /// the wait after which it would not; nothing is scheduled), or past the clock's range
     /// (`Duration::MAX`).
-    pub fn reserve_at(&self, channel: Option<&C>, now: Nanos) -> Result<Nanos, Denied> {
+    pub fn reserve_at(&self, channel: Option<&K>, now: Nanos) -> Result<Nanos, Denied> {
         let mut s = self.lock();
         let Schedule {
             total,
@@ -181,8 +184,8 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
         }
         .ok_or(Denied::NEVER)?;
         let delay = start - now;
-        if delay > self.max_delay {
-            return Err(Denied::rate_limited(delay - self.max_delay));
+        if delay > self.max_wait {
+            return Err(Denied::rate_limited(delay - self.max_wait));
         }
         total.record(start, 1);
         if let Some(log) = log {
@@ -197,7 +200,7 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     /// # Errors
     ///
     /// As [`Throttler::reserve_at`].
-    pub fn reserve(&self, channel: Option<&C>) -> Result<Duration, Denied> {
+    pub fn reserve(&self, channel: Option<&K>) -> Result<Duration, Denied> {
         let now = self.clock.now();
         self.reserve_at(channel, now)
             .map(|start| Duration::from_nanos(start - now))
@@ -210,7 +213,7 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     /// # Errors
     ///
     /// As [`Throttler::reserve_at`] (the task is dropped, nothing is scheduled).
-    pub fn submit<T, F>(&self, channel: Option<&C>, task: F) -> Result<TaskHandle<T>, Denied>
+    pub fn submit<T, F>(&self, channel: Option<&K>, task: F) -> Result<TaskHandle<T>, Denied>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -275,7 +278,7 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     #[cfg(feature = "tokio")]
     pub async fn run<F: core::future::Future>(
         &self,
-        channel: Option<&C>,
+        channel: Option<&K>,
         future: F,
     ) -> Result<F::Output, Denied> {
         let delay = self.reserve(channel)?;
@@ -284,7 +287,7 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     }
 }
 
-impl<C, K: Clock + Clone + 'static> Drop for Throttler<C, K> {
+impl<K, C: Clock + Clone + 'static> Drop for Throttler<K, C> {
     /// Stops the worker; tasks that have not started are cancelled.
     fn drop(&mut self) {
         let worker = self
@@ -302,7 +305,7 @@ impl<C, K: Clock + Clone + 'static> Drop for Throttler<C, K> {
 }
 
 /// The worker: run each job at its start time, in queue order.
-fn work<K: Clock>(shared: &Shared, clock: &K) {
+fn work<C: Clock>(shared: &Shared, clock: &C) {
     let (queue, wake) = shared;
     loop {
         let job = {

@@ -130,14 +130,14 @@ fn cancel_before_start_and_drop_cancels_pending() {
 }
 
 #[test]
-fn max_delay_refuses_without_scheduling() {
+fn max_wait_refuses_without_scheduling() {
     let t = Throttler::with_clock(
         "1/s".parse().unwrap(),
         Vec::<(u8, Quota)>::new(),
         ManualClock::new(),
     )
     .unwrap()
-    .with_max_delay(Duration::from_millis(1_500));
+    .with_max_wait(Duration::from_millis(1_500));
     assert_eq!(t.reserve(None).unwrap(), Duration::ZERO);
     assert_eq!(t.reserve(None).unwrap(), Duration::from_secs(1));
     assert_eq!(
