@@ -103,7 +103,7 @@ pub use reservation::{Reservation, Reserve};
 pub use sliding_log::{SlidingLog, MAX_LOG_ENTRIES};
 pub use sliding_window::{SlidingWindow, MAX_SLIDING_WINDOW_COUNT, STALE_TOLERANCE_NS};
 #[cfg(feature = "std")]
-pub use throttler::{Cancelled, TaskHandle, Throttler};
+pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
 pub use token_bucket::{TokenBucket, MAX_BACKWARD_TOLERANCE_NS, MAX_TOKEN_BITS, MIN_TIME_BITS};
 
 /// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock)
