@@ -83,13 +83,13 @@ fn due_task(t: &Throttler<u8, ManualClock>, panics: bool) -> (TaskHandle<u32>, A
 /// The checks every model makes on a task's outcome: exactly one of run and cancelled, the
 /// outcome the one the closure had (its value, or its panic), and the closure gone (run or
 /// dropped) by the time the outcome is seen. Returns (ran, cancelled).
-fn settle(
-    outcome: Result<u32, TaskError>,
-    ran: &Arc<AtomicBool>,
-    panics: bool,
-) -> (bool, bool) {
+fn settle(outcome: Result<u32, TaskError>, ran: &Arc<AtomicBool>, panics: bool) -> (bool, bool) {
     let did_run = ran.load(Ordering::SeqCst);
-    assert_eq!(Arc::strong_count(ran), 1, "the closure outlived the outcome");
+    assert_eq!(
+        Arc::strong_count(ran),
+        1,
+        "the closure outlived the outcome"
+    );
     match outcome {
         Ok(value) => {
             assert!(did_run && !panics, "a value without a run");
@@ -125,7 +125,10 @@ fn cancel_races_begin(name: &str, panics: bool) -> Outcomes {
         let (handle, ran) = due_task(&t, panics);
         let cancelled = handle.cancel();
         let (did_run, was_cancelled) = settle(handle.wait(), &ran, panics);
-        assert_eq!(cancelled, was_cancelled, "cancel's answer and the outcome agree");
+        assert_eq!(
+            cancelled, was_cancelled,
+            "cancel's answer and the outcome agree"
+        );
         drop(t);
         seen.record_pattern(vec![did_run, cancelled]);
     });
@@ -157,7 +160,10 @@ fn drop_races_the_workers_begin() {
         // The drop either found the task queued (and cancelled it, on this thread) or found
         // it begun: never still pending, to be begun later.
         let stage = format!("{handle:?}");
-        assert!(!stage.contains("Pending"), "pending after the drop: {stage}");
+        assert!(
+            !stage.contains("Pending"),
+            "pending after the drop: {stage}"
+        );
         let begun = stage.contains("Running") || stage.contains("Done");
         let (did_run, _) = settle(handle.wait(), &ran, false);
         assert_eq!(did_run, begun, "after the drop: {stage}");
@@ -186,7 +192,10 @@ fn cancel_and_drop_race_the_workers_begin() {
         let cancelled = canceller.join().expect("canceller");
         let handle = Arc::into_inner(handle).expect("the only handle left");
         let (did_run, was_cancelled) = settle(handle.wait(), &ran, false);
-        assert!(!(cancelled && did_run), "cancel returned true and the task ran");
+        assert!(
+            !(cancelled && did_run),
+            "cancel returned true and the task ran"
+        );
         assert!(!cancelled || was_cancelled);
         seen.record_pattern(vec![did_run, cancelled]);
     });
@@ -206,7 +215,10 @@ fn shutdown_races_the_workers_begin() {
         let t = throttler(&clock);
         let (handle, ran) = due_task(&t, false);
         let cancelled = t.shutdown();
-        assert!(handle.is_finished(), "shutdown returned before the running task");
+        assert!(
+            handle.is_finished(),
+            "shutdown returned before the running task"
+        );
         let (did_run, was_cancelled) = settle(handle.wait(), &ran, false);
         assert_eq!(cancelled == 1, was_cancelled);
         seen.record_pattern(vec![did_run, cancelled == 1]);
