@@ -224,18 +224,20 @@ fn assert_cancelled<T: std::fmt::Debug>(handle: TaskHandle<T>, what: &str) {
 #[test]
 fn drop_while_the_worker_waits_for_a_start_cancels_instead_of_running_early() {
     within(TEST_LIMIT, || {
-        let clock = MonotonicClock::new();
+        let clock = Watched::new(MonotonicClock::new());
         let t =
             Throttler::with_clock("1/s".parse().unwrap(), no_channels(), clock.clone()).unwrap();
         let first = t.submit(None, || ()).unwrap();
         outcome(first, "first").unwrap();
+        let asked = clock.asks();
         let ran = Arc::new(AtomicBool::new(false));
         let second = {
             let ran = ran.clone();
             t.submit(None, move || ran.store(true, Ordering::SeqCst))
                 .unwrap()
         };
-        std::thread::sleep(Duration::from_millis(50)); // the worker waits for its start
+        clock.wait_for_asks(asked + 1); // the worker has taken up the second task's start
+        std::thread::sleep(Duration::from_millis(50)); // and sleeps towards it
         assert!(
             clock.now() < second.start(),
             "the test must drop before the start"
@@ -616,6 +618,18 @@ impl<C> Watched<C> {
     fn asks(&self) -> usize {
         self.asks.load(Ordering::SeqCst)
     }
+
+    /// Wait (up to [`PROMPT`]) until the worker has asked the clock `n` times in all.
+    fn wait_for_asks(&self, n: usize) {
+        let deadline = Instant::now() + PROMPT;
+        while self.asks() < n {
+            assert!(
+                Instant::now() < deadline,
+                "the worker never asked the clock"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 impl<C: Clock> Clock for Watched<C> {
@@ -663,8 +677,9 @@ fn a_waiting_worker_sleeps_until_a_manual_clock_moves() {
         let t =
             Throttler::with_clock("1/s".parse().unwrap(), no_channels(), clock.clone()).unwrap();
         outcome(t.submit(None, || ()).unwrap(), "first").unwrap();
+        let before = clock.asks();
         let second = t.submit(None, || ()).unwrap();
-        std::thread::sleep(Duration::from_millis(50)); // the worker asks, then sleeps
+        clock.wait_for_asks(before + 1); // the worker asks, then sleeps
         let asked = clock.asks();
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(clock.asks(), asked, "the worker polled a frozen clock");
@@ -688,8 +703,9 @@ fn a_stopped_worker_cancels_its_tasks_and_the_next_submit_starts_another() {
         let t =
             Throttler::with_clock("1/s".parse().unwrap(), no_channels(), clock.clone()).unwrap();
         outcome(t.submit(None, || 1).unwrap(), "first").unwrap();
+        let before = clock.asks();
         let stranded = t.submit(None, || 2).unwrap(); // at 1 s
-        std::thread::sleep(Duration::from_millis(20));
+        clock.wait_for_asks(before + 1); // the worker sleeps towards it
         clock.broken.store(true, Ordering::SeqCst);
         clock.inner.advance_nanos(1); // wakes the worker, which asks the broken clock
         assert!(outcome(stranded, "stranded").unwrap_err().is_cancelled());
