@@ -33,6 +33,9 @@
 /// is checked everywhere in this crate (a state that would pass it is refused, not wrapped).
 pub type Nanos = u64;
 
+#[cfg(feature = "std")]
+use core::task::Waker;
+
 /// A source of time for limiters.
 ///
 /// `now()` returns nanoseconds since the clock's own epoch. Implementations must be cheap,
@@ -50,6 +53,66 @@ pub type Nanos = u64;
 pub trait Clock: Send + Sync {
     /// Nanoseconds since this clock's epoch.
     fn now(&self) -> Nanos;
+
+    /// How a thread or task that waits for this clock to reach `deadline` (ns since its
+    /// epoch) should sleep before it asks again.
+    ///
+    /// The provided version is for clocks that follow the OS timer (every clock of this
+    /// crate but [`ManualClock`]): [`SleepHint::Reached`] if `now() >= deadline`, else
+    /// [`SleepHint::Sleep`] for the rest of the wait, `deadline − now()` ns, on the OS timer;
+    /// `waker` is not used. A clock that does not follow the OS timer (a manual or replayed
+    /// one) should override it to answer [`SleepHint::UntilWoken`] and wake `waker` when its
+    /// time changes, as [`ManualClock`] does; then nothing that waits for it polls.
+    ///
+    /// Whatever the answer, a waiter asks again after sleeping, so an early wake-up (a
+    /// spurious one, or an OS timer that runs ahead of the clock) only costs one more call.
+    /// The throttler's worker ([`Throttler`](crate::Throttler)) and its async `run` wait
+    /// this way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::{Clock, SleepHint, StdClock};
+    /// use std::sync::Arc;
+    /// use std::task::{Wake, Waker};
+    ///
+    /// struct Unused;
+    /// impl Wake for Unused {
+    ///     fn wake(self: Arc<Self>) {}
+    /// }
+    /// let waker = Waker::from(Arc::new(Unused));
+    ///
+    /// let clock = StdClock::new();
+    /// let deadline = clock.now() + 5_000_000; // 5 ms from now
+    /// match clock.sleep_hint(deadline, &waker) {
+    ///     SleepHint::Sleep(d) => assert!(d.as_nanos() <= 5_000_000),
+    ///     other => panic!("an OS clock says how long to sleep, not {other:?}"),
+    /// }
+    /// assert_eq!(clock.sleep_hint(0, &waker), SleepHint::Reached);
+    /// ```
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &Waker) -> SleepHint {
+        let _ = waker; // the OS timer wakes the sleeper
+        match deadline.checked_sub(self.now()) {
+            Some(left) if left > 0 => SleepHint::Sleep(core::time::Duration::from_nanos(left)),
+            _ => SleepHint::Reached,
+        }
+    }
+}
+
+/// How to wait for a clock to reach a deadline: the answer of [`Clock::sleep_hint`].
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SleepHint {
+    /// The clock has reached the deadline: do not sleep.
+    Reached,
+    /// Sleep on the OS timer for at most this long (the rest of the wait, as the OS measures
+    /// it), or until woken for another reason, then ask again.
+    Sleep(core::time::Duration),
+    /// The clock does not follow the OS timer: sleep until the waker passed to
+    /// [`Clock::sleep_hint`] is woken (the clock wakes it at its next change of time), or
+    /// until woken for another reason, then ask again.
+    UntilWoken,
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -57,12 +120,22 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Nanos {
         (**self).now()
     }
+
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &Waker) -> SleepHint {
+        (**self).sleep_hint(deadline, waker)
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     #[inline]
     fn now(&self) -> Nanos {
         (**self).now()
+    }
+
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &Waker) -> SleepHint {
+        (**self).sleep_hint(deadline, waker)
     }
 }
 
@@ -77,12 +150,20 @@ mod manual {
     use crate::sync::{AtomicU64, Ordering};
     use alloc::sync::Arc;
     use core::time::Duration;
+    #[cfg(feature = "std")]
+    use {super::SleepHint, crate::sync::Mutex, core::task::Waker};
 
     /// A clock that only moves when told to: for tests, simulations and replays.
     ///
     /// `new()` starts at 0. Clones share one time source, so a test can keep a handle and
     /// move the time under a limiter that owns another. Thread-safe; times saturate at
     /// `u64::MAX` nanoseconds instead of wrapping.
+    ///
+    /// With `std`, whoever waits for it to reach a time through `Clock::sleep_hint` (the
+    /// `Throttler`'s worker, its async `run`) is told `SleepHint::UntilWoken` and woken by
+    /// the next [`advance`](ManualClock::advance) or [`set`](ManualClock::set): a test moves
+    /// the time and the waiter reacts, with no polling. Reading the time (`now`) is one atomic load either way; a change of time costs
+    /// one read-modify-write, one load, and a lock only while someone waits.
     ///
     /// # Examples
     ///
@@ -97,9 +178,56 @@ mod manual {
     /// handle.set(Duration::from_secs(1)); // may move backwards
     /// assert_eq!(clock.now(), 1_000_000_000);
     /// ```
-    #[derive(Debug, Clone, Default)]
+    ///
+    /// Waiting for it (with `std`):
+    ///
+    /// ```
+    /// use limitcore::clock::{Clock, ManualClock, SleepHint};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::task::{Wake, Waker};
+    ///
+    /// /// Counts its wake-ups.
+    /// struct Count(Mutex<u32>);
+    /// impl Wake for Count {
+    ///     fn wake(self: Arc<Self>) {
+    ///         *self.0.lock().unwrap() += 1;
+    ///     }
+    /// }
+    /// let count = Arc::new(Count(Mutex::new(0)));
+    /// let waker = Waker::from(count.clone());
+    ///
+    /// let clock = ManualClock::new();
+    /// assert_eq!(clock.sleep_hint(1_000, &waker), SleepHint::UntilWoken);
+    /// clock.advance_nanos(400); // wakes the waiter once; it asks again
+    /// assert_eq!(*count.0.lock().unwrap(), 1);
+    /// assert_eq!(clock.sleep_hint(1_000, &waker), SleepHint::UntilWoken);
+    /// clock.advance_nanos(600);
+    /// assert_eq!(*count.0.lock().unwrap(), 2);
+    /// assert_eq!(clock.sleep_hint(1_000, &waker), SleepHint::Reached);
+    /// clock.advance_nanos(1); // nobody waits any more
+    /// assert_eq!(*count.0.lock().unwrap(), 2);
+    /// ```
+    #[derive(Debug, Clone)]
     pub struct ManualClock {
         nanos: Arc<AtomicU64>,
+        #[cfg(feature = "std")]
+        watchers: Arc<Watchers>,
+    }
+
+    /// The wakers of those waiting for a [`ManualClock`]'s next change of time.
+    #[cfg(feature = "std")]
+    #[derive(Debug)]
+    struct Watchers {
+        /// How many wakers `list` holds, so that a change of time skips the lock when nobody
+        /// waits. Written only with `list` locked.
+        count: AtomicU64,
+        list: Mutex<Vec<Waker>>,
+    }
+
+    impl Default for ManualClock {
+        fn default() -> Self {
+            Self::new()
+        }
     }
 
     impl ManualClock {
@@ -112,36 +240,88 @@ mod manual {
         pub fn starting_at(nanos: Nanos) -> Self {
             ManualClock {
                 nanos: Arc::new(AtomicU64::new(nanos)),
+                #[cfg(feature = "std")]
+                watchers: Arc::new(Watchers {
+                    count: AtomicU64::new(0),
+                    list: Mutex::new(Vec::new()),
+                }),
             }
         }
 
-        /// Move the time forward by `by` (saturating at `u64::MAX` ns).
+        /// Move the time forward by `by` (saturating at `u64::MAX` ns), and wake whoever
+        /// waits for it (see [`Clock::sleep_hint`]).
+        #[cfg_attr(
+            not(feature = "std"),
+            doc = "",
+            doc = "[`Clock::sleep_hint`]: https://docs.rs/limitcore/latest/limitcore/clock/trait.Clock.html#method.sleep_hint"
+        )]
         pub fn advance(&self, by: Duration) {
             self.advance_nanos(duration_to_nanos(by));
         }
 
-        /// Move the time forward by `by` nanoseconds (saturating at `u64::MAX`).
+        /// Move the time forward by `by` nanoseconds (saturating at `u64::MAX`), and wake
+        /// whoever waits for it.
         pub fn advance_nanos(&self, by: Nanos) {
-            // Relaxed: the clock value is a single independent location; coherence makes any
-            // read that happens after this update (through whatever the caller used to
-            // synchronise) see it or a later value.
+            // AcqRel on success (Relaxed for the loads of a retry): for `now` the time is a
+            // single independent location, and coherence makes any read that happens after
+            // this update (through whatever the caller used to synchronise) see it or a later
+            // value. The release and acquire are for the waiters: this update and the
+            // `fetch_add(0, AcqRel)` in `sleep_hint` are read-modify-writes of one location,
+            // so one of them reads the other (see `wake_watchers`).
             let _ = self
                 .nanos
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |t| {
                     Some(t.saturating_add(by))
                 });
+            #[cfg(feature = "std")]
+            self.wake_watchers();
         }
 
-        /// Set the time to `to` since the epoch (saturating at `u64::MAX` ns). It may move
-        /// backwards: limiters then become stricter, never more permissive.
+        /// Set the time to `to` since the epoch (saturating at `u64::MAX` ns), and wake
+        /// whoever waits for it. It may move backwards: limiters then become stricter, never
+        /// more permissive.
         pub fn set(&self, to: Duration) {
             self.set_nanos(duration_to_nanos(to));
         }
 
-        /// Set the time to `to` nanoseconds since the epoch; it may move backwards.
+        /// Set the time to `to` nanoseconds since the epoch, and wake whoever waits for it;
+        /// it may move backwards.
         pub fn set_nanos(&self, to: Nanos) {
-            // Relaxed: see `advance_nanos`.
-            self.nanos.store(to, Ordering::Relaxed);
+            // AcqRel, and a swap rather than a store: see `advance_nanos` (every change of the
+            // time is a read-modify-write, so the waiters' protocol holds for all of them).
+            let _ = self.nanos.swap(to, Ordering::AcqRel);
+            #[cfg(feature = "std")]
+            self.wake_watchers();
+        }
+
+        /// Wake every waker registered by `sleep_hint`, after a change of time.
+        ///
+        /// No lost wake-up: a waiter registers its waker (with `list` locked, which also sets
+        /// `count`), then reads the time with `fetch_add(0, AcqRel)`; the change of time
+        /// before this call is a read-modify-write of the same word. If the waiter's read
+        /// comes first in the word's modification order, the change read from it (or from a
+        /// later read-modify-write in its release sequence) with acquire, so the waiter's
+        /// `count` store happens before the load below, which sees it (or a later store, made
+        /// with the list locked: a later registration, or another change that took the list
+        /// and woke the waker itself). Otherwise the waiter's read returns this change's time
+        /// or a later one, and it does not sleep on a time already past.
+        #[cfg(feature = "std")]
+        fn wake_watchers(&self) {
+            // Relaxed: ordered by the read-modify-write pair described above.
+            if self.watchers.count.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            let wakers = {
+                let mut list = self.watchers.list.lock().unwrap_or_else(|p| p.into_inner());
+                // Relaxed: written with `list` locked; read as described in this function's
+                // comment.
+                self.watchers.count.store(0, Ordering::Relaxed);
+                core::mem::take(&mut *list)
+            };
+            // Outside the lock: a waker may take the waiter's own locks, or register again.
+            for waker in wakers {
+                waker.wake();
+            }
         }
     }
 
@@ -150,6 +330,38 @@ mod manual {
         fn now(&self) -> Nanos {
             // Relaxed: see `advance_nanos`.
             self.nanos.load(Ordering::Relaxed)
+        }
+
+        /// [`SleepHint::Reached`] if the time is at `deadline` or later; otherwise
+        /// [`SleepHint::UntilWoken`], having registered `waker` to be woken at the next
+        /// [`advance`](ManualClock::advance) or [`set`](ManualClock::set) (once: a waiter
+        /// that is still early asks again). A waker that
+        /// [`will_wake`](core::task::Waker::will_wake) the same task as one already
+        /// registered replaces nothing and is not added twice.
+        #[cfg(feature = "std")]
+        fn sleep_hint(&self, deadline: Nanos, waker: &Waker) -> SleepHint {
+            if self.now() >= deadline {
+                return SleepHint::Reached;
+            }
+            {
+                let mut list = self.watchers.list.lock().unwrap_or_else(|p| p.into_inner());
+                if !list.iter().any(|w| w.will_wake(waker)) {
+                    list.push(waker.clone());
+                }
+                // Relaxed: written with `list` locked; the `fetch_add` below orders it before
+                // the load in `wake_watchers` (see there).
+                self.watchers
+                    .count
+                    .store(list.len() as u64, Ordering::Relaxed);
+            }
+            // AcqRel, a read-modify-write that adds nothing: the partner of the change of time
+            // in `advance_nanos` / `set_nanos` (see `wake_watchers`). A plain load could miss
+            // a change whose `wake_watchers` missed this registration.
+            if self.nanos.fetch_add(0, Ordering::AcqRel) >= deadline {
+                SleepHint::Reached
+            } else {
+                SleepHint::UntilWoken
+            }
         }
     }
 }

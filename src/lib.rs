@@ -183,7 +183,7 @@ pub use limiters::{
 pub use quota::{Quota, QuotaError};
 pub use rules::Receipt;
 #[cfg(feature = "std")]
-pub use throttler::{Cancelled, TaskHandle, Throttler};
+pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
 
 /// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock),
 /// the CPU's time-stamp counter. The same type with and without `std`; without it the type

@@ -34,12 +34,34 @@ impl Backoff {
     }
 }
 
-/// The lock of the one limiter that needs one ([`SlidingLog`](crate::SlidingLog)).
+/// The locks and condition variables: the one limiter that needs a lock
+/// ([`SlidingLog`](crate::SlidingLog)), `ManualClock`'s list of waiters, and the
+/// [`Throttler`](crate::Throttler)'s schedule, queue and task states.
 #[cfg(all(feature = "std", not(loom)))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(all(feature = "std", loom))]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+
+/// Thread identifiers, to tell whether a call comes from the [`Throttler`](crate::Throttler)'s
+/// own worker: loom's under loom, where every model thread runs on one OS thread.
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use std::thread::ThreadId;
+
+#[cfg(all(feature = "std", loom))]
+pub(crate) use loom::thread::ThreadId;
+
+/// The current thread's [`ThreadId`].
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) fn current_thread_id() -> ThreadId {
+    std::thread::current().id()
+}
+
+/// See the version without loom.
+#[cfg(all(feature = "std", loom))]
+pub(crate) fn current_thread_id() -> ThreadId {
+    loom::thread::current().id()
+}
 
 /// The index of the per-CPU shard the current thread should use, before masking.
 ///

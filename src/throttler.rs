@@ -1,37 +1,87 @@
 //! [`Throttler`]: the ordered multi-channel throttler.
+//!
+//! Besides the schedule (exact sliding logs behind one lock), this module holds the worker
+//! that runs submitted closures at their starts, and the state machine of a submitted task:
+//!
+//! ```text
+//!                   begin                          the closure returns
+//!  Pending ───────────────────────▶ Running ──┬───────────────────────▶ Done(value)
+//!     │    (the worker, queue locked,          │  the closure panics (caught)
+//!     │     unless shutting down)              └───────────────────────▶ Panicked(payload)
+//!     │
+//!     │ cancel: TaskHandle::cancel, shutdown or drop of the throttler, or the
+//!     │ worker stopping with the task queued (its queue entry is dropped)
+//!     ▼
+//!  Cancelling ──── the closure is dropped ────▶ Cancelled
+//! ```
+//!
+//! Each transition is one critical section of the task's lock, from the one state shown, so
+//! exactly one of `begin` and `cancel` succeeds. The three outcomes are final (until the
+//! handle takes its outcome out), and each one is published (condition variable) only after
+//! the closure is gone, run or dropped. A queue entry cancels its task when it is dropped, so
+//! a task cannot be left `Pending` with nobody to start it: every handle resolves.
+//! `loom-tests/tests/throttler.rs` model-checks these races on the real throttler.
 
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
 use crate::limiter::Denied;
-use crate::rules::{Log, SlidingLogRule};
+use crate::rules::{window_quota, Log, SlidingLogRule};
+use crate::sync::{current_thread_id, Condvar, Mutex, MutexGuard, ThreadId};
 use crate::{DefaultClock, Quota, QuotaError};
+use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::io;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+use std::task::{Wake, Waker};
+use std::time::{Duration, Instant};
+
+/// Lock `mutex`, ignoring poison: no lock of this module is held across the caller's code
+/// (closures, their drops, the clock), so a panic cannot leave a half-made change behind.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Wait on `condvar`, ignoring poison (see [`lock`]).
+fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar.wait(guard).unwrap_or_else(|p| p.into_inner())
+}
+
+/// Wait on `condvar` until notified or `deadline` (ignoring poison); `None` if the deadline
+/// had already passed (the guard is dropped).
+fn wait_until<'a, T>(
+    condvar: &Condvar,
+    guard: MutexGuard<'a, T>,
+    deadline: Instant,
+) -> Option<MutexGuard<'a, T>> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return None;
+    }
+    Some(match condvar.wait_timeout(guard, left) {
+        Ok((guard, _)) => guard,
+        Err(p) => p.into_inner().0,
+    })
+}
 
 /// The schedule: exact logs of the start times, per channel and in total.
-struct Schedule<C> {
+struct Schedule<K> {
     total: Log,
-    channels: HashMap<C, Log>,
+    channels: HashMap<K, Log>,
     last_start: Nanos,
 }
 
-/// A pending task of the worker.
-struct Job {
-    start: Nanos,
-    run: Box<dyn FnOnce() + Send>,
-    state: Arc<TaskState>,
-}
+/// Starts the worker: runs the closure it is given, on some thread, or fails.
+type Spawner = fn(Box<dyn FnOnce() + Send + 'static>) -> io::Result<()>;
 
-/// The worker's queue, in start order (which is submission order).
-struct Queue {
-    jobs: VecDeque<Job>,
-    shutdown: bool,
+/// The default [`Spawner`]: a new OS thread named `limitcore-throttler`.
+fn spawn_thread(worker: Box<dyn FnOnce() + Send + 'static>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("limitcore-throttler".into())
+        .spawn(worker)
+        .map(drop)
 }
-
-type Shared = (Mutex<Queue>, Condvar);
 
 /// Starts calls in submission order, each at the earliest time that keeps every limit.
 ///
@@ -39,6 +89,9 @@ type Shared = (Mutex<Queue>, Condvar);
 /// calls in any window of length `period`" (a sliding log; burst is not used). A call on a
 /// channel must keep its channel's limit and the total one; a call on no channel, or on a
 /// channel without a quota of its own, counts against the total only.
+///
+/// `K` is the channel key (any `Hash + Eq` type), `C` the clock, as in every other type of
+/// the crate.
 ///
 /// # Contract
 ///
@@ -53,6 +106,34 @@ type Shared = (Mutex<Queue>, Condvar);
 /// [`Throttler::reserve`] only schedules; [`Throttler::submit`] runs a closure at its time on
 /// the throttler's worker thread; [`Throttler::run`] (feature `tokio`) awaits a future at its
 /// time. Decisions take one short lock (the logs are several words that change together).
+///
+/// # Tasks
+///
+/// [`submit`](Throttler::submit) starts one worker thread on first use. The worker takes
+/// the tasks in start order (which is submission order) and runs each one when the clock
+/// reaches its start, never earlier, one at a time: a task that runs long delays the ones
+/// after it, never the other way round. Between tasks it sleeps until the next start (on the
+/// OS timer for an OS clock, until the clock wakes it for a
+/// [`ManualClock`](crate::clock::ManualClock): see [`Clock::sleep_hint`]) or until a new task
+/// or a shutdown wakes it; it never polls.
+///
+/// Each task ends in exactly one outcome, which its [`TaskHandle`] reports: it ran and
+/// returned a value, it ran and panicked ([`TaskError::Panicked`]: the panic is caught on
+/// the worker, which goes on with the next task at its unchanged start), or it was cancelled
+/// before it began ([`TaskError::Cancelled`]: by [`TaskHandle::cancel`], by a shutdown, or
+/// because the worker stopped). A cancelled task's closure is dropped, never run, and its
+/// slot in the schedule stays taken, so no other start moves.
+///
+/// # Shutdown
+///
+/// Shutting down never starts a task. Every task that has not begun is cancelled at once, by
+/// the thread that shuts down (its handle's `wait` returns [`TaskError::Cancelled`] without
+/// waiting for the worker); a task already running finishes. Then:
+///
+/// - **`Drop`** does not wait: the worker stops by itself after the task it is running, if
+///   any. So dropping a throttler never blocks, even from inside one of its own tasks.
+/// - [`Throttler::shutdown`] waits for the running task to finish and the worker to stop;
+///   [`Throttler::shutdown_timeout`] waits at most a given time.
 ///
 /// # Examples
 ///
@@ -75,42 +156,82 @@ type Shared = (Mutex<Queue>, Condvar);
 /// assert_eq!(t.reserve(None)?, Duration::from_secs(2)); // the total: 3 in any second
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// Tasks, on a clock the example moves:
+///
+/// ```
+/// use limitcore::{TaskError, Throttler};
+/// use limitcore::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let t = Throttler::with_clock("1/s".parse()?, [("a", "1/s".parse()?)], clock.clone())?;
+/// let first = t.submit(Some(&"a"), || "now")?;
+/// let second = t.submit(None, || "in a second")?;
+/// assert_eq!(second.start(), 1_000_000_000);
+/// assert_eq!(first.wait()?, "now");
+/// clock.advance(Duration::from_secs(1)); // wakes the worker: the second task is due
+/// assert_eq!(second.wait()?, "in a second");
+///
+/// let third = t.submit(None, || unreachable!("never started"))?;
+/// drop(t); // starts nothing: the pending task is cancelled
+/// assert!(matches!(third.wait(), Err(TaskError::Cancelled)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[cfg_attr(
     not(feature = "tokio"),
     doc = "",
     doc = "[`Throttler::run`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html#method.run"
 )]
-pub struct Throttler<C, K: Clock + Clone + 'static = DefaultClock> {
-    schedule: Mutex<Schedule<C>>,
-    clock: K,
-    max_delay: Nanos,
-    worker: Mutex<Option<(Arc<Shared>, JoinHandle<()>)>>,
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub struct Throttler<K, C: Clock + Clone + 'static = DefaultClock> {
+    schedule: Mutex<Schedule<K>>,
+    clock: C,
+    max_wait: Nanos,
+    /// The worker's side of the throttler, once a task has been submitted.
+    worker: Mutex<Option<Arc<Shared>>>,
+    spawner: Spawner,
 }
 
-impl<C, K: Clock + Clone + fmt::Debug> fmt::Debug for Throttler<C, K> {
+impl<K, C: Clock + Clone + fmt::Debug> fmt::Debug for Throttler<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Throttler")
             .field("clock", &self.clock)
-            .field("max_delay", &self.max_delay)
-            .finish()
+            .field("max_wait", &self.max_wait)
+            .finish_non_exhaustive()
     }
 }
 
-impl<C: Hash + Eq> Throttler<C, DefaultClock> {
-    /// A throttler on the default clock.
+impl<K: Hash + Eq> Throttler<K, DefaultClock> {
+    /// A throttler on the default clock, with a `total` limit and per-channel limits.
     ///
     /// # Errors
     ///
     /// As [`Throttler::with_clock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    ///
+    /// // 100 per second in total; "search" at most 10 per second.
+    /// let t = Throttler::new("100/s".parse()?, [("search", "10/s".parse()?)])?;
+    /// assert!(t.reserve(Some(&"search"))?.as_millis() < 100);
+    /// // No channels: the channel type still has to be named.
+    /// let solo = Throttler::new("5/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// assert!(solo.reserve(None).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(
         total: Quota,
-        channels: impl IntoIterator<Item = (C, Quota)>,
+        channels: impl IntoIterator<Item = (K, Quota)>,
     ) -> Result<Self, QuotaError> {
         Throttler::with_clock(total, channels, DefaultClock::new())
     }
 }
 
 fn log_for(quota: &Quota) -> Result<Log, QuotaError> {
+    window_quota(quota, "throttler")?;
     if quota.count() > SlidingLogRule::MAX_ENTRIES {
         return Err(QuotaError::CountTooLarge {
             count: quota.count(),
@@ -120,17 +241,34 @@ fn log_for(quota: &Quota) -> Result<Log, QuotaError> {
     Ok(SlidingLogRule::log(quota.count(), quota.period_ns()))
 }
 
-impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
+impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
     /// A throttler with a `total` limit and per-channel limits, reading time from `clock`.
+    /// No thread is started until the first [`submit`](Throttler::submit).
     ///
     /// # Errors
     ///
     /// [`QuotaError::CountTooLarge`] for a count above
-    /// [`SlidingLogRule::MAX_ENTRIES`](crate::rules::SlidingLogRule::MAX_ENTRIES) (each limit keeps an exact log).
+    /// [`SlidingLogRule::MAX_ENTRIES`](crate::rules::SlidingLogRule::MAX_ENTRIES) (each limit
+    /// keeps an exact log); [`QuotaError::BurstNotSupported`] for a quota with a burst other
+    /// than its count (each limit is "at most `count` in any window", with no burst).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, QuotaError, Throttler};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let t = Throttler::with_clock("2/s".parse()?, [(1u8, "1/s".parse()?)], ManualClock::new());
+    /// assert!(t.is_ok());
+    /// let too_big = Quota::new(100_000_000, std::time::Duration::from_secs(1))?;
+    /// let refused = Throttler::with_clock(too_big, Vec::<(u8, Quota)>::new(), ManualClock::new());
+    /// assert!(matches!(refused, Err(QuotaError::CountTooLarge { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn with_clock(
         total: Quota,
-        channels: impl IntoIterator<Item = (C, Quota)>,
-        clock: K,
+        channels: impl IntoIterator<Item = (K, Quota)>,
+        clock: C,
     ) -> Result<Self, QuotaError> {
         let channels = channels
             .into_iter()
@@ -143,21 +281,66 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
                 last_start: 0,
             }),
             clock,
-            max_delay: u64::MAX,
+            max_wait: u64::MAX,
             worker: Mutex::new(None),
+            spawner: spawn_thread,
         })
     }
 
-    /// Refuse calls that would start more than `max_delay` from now (default: no bound, the
-    /// queue grows as needed).
-    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
-        self.max_delay = duration_to_nanos(max_delay);
+    /// Refuse calls that would start more than `max_wait` from now (default: no bound, the
+    /// queue grows as needed). Saturates at `u64::MAX` ns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?
+    ///     .with_max_wait(Duration::from_millis(1_500));
+    /// assert_eq!(t.reserve(None)?, Duration::ZERO);
+    /// assert_eq!(t.reserve(None)?, Duration::from_secs(1));
+    /// // The next start would be 2 s away: refused, with the wait that would let it in.
+    /// assert_eq!(t.reserve(None).unwrap_err().retry_after(), Some(Duration::from_millis(500)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = duration_to_nanos(max_wait);
         self
     }
 
-    fn lock(&self) -> MutexGuard<'_, Schedule<C>> {
+    /// Start the worker with `spawn` instead of on a new OS thread named
+    /// `limitcore-throttler`: `spawn` must run the closure it is given (on any thread) or
+    /// return an error. A test hook (spawn failures, loom models), not a stable API.
+    ///
+    /// If `spawn` returns an error, [`submit`](Throttler::submit) returns
+    /// [`SubmitError::Spawn`] and schedules nothing; the next `submit` calls `spawn` again.
+    /// If it drops the closure without running it, the tasks queued meanwhile are cancelled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, SubmitError, Throttler};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?
+    ///     .with_spawner(|_worker| Err(std::io::Error::other("no threads today")));
+    /// assert!(matches!(t.submit(None, || ()), Err(SubmitError::Spawn(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn with_spawner(
+        mut self,
+        spawn: fn(Box<dyn FnOnce() + Send + 'static>) -> io::Result<()>,
+    ) -> Self {
+        self.spawner = spawn;
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Schedule<K>> {
         // The schedule holds only past decisions; a panic elsewhere cannot corrupt it.
-        self.schedule.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.schedule)
     }
 
     /// Schedule one call on `channel` (`None`: the total only) at the explicit time `now`;
@@ -165,10 +348,23 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     ///
     /// # Errors
     ///
-    /// [`Denied::RateLimited`] if the start would be more than the maximum delay away (with
+    /// [`Denied::RateLimited`] if the start would be more than the maximum wait away (with
     /// the wait after which it would not; nothing is scheduled), or past the clock's range
     /// (`Duration::MAX`).
-    pub fn reserve_at(&self, channel: Option<&C>, now: Nanos) -> Result<Nanos, Denied> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let t = Throttler::with_clock("2/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
+    /// assert_eq!(t.reserve_at(None, 100)?, 100);
+    /// assert_eq!(t.reserve_at(None, 200)?, 200);
+    /// assert_eq!(t.reserve_at(None, 300)?, 1_000_000_100); // the third waits for the first
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve_at(&self, channel: Option<&K>, now: Nanos) -> Result<Nanos, Denied> {
         let mut s = self.lock();
         let Schedule {
             total,
@@ -186,8 +382,8 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
         }
         .ok_or(Denied::NEVER)?;
         let delay = start - now;
-        if delay > self.max_delay {
-            return Err(Denied::rate_limited(delay - self.max_delay));
+        if delay > self.max_wait {
+            return Err(Denied::rate_limited(delay - self.max_wait));
         }
         total.record(start, 1);
         if let Some(log) = log {
@@ -202,7 +398,20 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
     /// # Errors
     ///
     /// As [`Throttler::reserve_at`].
-    pub fn reserve(&self, channel: Option<&C>) -> Result<Duration, Denied> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
+    /// assert_eq!(t.reserve(None)?, Duration::ZERO);
+    /// assert_eq!(t.reserve(None)?, Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve(&self, channel: Option<&K>) -> Result<Duration, Denied> {
         let now = self.clock.now();
         self.reserve_at(channel, now)
             .map(|start| Duration::from_nanos(start - now))
@@ -210,201 +419,641 @@ impl<C: Hash + Eq, K: Clock + Clone + 'static> Throttler<C, K> {
 
     /// Run `task` at its scheduled time on the throttler's worker thread (started on first
     /// use; tasks run one after another in start order). Returns a handle to wait for the
-    /// result or cancel the task before it starts.
+    /// outcome (with or without a timeout) or to cancel the task before it starts; dropping
+    /// the handle does not cancel the task.
+    ///
+    /// A panic in `task` is caught on the worker and reported by the handle
+    /// ([`TaskError::Panicked`]); later tasks still run at their starts.
     ///
     /// # Errors
     ///
-    /// As [`Throttler::reserve_at`] (the task is dropped, nothing is scheduled).
-    pub fn submit<T, F>(&self, channel: Option<&C>, task: F) -> Result<TaskHandle<T>, Denied>
+    /// Nothing is scheduled and `task` is dropped:
+    ///
+    /// - [`SubmitError::Denied`]: as [`Throttler::reserve_at`] (beyond the maximum wait, or
+    ///   past the clock's range).
+    /// - [`SubmitError::Spawn`]: the worker thread could not be started (on first use, or
+    ///   after the worker stopped because the clock panicked); the next `submit` tries again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, SubmitError, Throttler};
+    /// use limitcore::clock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// // At most one start per millisecond: these run at 0, 1 and 2 ms.
+    /// let t = Throttler::new("1/ms".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let handles: Vec<_> = (0..3).map(|i| t.submit(None, move || i * 10)).collect::<Result<_, _>>()?;
+    /// let results: Vec<i32> = handles.into_iter().map(|h| h.wait()).collect::<Result<_, _>>()?;
+    /// assert_eq!(results, [0, 10, 20]);
+    ///
+    /// // With a maximum wait, a task that would start too late is refused.
+    /// let clock = ManualClock::new();
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), clock)?
+    ///     .with_max_wait(Duration::from_millis(500));
+    /// let _now = t.submit(None, || ())?;
+    /// match t.submit(None, || ()) {
+    ///     Err(SubmitError::Denied(denied)) => {
+    ///         assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)))
+    ///     }
+    ///     other => panic!("expected a refusal, got {other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn submit<T, F>(&self, channel: Option<&K>, task: F) -> Result<TaskHandle<T>, SubmitError>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let state = Arc::new(TaskState {
-            inner: Mutex::new(Stage::Waiting),
-            done: Condvar::new(),
-        });
-        let result: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
-        let (state2, result2) = (state.clone(), result.clone());
-        let run: Box<dyn FnOnce() + Send> = Box::new(move || {
-            let value = task();
-            *result2.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
-            state2.set(Stage::Done);
-        });
-        // Reserve and enqueue under the worker lock, so queue order is start order.
-        let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
-        let shared = match &*worker {
-            Some((shared, _)) => shared.clone(),
-            None => {
-                let shared: Arc<Shared> = Arc::new((
-                    Mutex::new(Queue {
-                        jobs: VecDeque::new(),
-                        shutdown: false,
-                    }),
-                    Condvar::new(),
-                ));
-                let (s, clock) = (shared.clone(), self.clock.clone());
-                let handle = std::thread::Builder::new()
-                    .name("limitcore-throttler".into())
-                    .spawn(move || work(&s, &clock))
-                    .expect("spawning the throttler's worker thread");
-                *worker = Some((shared.clone(), handle));
-                shared
+        let cell = Arc::new(TaskCell::new(Box::new(task)));
+        let now = self.clock.now();
+        let mut worker = lock(&self.worker);
+        let mut fresh = false;
+        loop {
+            let shared = match &*worker {
+                Some(shared) => shared.clone(),
+                None => {
+                    let shared = self.spawn_worker().map_err(SubmitError::Spawn)?;
+                    *worker = Some(shared.clone());
+                    fresh = true;
+                    shared
+                }
+            };
+            let mut queue = shared.lock();
+            if queue.exited {
+                // The worker stopped without a shutdown (its clock panicked, or the spawner
+                // dropped it): its tasks were cancelled. Start another one, once.
+                drop(queue);
+                *worker = None;
+                if fresh {
+                    return Err(SubmitError::Spawn(io::Error::other(
+                        "the throttler's worker stopped before taking a task",
+                    )));
+                }
+                continue;
             }
-        };
-        let start = self.reserve_at(channel, self.clock.now())?;
-        let (queue, wake) = &*shared;
-        queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .jobs
-            .push_back(Job {
+            // Reserve and enqueue under the queue lock, so queue order is start order.
+            let start = self.reserve_at(channel, now)?;
+            let was_idle = queue.jobs.is_empty();
+            queue.jobs.push_back(Job {
                 start,
-                run,
-                state: state.clone(),
+                task: cell.clone(),
             });
-        wake.notify_one();
-        Ok(TaskHandle {
-            state,
-            result,
-            start,
-        })
+            // A task behind others never starts before them: only an idle worker needs
+            // waking.
+            if was_idle {
+                queue.wakeups = queue.wakeups.wrapping_add(1);
+                drop(queue);
+                shared.wake.notify_one();
+            }
+            return Ok(TaskHandle { cell, start });
+        }
+    }
+
+    /// A new worker, started with the spawner.
+    fn spawn_worker(&self) -> io::Result<Arc<Shared>> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            stopped: Condvar::new(),
+        });
+        // Created before the spawn: if the spawner drops the closure unrun, the queue is
+        // marked stopped all the same.
+        let exit = Exit(shared.clone());
+        let clock = self.clock.clone();
+        (self.spawner)(Box::new(move || work(exit, &clock)))?;
+        Ok(shared)
     }
 
     /// Await `future` at its scheduled time (feature `tokio`): schedules like
-    /// [`Throttler::reserve`], sleeps on tokio's timer, then runs it.
+    /// [`Throttler::reserve`], waits until the throttler's clock reaches the start (on tokio's
+    /// timer for an OS clock; until the clock wakes the task for a
+    /// [`ManualClock`](crate::clock::ManualClock), see [`Clock::sleep_hint`]), then awaits it.
+    ///
+    /// The same contract as [`submit`](Throttler::submit), in a future's terms:
+    ///
+    /// - The future starts at its start, never earlier, and in the same FIFO order.
+    /// - Dropping the returned future before its start cancels the call: `future` is dropped
+    ///   unpolled, and its slot stays taken (no other start moves), as with
+    ///   [`TaskHandle::cancel`].
+    /// - `future` runs in the caller's task, not on the worker: a panic in it unwinds to
+    ///   the caller, like any `.await`. The throttler holds no lock while it waits or runs,
+    ///   so it stays usable and no other start moves.
+    /// - The throttler cannot be dropped or shut down while a `run` is pending: the future
+    ///   borrows it.
     ///
     /// # Errors
     ///
-    /// As [`Throttler::reserve_at`] (the future is not polled).
+    /// As [`Throttler::reserve_at`] (the future is dropped unpolled).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// for i in 0..3 {
+    ///     assert_eq!(t.run(None, async move { i }).await?, i);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     #[cfg(feature = "tokio")]
     pub async fn run<F: core::future::Future>(
         &self,
-        channel: Option<&C>,
+        channel: Option<&K>,
         future: F,
     ) -> Result<F::Output, Denied> {
-        let delay = self.reserve(channel)?;
-        tokio::time::sleep(delay).await;
+        let start = self.reserve_at(channel, self.clock.now())?;
+        self.until(start).await;
         Ok(future.await)
     }
-}
 
-impl<C, K: Clock + Clone + 'static> Drop for Throttler<C, K> {
-    /// Stops the worker; tasks that have not started are cancelled.
-    fn drop(&mut self) {
-        let worker = self
-            .worker
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some((shared, handle)) = worker {
-            let (queue, wake) = &*shared;
-            queue.lock().unwrap_or_else(|p| p.into_inner()).shutdown = true;
-            wake.notify_all();
-            let _ = handle.join();
-        }
-    }
-}
-
-/// The worker: run each job at its start time, in queue order.
-fn work<K: Clock>(shared: &Shared, clock: &K) {
-    let (queue, wake) = shared;
-    loop {
-        let job = {
-            let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                if q.shutdown {
-                    for job in q.jobs.drain(..) {
-                        job.state.cancel();
-                    }
-                    return;
-                }
-                if let Some(job) = q.jobs.pop_front() {
-                    break job;
-                }
-                q = wake.wait(q).unwrap_or_else(|p| p.into_inner());
-            }
-        };
-        // Wait for the start on the throttler's clock, in slices of at most 1 ms so that a
-        // clock that is not the OS's (a ManualClock) is followed too.
+    /// Wait, in an async task, until the clock reaches `start`.
+    #[cfg(feature = "tokio")]
+    async fn until(&self, start: Nanos) {
+        use core::future::poll_fn;
+        use core::task::Poll;
         loop {
-            let now = clock.now();
-            if now >= job.start || job.state.is_cancelled() {
-                break;
+            match poll_fn(|cx| Poll::Ready(self.clock.sleep_hint(start, cx.waker()))).await {
+                SleepHint::Reached => return,
+                SleepHint::Sleep(d) => tokio::time::sleep(d).await,
+                SleepHint::UntilWoken => {
+                    // Pending once, in the same poll that registered the task's waker with
+                    // the clock: the clock's next change of time wakes it.
+                    let mut parked = false;
+                    poll_fn(|_| {
+                        if std::mem::replace(&mut parked, true) {
+                            Poll::Ready(())
+                        } else {
+                            Poll::Pending
+                        }
+                    })
+                    .await;
+                }
             }
-            let q = queue.lock().unwrap_or_else(|p| p.into_inner());
-            if q.shutdown {
-                break;
-            }
-            let slice = Duration::from_nanos((job.start - now).min(1_000_000));
-            drop(
-                wake.wait_timeout(q, slice)
-                    .unwrap_or_else(|p| p.into_inner()),
-            );
-        }
-        if job.state.begin() {
-            (job.run)();
         }
     }
 }
 
-/// Where a submitted task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Waiting,
-    Running,
-    Done,
-    Cancelled,
-}
-
-#[derive(Debug)]
-struct TaskState {
-    inner: Mutex<Stage>,
-    done: Condvar,
-}
-
-impl TaskState {
-    fn stage(&self) -> MutexGuard<'_, Stage> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn set(&self, stage: Stage) {
-        *self.stage() = stage;
-        self.done.notify_all();
-    }
-
-    /// Waiting → Running; false if it was cancelled.
-    fn begin(&self) -> bool {
-        let mut s = self.stage();
-        if *s == Stage::Waiting {
-            *s = Stage::Running;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Waiting → Cancelled; false if it already started.
-    fn cancel(&self) -> bool {
-        let mut s = self.stage();
-        let cancelled = *s == Stage::Waiting;
-        if cancelled {
-            *s = Stage::Cancelled;
-        }
-        drop(s);
-        self.done.notify_all();
+impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
+    /// Shut down and wait: cancel every task that has not begun (at once, on this thread),
+    /// then wait until the task running, if any, has finished and the worker has stopped.
+    /// Returns how many tasks this cancelled (those already cancelled through their handle
+    /// are not counted).
+    ///
+    /// Called from inside one of this throttler's own tasks (which can only happen when the
+    /// task owns it), it cannot wait for that task: it returns after cancelling, as `Drop`
+    /// does. See [`Throttler::shutdown_timeout`] for a bounded wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, TaskError, Throttler};
+    /// use std::time::Duration;
+    ///
+    /// let t = Throttler::new("1/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let running = t.submit(None, move || {
+    ///     started_tx.send(()).unwrap();
+    ///     std::thread::sleep(Duration::from_millis(50));
+    ///     "finished"
+    /// })?;
+    /// let pending = t.submit(None, || "starts 1 s later")?;
+    /// started.recv()?;
+    /// assert_eq!(t.shutdown(), 1); // cancelled the pending task, waited for the running one
+    /// assert!(running.is_finished());
+    /// assert_eq!(running.wait()?, "finished");
+    /// assert!(matches!(pending.wait(), Err(TaskError::Cancelled)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shutdown(mut self) -> usize {
+        let Some(shared) = self.take_worker() else {
+            return 0;
+        };
+        let cancelled = shared.close();
+        shared.wait_stopped(None);
         cancelled
     }
 
-    fn is_cancelled(&self) -> bool {
-        *self.stage() == Stage::Cancelled
+    /// Shut down and wait at most `timeout`: as [`Throttler::shutdown`], but gives up waiting
+    /// for a task that is still running after `timeout` (it finishes on its own, and the
+    /// worker stops after it). `Ok(cancelled)` if the worker stopped in time, `Err(cancelled)`
+    /// if not; `cancelled` counts the tasks this cancelled, as for `shutdown`.
+    ///
+    /// Called from inside one of this throttler's own tasks, it returns `Err` at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use std::time::Duration;
+    ///
+    /// let t = Throttler::new("1/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let slow = t.submit(None, move || {
+    ///     started_tx.send(()).unwrap();
+    ///     std::thread::sleep(Duration::from_millis(300));
+    /// })?;
+    /// let _pending = t.submit(None, || ())?;
+    /// started.recv()?;
+    /// assert_eq!(t.shutdown_timeout(Duration::from_millis(10)), Err(1)); // still running
+    /// assert!(slow.wait().is_ok()); // it finished on its own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<usize, usize> {
+        let Some(shared) = self.take_worker() else {
+            return Ok(0);
+        };
+        let cancelled = shared.close();
+        // A deadline past the range of `Instant` is no deadline.
+        if shared.wait_stopped(Instant::now().checked_add(timeout)) {
+            Ok(cancelled)
+        } else {
+            Err(cancelled)
+        }
+    }
+
+    fn take_worker(&mut self) -> Option<Arc<Shared>> {
+        self.worker
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
-/// A task submitted to a [`Throttler`]: wait for its result, or cancel it before it starts.
+impl<K, C: Clock + Clone + 'static> Drop for Throttler<K, C> {
+    /// Shuts down without waiting: every task that has not begun is cancelled (at once, on
+    /// this thread), and the worker stops by itself after the task it is running, if any.
+    fn drop(&mut self) {
+        if let Some(shared) = self.take_worker() {
+            shared.close();
+        }
+    }
+}
+
+/// What the throttler and its worker share.
+struct Shared {
+    queue: Mutex<Queue>,
+    /// The worker waits here: for a task, for its start, for a shutdown.
+    wake: Condvar,
+    /// [`Throttler::shutdown`] waits here for the worker to stop.
+    stopped: Condvar,
+}
+
+/// The worker's queue and its flags.
+#[derive(Default)]
+struct Queue {
+    /// The tasks not begun, in start order (which is submission order). The worker leaves
+    /// the next one here while it waits for its start, so a shutdown finds it.
+    jobs: VecDeque<Job>,
+    /// Set by a shutdown (or drop): the worker begins nothing more and stops.
+    closing: bool,
+    /// Set when the worker has stopped (or its closure was dropped unrun): nothing here will
+    /// ever begin.
+    exited: bool,
+    /// Bumped by every event that the worker may be sleeping through (a task for an idle
+    /// worker, a change of a clock that wakes, a shutdown). The worker reads it before it asks
+    /// the clock how to sleep and sleeps only while it is unchanged, so no wake-up between
+    /// the two is lost.
+    wakeups: u64,
+    /// The worker's thread, once it runs: a shutdown from inside a task must not wait for it.
+    worker: Option<ThreadId>,
+}
+
+/// A queued task: its start and its state. Dropping it cancels the task if it has not begun,
+/// so a task that leaves the queue in any way other than through `begin` (shutdown, the
+/// worker stopping, its queue dropped) is cancelled: every handle resolves.
+struct Job {
+    start: Nanos,
+    task: Arc<dyn Task>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.task.cancel();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        lock(&self.queue)
+    }
+
+    /// Wake the worker for an event it may be sleeping through.
+    fn bump(&self) {
+        {
+            let mut queue = self.lock();
+            queue.wakeups = queue.wakeups.wrapping_add(1);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Shut down: from now on the worker begins nothing (it checks `closing` under the lock
+    /// it begins a task with), and every task not begun is cancelled, here. Returns how many
+    /// this cancelled.
+    fn close(&self) -> usize {
+        let jobs = {
+            let mut queue = self.lock();
+            queue.closing = true;
+            queue.wakeups = queue.wakeups.wrapping_add(1);
+            std::mem::take(&mut queue.jobs)
+        };
+        self.wake.notify_one();
+        // Outside the lock: cancelling drops each task's closure (the caller's code).
+        jobs.iter().filter(|job| job.task.cancel()).count()
+    }
+
+    /// Wait until the worker has stopped, or until `deadline` (`None`: no deadline). Whether
+    /// it has stopped; false at once when called on the worker's own thread (from a task),
+    /// which would otherwise wait for itself.
+    fn wait_stopped(&self, deadline: Option<Instant>) -> bool {
+        let mut queue = self.lock();
+        if !queue.exited && queue.worker == Some(current_thread_id()) {
+            return false;
+        }
+        while !queue.exited {
+            queue = match deadline {
+                None => wait(&self.stopped, queue),
+                Some(deadline) => match wait_until(&self.stopped, queue, deadline) {
+                    Some(queue) => queue,
+                    None => return false,
+                },
+            };
+        }
+        true
+    }
+}
+
+/// Owned by the worker's closure: when the worker stops, however it stops (shut down, a
+/// panic of its clock, a spawner that drops the closure unrun), every task still queued is
+/// cancelled, and [`Throttler::shutdown`] and `submit` learn that it has stopped.
+struct Exit(Arc<Shared>);
+
+impl Drop for Exit {
+    fn drop(&mut self) {
+        let jobs = {
+            let mut queue = self.0.lock();
+            queue.exited = true;
+            std::mem::take(&mut queue.jobs)
+        };
+        // Each `Job` cancels its task as it drops, outside the lock.
+        drop(jobs);
+        self.0.stopped.notify_all();
+    }
+}
+
+/// The worker's waker, given to the clock ([`Clock::sleep_hint`]): a change of time wakes
+/// the worker. It does not keep the worker's state alive.
+struct Wakeup(Weak<Shared>);
+
+impl Wake for Wakeup {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.bump();
+        }
+    }
+}
+
+/// The worker: begin each task at its start, in queue order, until shut down.
+fn work<C: Clock>(exit: Exit, clock: &C) {
+    let shared = &*exit.0;
+    shared.lock().worker = Some(current_thread_id());
+    let waker = Waker::from(Arc::new(Wakeup(Arc::downgrade(&exit.0))));
+    loop {
+        // The next task's start, and the wake-up count before asking the clock.
+        let (start, seen) = {
+            let mut queue = shared.lock();
+            loop {
+                if queue.closing {
+                    return;
+                }
+                // Tasks cancelled through their handle: their closures are gone already.
+                while queue.jobs.front().is_some_and(|job| !job.task.is_pending()) {
+                    queue.jobs.pop_front();
+                }
+                if let Some(job) = queue.jobs.front() {
+                    break (job.start, queue.wakeups);
+                }
+                queue = wait(&shared.wake, queue);
+            }
+        };
+        // The clock is the caller's code: ask it without holding the queue lock.
+        match clock.sleep_hint(start, &waker) {
+            SleepHint::Reached => {
+                let job = {
+                    let mut queue = shared.lock();
+                    if queue.closing {
+                        return;
+                    }
+                    // Still the task looked at above: only this thread removes tasks, but
+                    // for `close`, which also sets `closing`.
+                    let Some(job) = queue.jobs.pop_front() else {
+                        continue;
+                    };
+                    // Begun under the queue lock: a shutdown either took the task first (and
+                    // cancelled it) or finds it begun; never both.
+                    if !job.task.begin() {
+                        continue; // cancelled through its handle meanwhile
+                    }
+                    job
+                };
+                job.task.run();
+                // If the handle is gone, the task's value (or panic payload) is dropped here
+                // with the last reference: a panic in its `Drop` must not stop the worker.
+                let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(job)));
+            }
+            SleepHint::Sleep(d) => {
+                let queue = shared.lock();
+                if queue.wakeups == seen {
+                    drop(shared.wake.wait_timeout(queue, d));
+                }
+            }
+            SleepHint::UntilWoken => {
+                let mut queue = shared.lock();
+                while queue.wakeups == seen {
+                    queue = wait(&shared.wake, queue);
+                }
+            }
+        }
+    }
+}
+
+/// A submitted task's closure.
+type Closure<T> = Box<dyn FnOnce() -> T + Send>;
+
+/// Where a submitted task is (see the module documentation for the transitions).
+enum Stage<T> {
+    /// Queued: `cancel` may still take it.
+    Pending(Closure<T>),
+    /// Begun by the worker: it can no longer be cancelled. The closure, until `run` takes it.
+    Running(Option<Closure<T>>),
+    /// Cancelled; its closure is being dropped (not an outcome yet).
+    Cancelling,
+    /// It ran and returned this.
+    Done(T),
+    /// It ran and panicked with this payload.
+    Panicked(Box<dyn Any + Send>),
+    /// It was cancelled before it began; its closure is gone.
+    Cancelled,
+    /// The outcome was handed to the handle.
+    Taken,
+}
+
+impl<T> Stage<T> {
+    /// The outcome, taken out (leaving `Taken`), if there is one.
+    fn take_outcome(&mut self) -> Option<Result<T, TaskError>> {
+        match std::mem::replace(self, Stage::Taken) {
+            Stage::Done(value) => Some(Ok(value)),
+            Stage::Panicked(payload) => Some(Err(TaskError::Panicked(TaskPanic::new(payload)))),
+            Stage::Cancelled => Some(Err(TaskError::Cancelled)),
+            not_yet => {
+                *self = not_yet;
+                None
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Stage::Pending(_) => "Pending",
+            Stage::Running(_) => "Running",
+            Stage::Cancelling => "Cancelling",
+            Stage::Done(_) => "Done",
+            Stage::Panicked(_) => "Panicked",
+            Stage::Cancelled => "Cancelled",
+            Stage::Taken => "Taken",
+        }
+    }
+}
+
+/// The state of one task, shared by its handle and its queue entry.
+struct TaskCell<T> {
+    stage: Mutex<Stage<T>>,
+    /// Notified when the task reaches an outcome.
+    settled: Condvar,
+}
+
+impl<T> TaskCell<T> {
+    fn new(closure: Closure<T>) -> Self {
+        TaskCell {
+            stage: Mutex::new(Stage::Pending(closure)),
+            settled: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Stage<T>> {
+        lock(&self.stage)
+    }
+
+    /// Publish an outcome (from `Running` or `Cancelling`: nothing of the caller's is
+    /// dropped under the lock).
+    fn settle(&self, outcome: Stage<T>) {
+        *self.lock() = outcome;
+        self.settled.notify_all();
+    }
+
+    /// Pending → Cancelling → Cancelled; false (and no change) from any other stage. The
+    /// closure is dropped between the two, outside the lock, so a handle that sees
+    /// `Cancelled` knows the closure (and all it captured) is gone.
+    fn cancel(&self) -> bool {
+        let closure = {
+            let mut stage = self.lock();
+            match std::mem::replace(&mut *stage, Stage::Cancelling) {
+                Stage::Pending(closure) => closure,
+                other => {
+                    *stage = other;
+                    return false;
+                }
+            }
+        };
+        // Settles even if the closure's `Drop` panics.
+        let _settle = SettleCancelled(self);
+        drop(closure);
+        true
+    }
+
+    fn is_settled(&self) -> bool {
+        matches!(
+            *self.lock(),
+            Stage::Done(_) | Stage::Panicked(_) | Stage::Cancelled
+        )
+    }
+}
+
+/// Publishes `Cancelled` when dropped (see [`TaskCell::cancel`]).
+struct SettleCancelled<'a, T>(&'a TaskCell<T>);
+
+impl<T> Drop for SettleCancelled<'_, T> {
+    fn drop(&mut self) {
+        self.0.settle(Stage::Cancelled);
+    }
+}
+
+/// A task as the queue and the worker see it, whatever its value type.
+trait Task: Send + Sync {
+    /// Whether it still waits to begin.
+    fn is_pending(&self) -> bool;
+    /// Pending → Running; false if it was cancelled.
+    fn begin(&self) -> bool;
+    /// Run a begun task's closure, catching a panic, and publish the outcome.
+    fn run(&self);
+    /// See [`TaskCell::cancel`].
+    fn cancel(&self) -> bool;
+}
+
+impl<T: Send> Task for TaskCell<T> {
+    fn is_pending(&self) -> bool {
+        matches!(*self.lock(), Stage::Pending(_))
+    }
+
+    fn begin(&self) -> bool {
+        let mut stage = self.lock();
+        match std::mem::replace(&mut *stage, Stage::Taken) {
+            Stage::Pending(closure) => {
+                *stage = Stage::Running(Some(closure));
+                true
+            }
+            other => {
+                *stage = other;
+                false
+            }
+        }
+    }
+
+    fn run(&self) {
+        let closure = match &mut *self.lock() {
+            Stage::Running(closure) => closure.take(),
+            _ => None,
+        };
+        if let Some(closure) = closure {
+            let outcome = match panic::catch_unwind(AssertUnwindSafe(closure)) {
+                Ok(value) => Stage::Done(value),
+                Err(payload) => Stage::Panicked(payload),
+            };
+            self.settle(outcome);
+        }
+    }
+
+    fn cancel(&self) -> bool {
+        TaskCell::cancel(self)
+    }
+}
+
+/// A task submitted to a [`Throttler`]: wait for its outcome, or cancel it before it starts.
+///
+/// Every handle resolves: whatever happens to the throttler or its worker, [`wait`] returns
+/// the task's value, [`TaskError::Panicked`] or [`TaskError::Cancelled`]; it blocks only
+/// while the task waits for its start or runs. Dropping the handle does not cancel the task.
+///
+/// [`wait`]: TaskHandle::wait
 pub struct TaskHandle<T> {
-    state: Arc<TaskState>,
-    result: Arc<Mutex<Option<T>>>,
+    cell: Arc<TaskCell<T>>,
     start: Nanos,
 }
 
@@ -412,54 +1061,326 @@ impl<T> fmt::Debug for TaskHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskHandle")
             .field("start", &self.start)
-            .field("stage", &*self.state.stage())
+            .field("stage", &self.cell.lock().name())
             .finish()
     }
 }
 
-/// The task was cancelled before it started (by [`TaskHandle::cancel`], or because the
-/// throttler was dropped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cancelled;
-
-impl fmt::Display for Cancelled {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the task was cancelled before it started")
-    }
-}
-
-impl std::error::Error for Cancelled {}
-
 impl<T> TaskHandle<T> {
-    /// The task's scheduled start, in nanoseconds of the throttler's clock.
+    /// The task's scheduled start, in nanoseconds of the throttler's clock. It never moves:
+    /// the task begins at this time or, if the worker is busy with an earlier task then,
+    /// as soon as that one returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
+    /// assert_eq!(t.submit(None, || ())?.start(), 0);
+    /// assert_eq!(t.submit(None, || ())?.start(), 1_000_000_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn start(&self) -> Nanos {
         self.start
     }
 
-    /// Cancel the task if it has not started; returns whether it was cancelled. Its slot in
-    /// the schedule stays taken: later calls keep their start times.
+    /// Cancel the task if it has not begun; returns whether this call cancelled it. The
+    /// closure is dropped (on this thread) before the task's outcome becomes
+    /// [`TaskError::Cancelled`]. Its slot in the schedule stays taken: later calls keep
+    /// their start times.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, TaskError, Throttler};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
+    /// let first = t.submit(None, || 1)?;
+    /// let second = t.submit(None, || 2)?; // starts at 1 s: the clock is frozen
+    /// assert!(second.cancel());
+    /// assert!(!second.cancel()); // already cancelled
+    /// assert_eq!(first.wait()?, 1);
+    /// assert!(matches!(second.wait(), Err(TaskError::Cancelled)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self) -> bool {
-        self.state.cancel()
+        self.cell.cancel()
     }
 
-    /// Block until the task has run, and return its result.
+    /// Whether the task has an outcome (it returned, panicked or was cancelled), so that
+    /// [`wait`](TaskHandle::wait) would not block.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
+    /// let _first = t.submit(None, || ())?;
+    /// let second = t.submit(None, || ())?; // starts at 1 s: the clock is frozen
+    /// assert!(!second.is_finished());
+    /// second.cancel();
+    /// assert!(second.is_finished());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.cell.is_settled()
+    }
+
+    /// Block until the task has an outcome, and return it.
     ///
     /// # Errors
     ///
-    /// [`Cancelled`] if it was cancelled before it started.
-    pub fn wait(self) -> Result<T, Cancelled> {
-        let mut s = self.state.stage();
+    /// [`TaskError::Cancelled`] if it was cancelled before it began (through
+    /// [`cancel`](TaskHandle::cancel), by a shutdown or drop of the throttler, or because its
+    /// worker stopped); [`TaskError::Panicked`] if it panicked, with the panic's payload.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, TaskError, Throttler};
+    ///
+    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let fine = t.submit(None, || 42)?;
+    /// let broken = t.submit(None, || -> i32 { panic!("out of cheese") })?;
+    /// let after = t.submit(None, || 43)?;
+    /// assert_eq!(fine.wait()?, 42);
+    /// match broken.wait() {
+    ///     Err(TaskError::Panicked(panic)) => assert_eq!(panic.message(), Some("out of cheese")),
+    ///     other => panic!("expected the panic, got {other:?}"),
+    /// }
+    /// assert_eq!(after.wait()?, 43); // the worker went on
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait(self) -> Result<T, TaskError> {
+        let mut stage = self.cell.lock();
         loop {
-            match *s {
-                Stage::Done => break,
-                Stage::Cancelled => return Err(Cancelled),
-                Stage::Waiting | Stage::Running => {
-                    s = self.state.done.wait(s).unwrap_or_else(|p| p.into_inner())
+            if let Some(outcome) = stage.take_outcome() {
+                return outcome;
+            }
+            stage = wait(&self.cell.settled, stage);
+        }
+    }
+
+    /// Wait at most `timeout` for the task's outcome: `Ok(outcome)` as for
+    /// [`wait`](TaskHandle::wait), or `Err(self)` if the task has none yet after `timeout`
+    /// (the handle, to wait again or cancel).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), clock.clone())?;
+    /// let _first = t.submit(None, || 1)?;
+    /// let second = t.submit(None, || 2)?; // starts at 1 s
+    /// let second = second.wait_timeout(Duration::from_millis(10)).unwrap_err(); // not yet
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(second.wait_timeout(Duration::from_secs(10)).unwrap()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, Self> {
+        // A deadline past the range of `Instant` is no deadline.
+        let deadline = Instant::now().checked_add(timeout);
+        {
+            let mut stage = self.cell.lock();
+            loop {
+                if let Some(outcome) = stage.take_outcome() {
+                    return Ok(outcome);
                 }
+                stage = match deadline {
+                    None => wait(&self.cell.settled, stage),
+                    Some(deadline) => match wait_until(&self.cell.settled, stage, deadline) {
+                        Some(stage) => stage,
+                        None => break,
+                    },
+                };
             }
         }
-        drop(s);
-        let value = self.result.lock().unwrap_or_else(|p| p.into_inner()).take();
-        value.ok_or(Cancelled)
+        Err(self)
     }
 }
+
+/// Why a submitted task did not return a value: see [`TaskHandle::wait`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// It was cancelled before it began: by [`TaskHandle::cancel`], by a shutdown or drop of
+    /// the throttler, or because the worker stopped. Its closure was dropped, never run.
+    Cancelled,
+    /// It began and panicked; the panic was caught on the worker, which went on with the
+    /// next task. [`TaskPanic::resume`] continues the panic on the caller's thread.
+    Panicked(TaskPanic),
+}
+
+impl TaskError {
+    /// Whether the task was cancelled before it began.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::TaskError;
+    /// assert!(TaskError::Cancelled.is_cancelled());
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, TaskError::Cancelled)
+    }
+
+    /// Whether the task panicked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    ///
+    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let error = t.submit(None, || panic!("no"))?.wait().unwrap_err();
+    /// assert!(error.is_panic() && !error.is_cancelled());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_panic(&self) -> bool {
+        matches!(self, TaskError::Panicked(_))
+    }
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskError::Cancelled => f.write_str("the task was cancelled before it started"),
+            TaskError::Panicked(panic) => match panic.message() {
+                Some(message) => write!(f, "the task panicked: {message}"),
+                None => f.write_str("the task panicked"),
+            },
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}
+
+/// The panic of a task, caught on the throttler's worker ([`TaskError::Panicked`]).
+///
+/// `Send + Sync`, so a [`TaskError`] fits `Box<dyn Error + Send + Sync>`.
+pub struct TaskPanic {
+    /// The payload's text, if it is a `&str` or a `String` (what `panic!` makes).
+    message: Option<String>,
+    /// The payload. Behind a lock only to be `Sync` (a payload is only `Send`); never
+    /// contended, and not a synchronisation between threads, so std's even under loom.
+    payload: std::sync::Mutex<Box<dyn Any + Send>>,
+}
+
+impl TaskPanic {
+    fn new(payload: Box<dyn Any + Send>) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned());
+        TaskPanic {
+            message,
+            payload: std::sync::Mutex::new(payload),
+        }
+    }
+
+    /// The panic's message, if its payload is text (as with `panic!("...")`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, TaskError, Throttler};
+    ///
+    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let code = 7;
+    /// match t.submit(None, move || panic!("code {code}"))?.wait() {
+    ///     Err(TaskError::Panicked(panic)) => assert_eq!(panic.message(), Some("code 7")),
+    ///     other => panic!("expected a panic, got {other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// The panic's payload, as `std::panic::catch_unwind` would return it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, TaskError, Throttler};
+    ///
+    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let handle = t.submit(None, || std::panic::panic_any(404u16))?;
+    /// let Err(TaskError::Panicked(panic)) = handle.wait() else { unreachable!() };
+    /// assert_eq!(panic.message(), None); // not text
+    /// assert_eq!(panic.into_payload().downcast_ref::<u16>(), Some(&404));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn into_payload(self) -> Box<dyn Any + Send> {
+        self.payload.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Continue the panic on this thread, with its payload (`std::panic::resume_unwind`).
+    ///
+    /// # Panics
+    ///
+    /// Always: that is what it is for.
+    ///
+    /// # Examples
+    ///
+    /// ```should_panic
+    /// use limitcore::{Quota, TaskError, Throttler};
+    ///
+    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// if let Err(TaskError::Panicked(panic)) = t.submit(None, || panic!("boom"))?.wait() {
+    ///     panic.resume(); // the caller now panics with "boom"
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resume(self) -> ! {
+        panic::resume_unwind(self.into_payload())
+    }
+}
+
+impl fmt::Debug for TaskPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.message {
+            Some(message) => f.debug_tuple("TaskPanic").field(message).finish(),
+            None => f.write_str("TaskPanic(<non-text payload>)"),
+        }
+    }
+}
+
+/// Why [`Throttler::submit`] refused a task. Nothing was scheduled and the task was dropped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The schedule refused it, as [`Throttler::reserve_at`] does: its start would be beyond
+    /// the maximum wait (`retry_after` says when it would not be) or past the clock's range.
+    Denied(Denied),
+    /// The worker thread could not be started; the next `submit` tries again.
+    Spawn(io::Error),
+}
+
+impl From<Denied> for SubmitError {
+    fn from(denied: Denied) -> Self {
+        SubmitError::Denied(denied)
+    }
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::Denied(denied) => write!(f, "the throttler refused the task: {denied}"),
+            SubmitError::Spawn(error) => {
+                write!(f, "could not start the throttler's worker thread: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
