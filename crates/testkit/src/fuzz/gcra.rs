@@ -5,7 +5,7 @@
 use super::decode::{
     arbitrary_delta, arbitrary_n, arbitrary_quota, arbitrary_start, arbitrary_time,
 };
-use super::{fail_with_history, probe_retry_after, reference_model, ArbResult, CopyModel, MAX_OPS};
+use super::{fail_with_history, probe_retry_after, ArbResult, Reference, MAX_OPS};
 use arbitrary::Unstructured;
 use core::fmt::Write as _;
 use core::time::Duration;
@@ -58,7 +58,7 @@ pub(super) struct Differential<'a, L: RateLimiter> {
     pub(super) clock: ManualClock,
     /// `GcraModel` and `TokenBucketModel`, by name. The first is the one the contract
     /// checks probe (on copies): the limiter has just been shown to equal both.
-    models: [(&'static str, Box<dyn CopyModel>); 2],
+    models: [(&'static str, Reference); 2],
     history: Vec<Step>,
     pub(super) phase: u8,
     /// The clock's reading when the run started.
@@ -81,10 +81,10 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
             limiter,
             clock,
             models: [
-                ("GcraModel", reference_model(Algorithm::Gcra, quota)),
+                ("GcraModel", Reference::new(Algorithm::Gcra, quota)),
                 (
                     "TokenBucketModel",
-                    reference_model(Algorithm::TokenBucket, quota),
+                    Reference::new(Algorithm::TokenBucket, quota),
                 ),
             ],
             history: Vec::new(),
@@ -94,8 +94,8 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
     }
 
     /// The model the contract checks probe: `GcraModel`.
-    pub(super) fn gcra(&self) -> &dyn CopyModel {
-        &*self.models[0].1
+    pub(super) fn gcra(&self) -> &Reference {
+        &self.models[0].1
     }
 
     fn record(&mut self, op: Op, now: u64, outcome: Outcome) {
@@ -178,7 +178,7 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
             return;
         };
         if let Err((what, detail)) =
-            probe_retry_after(denied, now, |t| self.gcra().copy().acquire(n, t))
+            probe_retry_after(denied, now, |t| self.gcra().clone().acquire(n, t))
         {
             self.fail(what, op, now, &detail);
         }
@@ -216,7 +216,7 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
         let never = Err(Denied::RateLimited {
             retry_after: Duration::MAX,
         });
-        let take = self.gcra().copy().acquire(got.remaining, now);
+        let take = self.gcra().clone().acquire(got.remaining, now);
         if take.is_err() && take != never {
             self.fail(
                 "snapshot.remaining too high",
@@ -229,7 +229,7 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
             );
         }
         if got.remaining < self.quota.burst() {
-            let more = self.gcra().copy().acquire(got.remaining + 1, now);
+            let more = self.gcra().clone().acquire(got.remaining + 1, now);
             if more.is_ok() {
                 self.fail(
                     "snapshot.remaining too low",

@@ -70,7 +70,7 @@ use limitcore::reference::{
     FixedWindowModel, GcraModel, LeakyBucketModel, Model, SlidingLogModel, SlidingWindowModel,
     TokenBucketModel,
 };
-use limitcore::{Algorithm, Denied, Quota};
+use limitcore::{Algorithm, Denied, Quota, Snapshot};
 
 type ArbResult<T> = arbitrary::Result<T>;
 
@@ -124,44 +124,83 @@ impl<M: Model + Clone + 'static> CopyModel for M {
     }
 }
 
-/// The reference model of `algorithm` for `quota`, as
-/// [`reference::model`](limitcore::reference::model) builds it, but copyable.
-fn reference_model(algorithm: Algorithm, quota: Quota) -> Box<dyn CopyModel> {
-    match algorithm {
-        Algorithm::Gcra => Box::new(GcraModel::new(quota)),
-        Algorithm::TokenBucket => Box::new(TokenBucketModel::new(quota)),
-        Algorithm::FixedWindow => Box::new(FixedWindowModel::new(quota)),
-        Algorithm::SlidingWindow => Box::new(SlidingWindowModel::new(quota)),
-        Algorithm::SlidingLog => Box::new(SlidingLogModel::new(quota)),
-        Algorithm::LeakyBucket => Box::new(LeakyBucketModel::new(quota)),
-        other => panic!("harness bug: no reference model for {other}"),
-    }
+/// The reference model of an algorithm, as the drivers drive it: decisions and snapshots
+/// through [`Model`], copies for the probes, and the two questions the window checks ask.
+#[derive(Debug)]
+struct Reference {
+    algorithm: Algorithm,
+    model: Box<dyn CopyModel>,
 }
 
-/// Permits `model` admits at `now`, of at most `capacity`: its snapshot's `remaining` up
-/// to a capacity of 4 096; above, the largest `n` its `acquire` admits on copies (binary
-/// search), because `SlidingWindowModel`'s `remaining` tries every `n` from the count
-/// down. Both are the same number for every model.
-fn remaining(model: &dyn CopyModel, now: Nanos, capacity: u32) -> u32 {
-    if capacity <= 4_096 {
-        return model.snapshot(now).remaining;
-    }
-    let (mut lo, mut hi) = (0, capacity);
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if model.copy().acquire(mid, now).is_ok() {
-            lo = mid;
-        } else {
-            hi = mid - 1;
+impl Clone for Reference {
+    fn clone(&self) -> Self {
+        Reference {
+            algorithm: self.algorithm,
+            model: self.model.copy(),
         }
     }
-    lo
 }
 
-/// Is nothing counted against the next request at `now` (a request for the whole
-/// `capacity` admitted, on a copy)?
-fn is_full(model: &dyn CopyModel, now: Nanos, capacity: u32) -> bool {
-    model.copy().acquire(capacity, now).is_ok()
+impl Reference {
+    /// A fresh model of `algorithm` for `quota` (what
+    /// [`reference::model`](limitcore::reference::model) builds, but copyable).
+    fn new(algorithm: Algorithm, quota: Quota) -> Reference {
+        let model: Box<dyn CopyModel> = match algorithm {
+            Algorithm::Gcra => Box::new(GcraModel::new(quota)),
+            Algorithm::TokenBucket => Box::new(TokenBucketModel::new(quota)),
+            Algorithm::FixedWindow => Box::new(FixedWindowModel::new(quota)),
+            Algorithm::SlidingWindow => Box::new(SlidingWindowModel::new(quota)),
+            Algorithm::SlidingLog => Box::new(SlidingLogModel::new(quota)),
+            Algorithm::LeakyBucket => Box::new(LeakyBucketModel::new(quota)),
+            other => panic!("harness bug: no reference model for {other}"),
+        };
+        Reference { algorithm, model }
+    }
+
+    /// [`Model::acquire`].
+    fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.model.acquire(n, now)
+    }
+
+    /// [`Model::snapshot`].
+    fn snapshot(&self, now: Nanos) -> Snapshot {
+        self.model.snapshot(now)
+    }
+
+    /// Is `SlidingWindowModel` the model? Its `remaining` tries every `n` from the count
+    /// down, so the window checks ask it differently.
+    fn is_sliding_window(&self) -> bool {
+        self.algorithm == Algorithm::SlidingWindow
+    }
+
+    /// Permits the model admits at `now`, of at most `capacity`: its snapshot's
+    /// `remaining`; for the sliding window above a capacity of 4 096, the largest `n` that
+    /// `acquire` admits on copies (binary search), the same number.
+    fn remaining(&self, now: Nanos, capacity: u32) -> u32 {
+        if !self.is_sliding_window() || capacity <= 4_096 {
+            return self.snapshot(now).remaining;
+        }
+        let (mut lo, mut hi) = (0, capacity);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.clone().acquire(mid, now).is_ok() {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// Is nothing counted against the next request at `now`: all of `capacity` left (for
+    /// the sliding window: a request for all of it admitted, on a copy)?
+    fn is_full(&self, now: Nanos, capacity: u32) -> bool {
+        if self.is_sliding_window() {
+            self.clone().acquire(capacity, now).is_ok()
+        } else {
+            self.remaining(now, capacity) == capacity
+        }
+    }
 }
 
 /// A broken contract: what (the failure's title) and the detail lines, for a `fail`.

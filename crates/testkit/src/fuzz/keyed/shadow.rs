@@ -4,7 +4,7 @@
 
 use super::state::{twin, KeyState};
 use super::GRACE;
-use crate::fuzz::{fail_with_history, reference_model, saturating_nanos, CopyModel, NoClock};
+use crate::fuzz::{fail_with_history, saturating_nanos, NoClock, Reference};
 use core::fmt::Write as _;
 use core::time::Duration;
 use limitcore::rules::Rule;
@@ -92,7 +92,7 @@ pub(super) struct KeyedDiff<'a, R: Rule, S: Store<u8>> {
     /// Each key's model over its whole life, never evicted: every decision on the key's
     /// own state must equal it (eviction changes no decision). Restarted when the key gets
     /// a state under another quota; dropped when the key is decided on the overflow state.
-    pub(super) forever: BTreeMap<u8, (Quota, Box<dyn CopyModel>)>,
+    pub(super) forever: BTreeMap<u8, (Quota, Reference)>,
     pub(super) now: u64,
     /// The latest reading so far: no reading may be more than the grace behind it.
     pub(super) latest: u64,
@@ -317,9 +317,9 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
                 let ever = self
                     .forever
                     .entry(key)
-                    .or_insert_with(|| (quota, reference_model(alg, quota)));
+                    .or_insert_with(|| (quota, Reference::new(alg, quota)));
                 if ever.0 != quota {
-                    *ever = (quota, reference_model(alg, quota));
+                    *ever = (quota, Reference::new(alg, quota));
                 }
                 let ever = ever.1.acquire(n, now);
                 if ever != want {

@@ -3,7 +3,7 @@
 
 use crate::fuzz::token_bucket::{stored_time_lower_bound, token_bucket_window};
 use crate::fuzz::windows::{Readings, SlidingReadings};
-use crate::fuzz::{reference_model, remaining, saturating_nanos, CopyModel, NoClock};
+use crate::fuzz::{saturating_nanos, NoClock, Reference};
 use core::time::Duration;
 use limitcore::{Algorithm, Denied, Quota, QuotaError, Refund, SlidingWindow, Snapshot};
 
@@ -23,7 +23,7 @@ pub(super) struct KeyState {
     algorithm: Algorithm,
     pub(super) quota: Quota,
     /// The state's reference model, driven through `reference::Model`.
-    model: Box<dyn CopyModel>,
+    model: Reference,
     twin: Box<dyn Refund>,
     /// After the first admission: the token bucket's lower bound of the stored refill time
     /// (see `stored_time_lower_bound`), the latest window admitted in (the windows), the
@@ -36,7 +36,7 @@ impl KeyState {
         KeyState {
             algorithm,
             quota,
-            model: reference_model(algorithm, quota),
+            model: Reference::new(algorithm, quota),
             twin: twin(algorithm, quota)
                 .expect("harness bug: a state for a quota the algorithm refuses"),
             mark: None,
@@ -160,7 +160,7 @@ impl KeyState {
                 (s.remaining, Some(s.full_after))
             }
             Algorithm::FixedWindow => (self.model.snapshot(at).remaining, None),
-            Algorithm::SlidingWindow => (remaining(&*self.model, at, self.quota.count()), None),
+            Algorithm::SlidingWindow => (self.model.remaining(at, self.quota.count()), None),
             Algorithm::LeakyBucket => {
                 // The queue drains at its end; `remaining` slots fit in what is left.
                 let backlog = self.mark.map_or(0, |end| end.saturating_sub(at));

@@ -6,9 +6,7 @@ use super::readings::Readings;
 use super::{window_delta, window_time, Shape};
 use crate::fuzz::decode::arbitrary_n;
 use crate::fuzz::timed::{TimedOp, TimedOutcome, Trace};
-use crate::fuzz::{
-    is_full, probe_retry_after, remaining, saturating_nanos, ArbResult, CopyModel, MAX_OPS,
-};
+use crate::fuzz::{probe_retry_after, saturating_nanos, ArbResult, Reference, MAX_OPS};
 use arbitrary::Unstructured;
 use core::time::Duration;
 use limitcore::{Denied, RateLimiter, Snapshot};
@@ -18,7 +16,7 @@ pub(super) struct WindowDiff<'a, L: RateLimiter> {
     pub(super) trace: Trace,
     pub(super) limiter: &'a L,
     /// The reference model, driven through `reference::Model`.
-    pub(super) model: Box<dyn CopyModel>,
+    pub(super) model: Reference,
     pub(super) shape: Shape,
     pub(super) readings: Readings,
     pub(super) now: u64,
@@ -66,7 +64,7 @@ impl<'a, L: RateLimiter> WindowDiff<'a, L> {
             return;
         };
         let t = &self.trace;
-        let then = match probe_retry_after(denied, now, |at| self.model.copy().acquire(n, at)) {
+        let then = match probe_retry_after(denied, now, |at| self.model.clone().acquire(n, at)) {
             Ok(then) => then,
             Err((what, detail)) => t.fail(what, op, now, &detail),
         };
@@ -107,14 +105,14 @@ impl<'a, L: RateLimiter> WindowDiff<'a, L> {
 
     /// Is the model full (nothing counted against the next request) at `at`?
     fn model_full(&self, at: u64) -> bool {
-        is_full(&*self.model, at, self.shape.capacity)
+        self.model.is_full(at, self.shape.capacity)
     }
 
     /// Read both at `at`; `remaining` must agree, and both fields must mean what they say.
     pub(super) fn snapshot(&mut self, op: TimedOp, at: u64) -> Snapshot {
         let got = self.limiter.snapshot_at(at);
         let cap = self.shape.capacity;
-        let want = remaining(&*self.model, at, cap);
+        let want = self.model.remaining(at, cap);
         let t = &self.trace;
         if got.remaining != want {
             t.fail(
@@ -125,7 +123,7 @@ impl<'a, L: RateLimiter> WindowDiff<'a, L> {
             );
         }
         // `remaining` permits are admitted now, one more is not (on copies of the model).
-        let take = self.model.copy().acquire(got.remaining, at);
+        let take = self.model.clone().acquire(got.remaining, at);
         if take.is_err() {
             t.fail(
                 "snapshot.remaining too high",
@@ -136,7 +134,7 @@ impl<'a, L: RateLimiter> WindowDiff<'a, L> {
         }
         let one_more = (got.remaining < cap).then(|| got.remaining + 1);
         if let Some(one_more) = one_more {
-            let more = self.model.copy().acquire(one_more, at);
+            let more = self.model.clone().acquire(one_more, at);
             if more.is_ok() {
                 t.fail(
                     "snapshot.remaining too low",

@@ -11,7 +11,7 @@ pub use sliding_window::sliding_window_differential;
 
 use super::decode::{arbitrary_quota, biased_u64, bounded_quota, fold, window_quota};
 use super::timed::Trace;
-use super::{reference_model, ArbResult, NoClock};
+use super::{ArbResult, NoClock, Reference};
 use arbitrary::Unstructured;
 use diff::{window_ops, WindowDiff};
 use limitcore::{Algorithm, FixedWindow, Quota, SlidingLog};
@@ -126,7 +126,7 @@ fn run_fixed_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
             start,
         ),
         limiter: &limiter,
-        model: reference_model(Algorithm::FixedWindow, quota),
+        model: Reference::new(Algorithm::FixedWindow, quota),
         shape,
         readings: Readings::Anywhere,
         now: start,
@@ -169,7 +169,7 @@ fn run_sliding_log(u: &mut Unstructured<'_>) -> ArbResult<()> {
             start,
         ),
         limiter: &limiter,
-        model: reference_model(Algorithm::SlidingLog, quota),
+        model: Reference::new(Algorithm::SlidingLog, quota),
         shape,
         readings: Readings::Anywhere,
         now: start,

@@ -6,7 +6,7 @@ use super::readings::{Readings, SlidingReadings};
 use super::{window_delta, window_start, window_time, Shape};
 use crate::fuzz::decode::{arbitrary_n, bounded_quota};
 use crate::fuzz::timed::{TimedOp, TimedOutcome, Trace};
-use crate::fuzz::{reference_model, remaining, ArbResult, NoClock, MAX_OPS};
+use crate::fuzz::{ArbResult, NoClock, Reference, MAX_OPS};
 use arbitrary::Unstructured;
 use limitcore::rules::SlidingWindowRule;
 use limitcore::{Algorithm, Denied, RateLimiter, SlidingWindow};
@@ -51,7 +51,7 @@ fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
             start,
         ),
         limiter: &limiter,
-        model: reference_model(Algorithm::SlidingWindow, quota),
+        model: Reference::new(Algorithm::SlidingWindow, quota),
         shape,
         readings,
         now: start,
@@ -65,7 +65,7 @@ fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
     let Ok(leased) = SlidingWindow::with_batch(quota, NoClock, batch) else {
         return Ok(());
     };
-    let mut truth = reference_model(Algorithm::SlidingWindow, quota);
+    let mut truth = Reference::new(Algorithm::SlidingWindow, quota);
     let mut t = d.trace;
     t.phase = 2;
     t.name = format!("SlidingWindow (batch {batch}, {} shards)", leased.shards());
@@ -121,7 +121,7 @@ fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
                 let got = leased.snapshot_at(now);
                 let op = TimedOp::SnapshotAt(now);
                 t.record(op, now, TimedOutcome::Snapshot(got));
-                let most = remaining(&*truth, now, count);
+                let most = truth.remaining(now, count);
                 if got.remaining > most {
                     t.fail(
                         "snapshot promises more than the formula on the true counts",
