@@ -1,12 +1,10 @@
 //! All-or-nothing multi-limits: a refusal by one limit leaves every other exactly as it was,
 //! sequentially, against reference models, and under concurrency.
 
-mod common;
-
-use common::cases;
 use limitcore::clock::ManualClock;
 use limitcore::reference::GcraModel;
 use limitcore::{All, Denied, Gcra, LeakyBucket, Quota, RateLimiter, Refund};
+use limitcore_testkit::cases;
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,14 +13,10 @@ use std::time::Duration;
 #[test]
 fn a_refusal_leaves_the_other_limits_unchanged() {
     let clock = ManualClock::starting_at(1_000_000_000);
-    let fast: Arc<Gcra<ManualClock>> = Arc::new(Gcra::with_clock(
-        Quota::per_second(100).unwrap(),
-        clock.clone(),
-    ).unwrap());
-    let slow: Arc<Gcra<ManualClock>> = Arc::new(Gcra::with_clock(
-        Quota::per_minute(3).unwrap(),
-        clock.clone(),
-    ).unwrap());
+    let fast: Arc<Gcra<ManualClock>> =
+        Arc::new(Gcra::with_clock(Quota::per_second(100).unwrap(), clock.clone()).unwrap());
+    let slow: Arc<Gcra<ManualClock>> =
+        Arc::new(Gcra::with_clock(Quota::per_minute(3).unwrap(), clock.clone()).unwrap());
     let both = All::new(vec![fast.clone(), slow.clone()]);
     both.try_acquire_n(3).unwrap();
     let (before_fast, before_slow) = (fast.tat(), slow.tat());
@@ -49,14 +43,14 @@ fn a_refusal_leaves_the_other_limits_unchanged() {
 fn mixed_limiter_types() {
     let clock = ManualClock::new();
     let limits: Vec<Box<dyn Refund>> = vec![
-        Box::new(LeakyBucket::with_clock(
-            Quota::per_second(10).unwrap().with_burst(1).unwrap(),
-            clock.clone(),
-        ).unwrap()),
-        Box::new(Gcra::with_clock(
-            Quota::per_second(1).unwrap(),
-            clock.clone(),
-        ).unwrap()),
+        Box::new(
+            LeakyBucket::with_clock(
+                Quota::per_second(10).unwrap().with_burst(1).unwrap(),
+                clock.clone(),
+            )
+            .unwrap(),
+        ),
+        Box::new(Gcra::with_clock(Quota::per_second(1).unwrap(), clock.clone()).unwrap()),
     ];
     let all = All::new(limits);
     all.try_acquire().unwrap();
@@ -120,26 +114,32 @@ proptest! {
 fn concurrent_refusals_leak_nothing() {
     for global_burst in [1_000u32, 200] {
         let clock = ManualClock::starting_at(1 << 40);
-        let global = Arc::new(Gcra::with_clock(
-            Quota::per_hour(1)
-                .unwrap()
-                .with_burst(global_burst)
-                .unwrap(),
-            clock.clone(),
-        ).unwrap());
+        let global = Arc::new(
+            Gcra::with_clock(
+                Quota::per_hour(1)
+                    .unwrap()
+                    .with_burst(global_burst)
+                    .unwrap(),
+                clock.clone(),
+            )
+            .unwrap(),
+        );
         let admitted = Arc::new(AtomicU64::new(0));
         let channels: Vec<_> = (0..6u32)
             .map(|t| {
-                Arc::new(Gcra::with_clock(
-                    Quota::per_hour(1).unwrap().with_burst(50 + t).unwrap(),
-                    clock.clone(),
-                ).unwrap())
+                Arc::new(
+                    Gcra::with_clock(
+                        Quota::per_hour(1).unwrap().with_burst(50 + t).unwrap(),
+                        clock.clone(),
+                    )
+                    .unwrap(),
+                )
             })
             .collect();
         let handles: Vec<_> = channels
             .iter()
             .map(|channel| {
-                let (clock, global, admitted) = (clock.clone(), global.clone(), admitted.clone());
+                let (global, admitted) = (global.clone(), admitted.clone());
                 let both = All::new(vec![global, channel.clone()]);
                 std::thread::spawn(move || {
                     for _ in 0..5_000 {

@@ -1,10 +1,8 @@
 //! The ordered multi-channel throttler: FIFO, earliest, exact, on random submissions.
 
-mod common;
-
-use common::cases;
 use limitcore::clock::{Clock, ManualClock};
 use limitcore::{Quota, Throttler};
+use limitcore_testkit::cases;
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
