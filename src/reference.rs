@@ -9,7 +9,6 @@
 
 use crate::clock::Nanos;
 use crate::{Algorithm, Denied, Quota, Snapshot};
-use alloc::boxed::Box;
 use core::fmt;
 use core::time::Duration;
 
@@ -47,24 +46,90 @@ pub trait Model: fmt::Debug + Send {
 
     /// The state at `now`: permits available, and time until full.
     fn snapshot(&self, now: Nanos) -> Snapshot;
-
-    /// A copy of the model, boxed (to try a decision on a copy, as an all-or-nothing check
-    /// of several models does).
-    fn clone_box(&self) -> Box<dyn Model>;
 }
 
 /// The reference model of `algorithm` for `quota`: [`GcraModel`], [`TokenBucketModel`],
 /// [`FixedWindowModel`], [`SlidingWindowModel`] (the formula on exact counts, as
 /// `Keyed<_, SlidingWindowRule>` and a `SlidingWindow` with batch 0 run it),
-/// [`SlidingLogModel`], [`LeakyBucketModel`].
-pub fn model(algorithm: Algorithm, quota: Quota) -> Box<dyn Model> {
+/// [`SlidingLogModel`], [`LeakyBucketModel`]; as an [`AnyModel`], which can be copied (to
+/// try a decision on a copy, as an all-or-nothing check of several models does).
+pub fn model(algorithm: Algorithm, quota: Quota) -> AnyModel {
     match algorithm {
-        Algorithm::Gcra => Box::new(GcraModel::new(quota)),
-        Algorithm::TokenBucket => Box::new(TokenBucketModel::new(quota)),
-        Algorithm::FixedWindow => Box::new(FixedWindowModel::new(quota)),
-        Algorithm::SlidingWindow => Box::new(SlidingWindowModel::new(quota)),
-        Algorithm::SlidingLog => Box::new(SlidingLogModel::new(quota)),
-        Algorithm::LeakyBucket => Box::new(LeakyBucketModel::new(quota)),
+        Algorithm::Gcra => AnyModel::Gcra(GcraModel::new(quota)),
+        Algorithm::TokenBucket => AnyModel::TokenBucket(TokenBucketModel::new(quota)),
+        Algorithm::FixedWindow => AnyModel::FixedWindow(FixedWindowModel::new(quota)),
+        Algorithm::SlidingWindow => AnyModel::SlidingWindow(SlidingWindowModel::new(quota)),
+        Algorithm::SlidingLog => AnyModel::SlidingLog(SlidingLogModel::new(quota)),
+        Algorithm::LeakyBucket => AnyModel::LeakyBucket(LeakyBucketModel::new(quota)),
+    }
+}
+
+/// The model of any algorithm ([`model`]): one [`Model`] type that can be cloned and
+/// stored, whatever the algorithm.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::reference::{self, Model};
+/// use limitcore::{Algorithm, Quota};
+///
+/// let mut m = reference::model(Algorithm::Gcra, Quota::per_second(1)?);
+/// let mut copy = m.clone();
+/// assert!(copy.acquire(1, 0).is_ok());     // tried on the copy...
+/// assert_eq!(m.snapshot(0).remaining, 1); // ...the original is untouched
+/// assert!(m.acquire(1, 0).is_ok());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AnyModel {
+    /// [`GcraModel`].
+    Gcra(GcraModel),
+    /// [`TokenBucketModel`].
+    TokenBucket(TokenBucketModel),
+    /// [`FixedWindowModel`].
+    FixedWindow(FixedWindowModel),
+    /// [`SlidingWindowModel`].
+    SlidingWindow(SlidingWindowModel),
+    /// [`SlidingLogModel`].
+    SlidingLog(SlidingLogModel),
+    /// [`LeakyBucketModel`].
+    LeakyBucket(LeakyBucketModel),
+}
+
+impl AnyModel {
+    /// The model, as a `Model` trait object.
+    fn inner(&self) -> &dyn Model {
+        match self {
+            AnyModel::Gcra(m) => m,
+            AnyModel::TokenBucket(m) => m,
+            AnyModel::FixedWindow(m) => m,
+            AnyModel::SlidingWindow(m) => m,
+            AnyModel::SlidingLog(m) => m,
+            AnyModel::LeakyBucket(m) => m,
+        }
+    }
+
+    /// The model, as a mutable `Model` trait object.
+    fn inner_mut(&mut self) -> &mut dyn Model {
+        match self {
+            AnyModel::Gcra(m) => m,
+            AnyModel::TokenBucket(m) => m,
+            AnyModel::FixedWindow(m) => m,
+            AnyModel::SlidingWindow(m) => m,
+            AnyModel::SlidingLog(m) => m,
+            AnyModel::LeakyBucket(m) => m,
+        }
+    }
+}
+
+impl Model for AnyModel {
+    fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.inner_mut().acquire(n, now)
+    }
+
+    fn snapshot(&self, now: Nanos) -> Snapshot {
+        self.inner().snapshot(now)
     }
 }
 
@@ -84,9 +149,6 @@ macro_rules! model {
             }
             fn snapshot(&self, now: Nanos) -> Snapshot {
                 <$m>::snapshot(self, now)
-            }
-            fn clone_box(&self) -> Box<dyn Model> {
-                Box::new(self.clone())
             }
         }
     )*};
@@ -573,13 +635,20 @@ impl SlidingWindowModel {
         Err(wait_until(lo, now))
     }
 
-    /// Permits the formula admits now.
+    /// Permits the formula admits now: the largest `n` that fits (a binary search: "fits" is
+    /// monotone in `n`).
     pub fn remaining(&self, now: Nanos) -> u32 {
         let t = u128::from(self.effective(now));
-        (0..=self.count)
-            .rev()
-            .find(|&n| self.fits(t, n))
-            .unwrap_or(0)
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.fits(t, mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 
     /// Permits the formula admits now, and the time until no count weighs any more: the end

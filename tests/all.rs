@@ -1,12 +1,10 @@
 //! All-or-nothing multi-limits: a refusal by one limit leaves every other exactly as it was,
 //! sequentially, against reference models, and under concurrency.
 
-mod common;
-
-use common::cases;
 use limitcore::clock::ManualClock;
 use limitcore::reference::GcraModel;
 use limitcore::{All, Denied, Gcra, LeakyBucket, Quota, RateLimiter, Refund};
+use limitcore_testkit::cases;
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,31 +1,12 @@
 //! Property tests: the lock-free limiters against the plain reference models, and
 //! `TokenBucket` against `Gcra`, on random histories (proptest).
 
-mod common;
-
-use common::{cases, quota, run, start_time, steps, Model};
 use limitcore::reference::{GcraModel, TokenBucketModel};
 use limitcore::rules::TokenBucketRule;
 use limitcore::{Denied, Gcra, Quota, RateLimiter, TokenBucket};
+use limitcore_testkit::strategies::{quota, start_time, steps};
+use limitcore_testkit::{cases, run, AsModel};
 use proptest::prelude::*;
-
-fn gcra_model(q: Quota) -> Model<GcraModel> {
-    Model {
-        model: GcraModel::new(q),
-        acquire: GcraModel::acquire,
-        remaining: |m, now| m.snapshot(now).remaining,
-        full_after: Some(|m, now| m.snapshot(now).full_after),
-    }
-}
-
-fn token_bucket_model(q: Quota) -> Model<TokenBucketModel> {
-    Model {
-        model: TokenBucketModel::new(q),
-        acquire: TokenBucketModel::acquire,
-        remaining: |m, now| m.snapshot(now).remaining,
-        full_after: Some(|m, now| m.snapshot(now).full_after),
-    }
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
@@ -34,23 +15,23 @@ proptest! {
     /// clock, including backwards steps and times near u64::MAX.
     #[test]
     fn gcra_equals_reference_models((q, s) in quota().prop_flat_map(|q| (Just(q), steps(q.burst(), 1 << 40, 1 << 40))), start in start_time()) {
-        let mut gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
-        let (mut m1, mut m2) = (gcra_model(q), token_bucket_model(q));
-        run(&mut [&mut gcra, &mut m1, &mut m2], start, u64::MAX, &s)?;
+        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
+        let (mut m1, mut m2) = (GcraModel::new(q), TokenBucketModel::new(q));
+        run(&mut [&mut AsModel(&gcra), &mut m1, &mut m2], start, u64::MAX, &s)?;
     }
 
     /// Inside its window (readings within R ns of each other), the token bucket equals GCRA
     /// and both models exactly: same admissions, same retry_after, same snapshots.
     #[test]
     fn token_bucket_equals_gcra_in_window((q, s) in quota().prop_flat_map(|q| (Just(q), steps(q.burst(), 1 << 34, 1 << 34))), start in start_time()) {
-        let Ok(mut tb) = TokenBucket::with_clock(q, limitcore::clock::ManualClock::new()) else {
+        let Ok(tb) = TokenBucket::with_clock(q, limitcore::clock::ManualClock::new()) else {
             return Ok(());
         };
-        let mut gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
-        let (mut m1, mut m2) = (gcra_model(q), token_bucket_model(q));
+        let gcra = Gcra::with_clock(q, limitcore::clock::ManualClock::new()).unwrap();
+        let (mut m1, mut m2) = (GcraModel::new(q), TokenBucketModel::new(q));
         let token_bits = 32 - q.burst().leading_zeros();
         let window = TokenBucketRule::MAX_CLOCK_LAG_NS.min(1 << (62 - token_bits));
-        run(&mut [&mut tb, &mut gcra, &mut m1, &mut m2], start, window, &s)?;
+        run(&mut [&mut AsModel(&tb), &mut AsModel(&gcra), &mut m1, &mut m2], start, window, &s)?;
     }
 
     /// With a clock that only moves forward, the token bucket equals GCRA over spans much

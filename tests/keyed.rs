@@ -1,19 +1,17 @@
 //! Keyed limiters: per-key decisions equal a map of reference models, eviction changes no
 //! decision, memory stays bounded under a flood of fresh keys, and threads agree.
 
-mod common;
-
-use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
-use limitcore::reference::{FixedWindowModel, GcraModel, TokenBucketModel};
+use limitcore::reference::{self, Model};
 use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
 #[cfg(feature = "dashmap")]
 use limitcore::DashMapStore;
-use limitcore::{Denied, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
+use limitcore::{Algorithm, Denied, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
+use limitcore_testkit::cases;
+use proptest::prelude::*;
 
 /// The eviction grace.
 const EVICTION_GRACE_NS: Nanos = Keyed::<u8>::EVICTION_GRACE_NS;
-use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,15 +36,15 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     )
 }
 
-/// Run `ops` on a keyed limiter and on a map of models (never evicted): every decision
-/// must agree, so eviction changed nothing.
-fn agree<M, R: Rule>(
+/// Run `ops` on a keyed limiter and on a map of the `algorithm`'s reference models for
+/// `quota` (never evicted): every decision must agree, so eviction changed nothing.
+fn agree<R: Rule>(
     keyed: &Keyed<u8, R, ManualClock, impl Store<u8>>,
-    mut model: impl FnMut() -> M,
-    acquire: fn(&mut M, u32, Nanos) -> Result<(), Denied>,
+    algorithm: Algorithm,
+    quota: Quota,
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
-    let mut models: HashMap<u8, M> = HashMap::new();
+    let mut models: HashMap<u8, reference::AnyModel> = HashMap::new();
     let mut now: u64 = 1 << 40;
     let mut latest = now;
     for op in ops {
@@ -59,7 +57,10 @@ fn agree<M, R: Rule>(
             }
             Op::Acquire(k, n) => {
                 let got = keyed.try_acquire_n_at(&k, n, now);
-                let want = acquire(models.entry(k).or_insert_with(&mut model), n, now);
+                let want = models
+                    .entry(k)
+                    .or_insert_with(|| reference::model(algorithm, quota))
+                    .acquire(n, now);
                 prop_assert_eq!(got, want, "key {} n {} at {}", k, n, now);
             }
             Op::Evict => {
@@ -86,13 +87,13 @@ proptest! {
     #[test]
     fn keyed_gcra_equals_models_through_evictions(q in quota(), ops in ops()) {
         let keyed: Keyed<u8, GcraRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
-        agree(&keyed, || GcraModel::new(q), GcraModel::acquire, &ops)?;
+        agree(&keyed, Algorithm::Gcra, q, &ops)?;
     }
 
     #[test]
     fn keyed_token_bucket_equals_models_through_evictions(q in quota(), ops in ops()) {
         let keyed: Keyed<u8, TokenBucketRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
-        agree(&keyed, || TokenBucketModel::new(q), TokenBucketModel::acquire, &ops)?;
+        agree(&keyed, Algorithm::TokenBucket, q, &ops)?;
     }
 
     #[test]
@@ -100,7 +101,7 @@ proptest! {
         // A window has no burst: the quota's count per window.
         let q = Quota::new(q.count(), q.period()).unwrap();
         let keyed: Keyed<u8, FixedWindowRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
-        agree(&keyed, || FixedWindowModel::new(q), FixedWindowModel::acquire, &ops)?;
+        agree(&keyed, Algorithm::FixedWindow, q, &ops)?;
     }
 
     #[cfg(feature = "dashmap")]
@@ -108,7 +109,7 @@ proptest! {
     fn keyed_gcra_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
         let keyed: Keyed<u8, GcraRule, ManualClock, DashMapStore<u8>> =
             Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
-        agree(&keyed, || GcraModel::new(q), GcraModel::acquire, &ops)?;
+        agree(&keyed, Algorithm::Gcra, q, &ops)?;
     }
 
     #[cfg(feature = "dashmap")]
@@ -116,7 +117,7 @@ proptest! {
     fn keyed_token_bucket_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
         let keyed: Keyed<u8, TokenBucketRule, ManualClock, DashMapStore<u8>> =
             Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
-        agree(&keyed, || TokenBucketModel::new(q), TokenBucketModel::acquire, &ops)?;
+        agree(&keyed, Algorithm::TokenBucket, q, &ops)?;
     }
 }
 

@@ -2,12 +2,10 @@
 //! against `reference::SlidingWindowModel`, also with every key colliding), exact when keys do
 //! not collide, no permit created by threads, and memory fixed whatever the number of keys.
 
-mod common;
-
-use common::cases;
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::SlidingWindowModel;
 use limitcore::{Denied, KeyedSketch, Quota, QuotaError};
+use limitcore_testkit::cases;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

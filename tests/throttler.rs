@@ -2,11 +2,9 @@
 //! its worker under faults (drop and shutdown while tasks wait or run, panicking tasks, a
 //! worker that cannot start or stops, no polling), each test bounded in time.
 
-mod common;
-
-use common::cases;
 use limitcore::clock::{Clock, ManualClock, MonotonicClock, Nanos, SleepHint};
 use limitcore::{Quota, SubmitError, TaskError, TaskHandle, Throttler};
+use limitcore_testkit::cases;
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};

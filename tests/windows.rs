@@ -1,14 +1,13 @@
 //! Property and thread tests for the window limiters and the pacer, against the plain
 //! reference models (proptest).
 
-mod common;
-
-use common::{cases, run, start_time, steps, Model};
-use limitcore::clock::{ManualClock, Nanos};
+use limitcore::clock::ManualClock;
 use limitcore::reference::{
     FixedWindowModel, LeakyBucketModel, SlidingLogModel, SlidingWindowModel,
 };
 use limitcore::{FixedWindow, LeakyBucket, Quota, RateLimiter, Reserve, SlidingLog, SlidingWindow};
+use limitcore_testkit::strategies::{start_time, steps};
+use limitcore_testkit::{cases, run, AsModel, Step};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -36,9 +35,9 @@ proptest! {
 
     #[test]
     fn fixed_window_equals_model((q, s) in window_quota().prop_flat_map(|q| (Just(q), steps(q.count(), 1 << 36, 1 << 36))), start in start_time()) {
-        let mut limiter = FixedWindow::with_clock(q, clock()).unwrap();
-        let mut model = Model { model: FixedWindowModel::new(q), acquire: FixedWindowModel::acquire, remaining: FixedWindowModel::remaining, full_after: None };
-        let admitted = run(&mut [&mut limiter, &mut model], start, u64::MAX, &s)?;
+        let limiter = FixedWindow::with_clock(q, clock()).unwrap();
+        let mut model = FixedWindowModel::new(q);
+        let admitted = run(&mut [&mut AsModel(&limiter), &mut model], start, u64::MAX, &s)?;
         // The bound: at most `count` in each aligned window (by the recorded window).
         let mut per_window = std::collections::BTreeMap::new();
         let mut latest = 0;
@@ -51,9 +50,9 @@ proptest! {
 
     #[test]
     fn sliding_log_equals_model((q, s) in window_quota().prop_flat_map(|q| (Just(q), steps(q.count(), 1 << 36, 1 << 34))), start in start_time()) {
-        let mut limiter = SlidingLog::with_clock(q, clock()).unwrap();
-        let mut model = Model { model: SlidingLogModel::new(q), acquire: SlidingLogModel::acquire, remaining: SlidingLogModel::remaining, full_after: None };
-        let admitted = run(&mut [&mut limiter, &mut model], start, u64::MAX, &s)?;
+        let limiter = SlidingLog::with_clock(q, clock()).unwrap();
+        let mut model = SlidingLogModel::new(q);
+        let admitted = run(&mut [&mut AsModel(&limiter), &mut model], start, u64::MAX, &s)?;
         // The bound, checked directly: at most `count` recorded times in any half-open
         // window of length `period`. Recorded times are the running maximum.
         let mut recorded = Vec::new();
@@ -74,12 +73,12 @@ proptest! {
         // Stay within the stale tolerance (at least 4 windows): a retry probe may admit up
         // to 2 windows ahead of `now`, so step back at most 1 window, and never jump back.
         let s: Vec<_> = s.into_iter().map(|st| match st {
-            common::Step::Jump(t) => common::Step::Shift((t % (1 << 36)) as i64),
+            Step::Jump(t) => Step::Shift((t % (1 << 36)) as i64),
             other => other,
         }).collect();
-        let mut limiter = SlidingWindow::with_batch(q, clock(), 0).unwrap();
-        let mut model = Model { model: SlidingWindowModel::new(q), acquire: SlidingWindowModel::acquire, remaining: SlidingWindowModel::remaining, full_after: None };
-        run(&mut [&mut limiter, &mut model], start, u64::MAX, &s)?;
+        let limiter = SlidingWindow::with_batch(q, clock(), 0).unwrap();
+        let mut model = SlidingWindowModel::new(q);
+        run(&mut [&mut AsModel(&limiter), &mut model], start, u64::MAX, &s)?;
     }
 
     /// With leases (the default batch), every admission still satisfies the formula on the
@@ -91,9 +90,9 @@ proptest! {
         let mut now = 0u64;
         for step in s {
             match step {
-                common::Step::Shift(d) => now = now.saturating_add_signed(d),
-                common::Step::Jump(t) => now = now.max(t),
-                common::Step::Acquire(n) => {
+                Step::Shift(d) => now = now.saturating_add_signed(d),
+                Step::Jump(t) => now = now.max(t),
+                Step::Acquire(n) => {
                     if limiter.try_acquire_n_at(n, now).is_ok() && n > 0 {
                         // The model is the formula on true counts: it must admit too.
                         prop_assert_eq!(truth.acquire(n, now), Ok(()), "over-admitted n={} at {}", n, now);
@@ -106,14 +105,9 @@ proptest! {
     #[test]
     fn leaky_bucket_equals_queue((q, s) in pacer_quota().prop_flat_map(|q| (Just(q), steps(q.burst(), 1 << 36, 1 << 36))), start in start_time(), waits in prop::collection::vec(prop_oneof![Just(0u64), Just(u64::MAX), 0u64..=1 << 34], 1..50)) {
         // try_acquire (start now) against the queue model.
-        let mut limiter = LeakyBucket::with_clock(q, clock()).unwrap();
-        let mut model = Model { model: LeakyBucketModel::new(q), acquire: LeakyBucketModel::acquire, remaining: |_, _| 0, full_after: None };
-        struct NoRemaining<'a, L>(&'a mut L);
-        impl<L: RateLimiter> common::Subject for NoRemaining<'_, L> {
-            fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), limitcore::Denied> { self.0.try_acquire_n_at(n, now) }
-            fn remaining(&self, _: Nanos) -> u32 { 0 }
-        }
-        run(&mut [&mut NoRemaining(&mut limiter), &mut model], start, u64::MAX, &s)?;
+        let limiter = LeakyBucket::with_clock(q, clock()).unwrap();
+        let mut model = LeakyBucketModel::new(q);
+        run(&mut [&mut AsModel(&limiter), &mut model], start, u64::MAX, &s)?;
         // reserve with a maximum wait against the queue model.
         let pacer = LeakyBucket::with_clock(q, clock()).unwrap();
         let mut queue = LeakyBucketModel::new(q);

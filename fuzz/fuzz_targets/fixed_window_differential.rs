@@ -1,7 +1,4 @@
-//! `cargo +nightly fuzz run fixed_window_differential`: see `harness::fixed_window_differential` for what is checked.
+//! `cargo +nightly fuzz run fixed_window_differential`: see `limitcore_testkit::fuzz::fixed_window_differential` for what is checked.
 #![no_main]
 
-#[path = "../harness/mod.rs"]
-mod harness;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::fixed_window_differential(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| limitcore_testkit::fuzz::fixed_window_differential(data));

@@ -1,7 +1,4 @@
-//! `cargo +nightly fuzz run keyed_differential`: see `harness::keyed_differential` for what is checked.
+//! `cargo +nightly fuzz run keyed_differential`: see `limitcore_testkit::fuzz::keyed_differential` for what is checked.
 #![no_main]
 
-#[path = "../harness/mod.rs"]
-mod harness;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::keyed_differential(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| limitcore_testkit::fuzz::keyed_differential(data));

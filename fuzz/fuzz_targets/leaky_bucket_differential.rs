@@ -1,7 +1,4 @@
-//! `cargo +nightly fuzz run leaky_bucket_differential`: see `harness::leaky_bucket_differential` for what is checked.
+//! `cargo +nightly fuzz run leaky_bucket_differential`: see `limitcore_testkit::fuzz::leaky_bucket_differential` for what is checked.
 #![no_main]
 
-#[path = "../harness/mod.rs"]
-mod harness;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::leaky_bucket_differential(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| limitcore_testkit::fuzz::leaky_bucket_differential(data));

@@ -1,7 +1,4 @@
-//! `cargo +nightly fuzz run quota_parse`: see `harness::quota_parse` for what is checked.
+//! `cargo +nightly fuzz run quota_parse`: see `limitcore_testkit::fuzz::quota_parse` for what is checked.
 #![no_main]
 
-#[path = "../harness/mod.rs"]
-mod harness;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::quota_parse(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| limitcore_testkit::fuzz::quota_parse(data));

@@ -1,7 +1,4 @@
-//! `cargo +nightly fuzz run sliding_log_differential`: see `harness::sliding_log_differential` for what is checked.
+//! `cargo +nightly fuzz run sliding_log_differential`: see `limitcore_testkit::fuzz::sliding_log_differential` for what is checked.
 #![no_main]
 
-#[path = "../harness/mod.rs"]
-mod harness;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::sliding_log_differential(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| limitcore_testkit::fuzz::sliding_log_differential(data));

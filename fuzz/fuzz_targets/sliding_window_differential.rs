@@ -1,7 +1,4 @@
-//! `cargo +nightly fuzz run sliding_window_differential`: see `harness::sliding_window_differential` for what is checked.
+//! `cargo +nightly fuzz run sliding_window_differential`: see `limitcore_testkit::fuzz::sliding_window_differential` for what is checked.
 #![no_main]
 
-#[path = "../harness/mod.rs"]
-mod harness;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::sliding_window_differential(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| limitcore_testkit::fuzz::sliding_window_differential(data));

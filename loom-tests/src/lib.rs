@@ -10,10 +10,9 @@ pub use harness::*;
 #[cfg(loom)]
 mod harness {
     use limitcore::clock::{Clock, ManualClock, Nanos};
-    use limitcore::reference::{
-        FixedWindowModel, GcraModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel,
-    };
-    use limitcore::{Denied, Gcra, Quota, RateLimiter, Snapshot, TokenBucket};
+    use limitcore::reference::{self, Model};
+    use limitcore::{Algorithm, Denied, Gcra, Quota, RateLimiter, Snapshot, TokenBucket};
+    use limitcore_testkit::AsModel;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -100,8 +99,9 @@ mod harness {
 
     /// The limiters under test, built the same way.
     pub trait Limiter: RateLimiter + Sized + 'static {
-        /// The reference model it must agree with.
-        type Model: Model;
+        /// Its algorithm: `reference::model(Self::ALGORITHM, quota)` is the reference model
+        /// it must agree with.
+        const ALGORITHM: Algorithm;
         /// A fresh, full limiter on `clock`.
         fn build(quota: Quota, clock: ManualClock) -> Self;
         /// The GCRA-equivalent state: the theoretical arrival time, ns.
@@ -113,7 +113,7 @@ mod harness {
     }
 
     impl Limiter for Gcra<ManualClock> {
-        type Model = GcraModel;
+        const ALGORITHM: Algorithm = Algorithm::Gcra;
         fn build(quota: Quota, clock: ManualClock) -> Self {
             Gcra::with_clock(quota, clock).unwrap()
         }
@@ -123,7 +123,7 @@ mod harness {
     }
 
     impl Limiter for TokenBucket<ManualClock> {
-        type Model = TokenBucketModel;
+        const ALGORITHM: Algorithm = Algorithm::TokenBucket;
         fn build(quota: Quota, clock: ManualClock) -> Self {
             TokenBucket::with_clock(quota, clock).expect("quota fits the token bucket")
         }
@@ -138,47 +138,14 @@ mod harness {
         }
     }
 
-    /// The plain reference models of `limitcore::reference`.
-    pub trait Model {
-        /// A full model.
-        fn new(quota: Quota) -> Self;
-        /// Decide `n` at `now`.
-        fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied>;
-        /// The state at `now`.
-        fn snapshot(&self, now: Nanos) -> Snapshot;
-    }
-
-    impl Model for GcraModel {
-        fn new(quota: Quota) -> Self {
-            GcraModel::new(quota)
-        }
-        fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-            GcraModel::acquire(self, n, now)
-        }
-        fn snapshot(&self, now: Nanos) -> Snapshot {
-            GcraModel::snapshot(self, now)
-        }
-    }
-
-    impl Model for TokenBucketModel {
-        fn new(quota: Quota) -> Self {
-            TokenBucketModel::new(quota)
-        }
-        fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-            TokenBucketModel::acquire(self, n, now)
-        }
-        fn snapshot(&self, now: Nanos) -> Snapshot {
-            TokenBucketModel::snapshot(self, now)
-        }
-    }
-
     /// Snapshots of a limiter at every [`PROBES`] time.
     pub fn probe<L: RateLimiter>(limiter: &L) -> Vec<Snapshot> {
-        PROBES.iter().map(|&t| limiter.snapshot_at(t)).collect()
+        probe_model(&AsModel(limiter))
     }
 
-    /// Snapshots of a reference model at every [`PROBES`] time.
-    pub fn probe_model<M: Model>(model: &M) -> Vec<Snapshot> {
+    /// Snapshots of a reference model (or a limiter through [`AsModel`]) at every
+    /// [`PROBES`] time.
+    pub fn probe_model(model: &dyn Model) -> Vec<Snapshot> {
         PROBES.iter().map(|&t| model.snapshot(t)).collect()
     }
 
@@ -202,22 +169,19 @@ mod harness {
         out
     }
 
-    /// `prefix` (all must be admitted), then `asks[order[0]]`, `asks[order[1]]`, … through
-    /// `acquire`; each ask's result, indexed like `asks`.
+    /// A sequential execution at the frozen time [`NOW`] on `subject` (a reference model,
+    /// or a limiter through [`AsModel`]): `prefix` (all must be admitted), then
+    /// `asks[order[0]]`, `asks[order[1]]`, …; each ask's result, indexed like `asks`.
     fn in_order(
+        subject: &mut dyn Model,
         prefix: &[u32],
         asks: &[u32],
         order: &[usize],
-        mut acquire: impl FnMut(u32) -> Result<(), Denied>,
     ) -> Vec<Result<(), Denied>> {
-        for &n in prefix {
-            acquire(n).expect("prefix is admitted");
-        }
-        let mut results = vec![Ok(()); asks.len()];
-        for &i in order {
-            results[i] = acquire(asks[i]);
-        }
-        results
+        let at_now = |&n: &u32| (n, NOW);
+        let prefix: Vec<Ask> = prefix.iter().map(at_now).collect();
+        let asks: Vec<Ask> = asks.iter().map(at_now).collect();
+        replay(subject, &prefix, &asks, order)
     }
 
     /// A sequential execution at the frozen time [`NOW`] (see `in_order`). Returns the
@@ -229,19 +193,20 @@ mod harness {
         order: &[usize],
     ) -> (L, Vec<Result<(), Denied>>) {
         let limiter = L::build(quota, ManualClock::starting_at(NOW));
-        let results = in_order(prefix, asks, order, |n| limiter.try_acquire_n_at(n, NOW));
+        let results = in_order(&mut AsModel(&limiter), prefix, asks, order);
         (limiter, results)
     }
 
-    /// The same sequential execution on the reference model.
-    pub fn sequential_model<M: Model>(
+    /// The same sequential execution on the reference model of `algorithm`.
+    pub fn sequential_model(
+        algorithm: Algorithm,
         quota: Quota,
         prefix: &[u32],
         asks: &[u32],
         order: &[usize],
-    ) -> (M, Vec<Result<(), Denied>>) {
-        let mut model = M::new(quota);
-        let results = in_order(prefix, asks, order, |n| model.acquire(n, NOW));
+    ) -> (reference::AnyModel, Vec<Result<(), Denied>>) {
+        let mut model = reference::model(algorithm, quota);
+        let results = in_order(&mut model, prefix, asks, order);
         (model, results)
     }
 
@@ -258,7 +223,8 @@ mod harness {
         let state = (concurrent.tat(), probe(concurrent));
         let found = permutations(asks.len()).into_iter().any(|order| {
             let (seq, seq_results) = sequential::<L>(quota, prefix, asks, &order);
-            let (model, model_results) = sequential_model::<L::Model>(quota, prefix, asks, &order);
+            let (model, model_results) =
+                sequential_model(L::ALGORITHM, quota, prefix, asks, &order);
             seq_results == results
                 && model_results == results
                 && (seq.tat(), probe(&seq)) == state
@@ -446,11 +412,11 @@ mod harness {
         (admitted, max_time, tat)
     }
 
-    /// The most single-permit requests the reference model `M` admits at times in
-    /// `[NOW, max_time]`: all it can at `NOW`, then all it can at `max_time` (taking early
-    /// and late is the greedy optimum for single permits).
-    pub fn model_allowance<M: Model>(burst: u32, max_time: Nanos) -> u32 {
-        let mut model = M::new(quota(burst));
+    /// The most single-permit requests the reference model of `algorithm` admits at times
+    /// in `[NOW, max_time]`: all it can at `NOW`, then all it can at `max_time` (taking
+    /// early and late is the greedy optimum for single permits).
+    pub fn model_allowance(algorithm: Algorithm, burst: u32, max_time: Nanos) -> u32 {
+        let mut model = reference::model(algorithm, quota(burst));
         let mut admitted = 0;
         for now in [NOW, max_time] {
             while model.acquire(1, now).is_ok() {
@@ -469,34 +435,6 @@ mod harness {
     pub fn window_quota(count: u32, period: Nanos) -> Quota {
         Quota::new(count, Duration::from_nanos(period)).expect("valid quota")
     }
-
-    /// The reference models of the window limiters: `FixedWindowModel`, `SlidingLogModel`
-    /// and `SlidingWindowModel`, which only report `remaining` (no `full_after`).
-    pub trait WindowModel: Sized {
-        /// A fresh model.
-        fn new(quota: Quota) -> Self;
-        /// Decide `n` at `now`.
-        fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied>;
-        /// Permits that would fit at `now`.
-        fn remaining(&self, now: Nanos) -> u32;
-    }
-
-    macro_rules! window_model {
-        ($($m:ty),*) => {$(
-            impl WindowModel for $m {
-                fn new(quota: Quota) -> Self {
-                    <$m>::new(quota)
-                }
-                fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-                    <$m>::acquire(self, n, now)
-                }
-                fn remaining(&self, now: Nanos) -> u32 {
-                    <$m>::remaining(self, now)
-                }
-            }
-        )*};
-    }
-    window_model!(FixedWindowModel, SlidingLogModel, SlidingWindowModel);
 
     /// The concurrent part of an explicit-time model: `limiter`, `prefix` admitted in order
     /// by the main thread, then one loom thread per entry of `asks`, each calling
@@ -539,45 +477,24 @@ mod harness {
         (limiter, results)
     }
 
-    /// A sequential execution at explicit times on `limiter`: `prefix` (all must be
-    /// admitted), then `asks[order[0]]`, `asks[order[1]]`, … Returns the limiter and each
-    /// ask's result, indexed like `asks`.
-    pub fn replay<L: RateLimiter>(
-        limiter: L,
+    /// A sequential execution at explicit times on `subject` (a reference model, or a
+    /// limiter through [`AsModel`]): `prefix` (all must be admitted), then
+    /// `asks[order[0]]`, `asks[order[1]]`, … Returns each ask's result, indexed like `asks`.
+    pub fn replay(
+        subject: &mut dyn Model,
         prefix: &[Ask],
         asks: &[Ask],
         order: &[usize],
-    ) -> (L, Vec<Result<(), Denied>>) {
+    ) -> Vec<Result<(), Denied>> {
         for &(n, now) in prefix {
-            limiter
-                .try_acquire_n_at(n, now)
-                .expect("prefix is admitted");
+            subject.acquire(n, now).expect("prefix is admitted");
         }
         let mut results = vec![Ok(()); asks.len()];
         for &i in order {
             let (n, now) = asks[i];
-            results[i] = limiter.try_acquire_n_at(n, now);
+            results[i] = subject.acquire(n, now);
         }
-        (limiter, results)
-    }
-
-    /// The same sequential execution on a window reference model.
-    pub fn replay_model<M: WindowModel>(
-        quota: Quota,
-        prefix: &[Ask],
-        asks: &[Ask],
-        order: &[usize],
-    ) -> (M, Vec<Result<(), Denied>>) {
-        let mut model = M::new(quota);
-        for &(n, now) in prefix {
-            model.acquire(n, now).expect("prefix is admitted");
-        }
-        let mut results = vec![Ok(()); asks.len()];
-        for &i in order {
-            let (n, now) = asks[i];
-            results[i] = model.acquire(n, now);
-        }
-        (model, results)
+        results
     }
 
     /// Snapshots of a limiter at each of `probes`.
@@ -598,16 +515,19 @@ mod harness {
     ) -> Option<Vec<usize>> {
         let state = probe_at(concurrent, probes);
         permutations(asks.len()).into_iter().find(|order| {
-            let (seq, seq_results) = replay(build(), prefix, asks, order);
+            let seq = build();
+            let seq_results = replay(&mut AsModel(&seq), prefix, asks, order);
             seq_results == results && probe_at(&seq, probes) == state
         })
     }
 
     /// Linearizability at explicit times against the limiter *and* its reference model:
     /// some sequential order of `asks` gives exactly the concurrent `results` and final state
-    /// on a fresh limiter from `build` (snapshots at every probe) and on `M` (`remaining` at
-    /// every probe). Returns that order.
-    pub fn assert_linearizable_at<L: RateLimiter, M: WindowModel>(
+    /// on a fresh limiter from `build` (snapshots at every probe) and on the reference model
+    /// of `algorithm` (`remaining` at every probe). Returns that order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn assert_linearizable_at<L: RateLimiter>(
+        algorithm: Algorithm,
         quota: Quota,
         build: impl Fn() -> L,
         prefix: &[Ask],
@@ -619,14 +539,16 @@ mod harness {
         let state = probe_at(concurrent, probes);
         let remaining: Vec<u32> = state.iter().map(|s| s.remaining).collect();
         let found = permutations(asks.len()).into_iter().find(|order| {
-            let (seq, seq_results) = replay(build(), prefix, asks, order);
-            let (model, model_results) = replay_model::<M>(quota, prefix, asks, order);
+            let seq = build();
+            let seq_results = replay(&mut AsModel(&seq), prefix, asks, order);
+            let mut model = reference::model(algorithm, quota);
+            let model_results = replay(&mut model, prefix, asks, order);
             seq_results == results
                 && model_results == results
                 && probe_at(&seq, probes) == state
                 && probes
                     .iter()
-                    .map(|&t| model.remaining(t))
+                    .map(|&t| model.snapshot(t).remaining)
                     .collect::<Vec<_>>()
                     == remaining
         });
@@ -676,12 +598,13 @@ mod harness {
     }
 
     /// Every admitted request (`prefix` and the admitted `asks`), replayed alone on a fresh
-    /// model `M` in the order of its reading times (ties in `prefix`-then-`asks` order), is
+    /// reference model of `algorithm` in the order of its reading times (ties in `prefix`-then-`asks` order), is
     /// admitted there too: the admissions satisfy the model's rule at their own times.
     ///
     /// Only meaningful where a reading taken earlier but decided later cannot be counted
     /// differently from the time order (see the callers).
-    pub fn assert_admitted_in_time_order<M: WindowModel>(
+    pub fn assert_admitted_in_time_order(
+        algorithm: Algorithm,
         quota: Quota,
         prefix: &[Ask],
         asks: &[Ask],
@@ -698,7 +621,7 @@ mod harness {
             )
             .collect();
         admitted.sort_by_key(|&(_, now)| now);
-        let mut model = M::new(quota);
+        let mut model = reference::model(algorithm, quota);
         for &(n, now) in &admitted {
             assert_eq!(
                 model.acquire(n, now),

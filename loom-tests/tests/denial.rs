@@ -45,7 +45,7 @@ fn check_denial_writes_nothing<L: Limiter + Send + Sync>(
         let mut admitted_only = prefix.to_vec();
         admitted_only.push(asks[winner]);
         let (expected, _) = sequential::<L>(quota, &admitted_only, &[], &[]);
-        let (expected_model, _) = sequential_model::<L::Model>(quota, &admitted_only, &[], &[]);
+        let (expected_model, _) = sequential_model(L::ALGORITHM, quota, &admitted_only, &[], &[]);
         assert_eq!(limiter.tat(), expected.tat(), "results {results:?}");
         assert_eq!(probe(&*limiter), probe(&expected), "results {results:?}");
         assert_eq!(

@@ -16,8 +16,7 @@
 #![cfg(loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
-use limitcore::reference::FixedWindowModel;
-use limitcore::{Denied, FixedWindow, RateLimiter};
+use limitcore::{Algorithm, Denied, FixedWindow, RateLimiter};
 use loom_tests::{
     admitted, assert_linearizable_at, counted_windows, model, per_window, race_at_observing,
     window_quota, Ask, Outcomes, NOW,
@@ -78,8 +77,15 @@ fn check(
             assert_eq!(total, expected, "results {results:?}");
         }
 
-        let order = assert_linearizable_at::<_, FixedWindowModel>(
-            quota, build, prefix, asks, &results, &*limiter, &PROBES,
+        let order = assert_linearizable_at(
+            Algorithm::FixedWindow,
+            quota,
+            build,
+            prefix,
+            asks,
+            &results,
+            &*limiter,
+            &PROBES,
         );
         let counted = counted_windows(P, prefix, asks, &results, &order);
         let windows = per_window(&counted);

@@ -17,8 +17,7 @@
 #![cfg(loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
-use limitcore::reference::SlidingLogModel;
-use limitcore::{Denied, SlidingLog};
+use limitcore::{Algorithm, Denied, SlidingLog};
 use loom_tests::{
     admitted, assert_linearizable_at, model, race_at, window_quota, Ask, Outcomes, NOW,
 };
@@ -97,8 +96,15 @@ fn check(
         if let Some(expected) = expect_total {
             assert_eq!(total, expected, "results {results:?}");
         }
-        let order = assert_linearizable_at::<_, SlidingLogModel>(
-            quota, build, prefix, asks, &results, &*limiter, &PROBES,
+        let order = assert_linearizable_at(
+            Algorithm::SlidingLog,
+            quota,
+            build,
+            prefix,
+            asks,
+            &results,
+            &*limiter,
+            &PROBES,
         );
         let log = recorded(prefix, asks, &results, &order);
         assert_eq!(log.len() as u32, total);

@@ -25,8 +25,7 @@
 #![cfg(loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
-use limitcore::reference::SlidingWindowModel;
-use limitcore::{Denied, RateLimiter, SlidingWindow};
+use limitcore::{Algorithm, Denied, RateLimiter, SlidingWindow};
 use loom_tests::{
     admitted, assert_admitted_in_time_order, assert_linearizable_at, linearization, model, race_at,
     window_quota, Ask, Outcomes, NOW,
@@ -98,7 +97,8 @@ fn check_exact(name: &str, count: u32, asks: &'static [Ask], expect_total: u32) 
             }
         }
         assert_eq!(limiter.snapshot_at(NOW).remaining, count - total);
-        assert_linearizable_at::<_, SlidingWindowModel>(
+        assert_linearizable_at(
+            Algorithm::SlidingWindow,
             quota,
             || build(count, 0),
             &[],
@@ -387,7 +387,8 @@ fn check_rotation(
              there (window-10 admissions {window_10_asks:?}): results {results:?}"
         );
         if batch == 0 {
-            assert_linearizable_at::<_, SlidingWindowModel>(
+            assert_linearizable_at(
+                Algorithm::SlidingWindow,
                 quota,
                 || build(count, 0),
                 prefix,
@@ -396,7 +397,7 @@ fn check_rotation(
                 &*limiter,
                 &PROBES,
             );
-            assert_admitted_in_time_order::<SlidingWindowModel>(quota, prefix, asks, &results);
+            assert_admitted_in_time_order(Algorithm::SlidingWindow, quota, prefix, asks, &results);
         }
     });
     outcomes

@@ -20,8 +20,7 @@
 #![cfg(loom)]
 
 use limitcore::clock::ManualClock;
-use limitcore::reference::TokenBucketModel;
-use limitcore::TokenBucket;
+use limitcore::{Algorithm, TokenBucket};
 use loom_tests::{check_frozen, model, model_allowance, race_moving, T};
 
 type L = TokenBucket<ManualClock>;
@@ -106,7 +105,7 @@ fn clock_advancing_while_two_threads_acquire() {
         // race_moving checks: the GCRA-equivalent state never moves back as seen by any
         // thread, and NOW + admitted·T ≤ state ≤ max time + burst·T.
         let (admitted, max_time, _tat) = race_moving::<L>(BURST, ADVANCE, 2);
-        let allowed = model_allowance::<TokenBucketModel>(BURST, max_time);
+        let allowed = model_allowance(Algorithm::TokenBucket, BURST, max_time);
         assert!(
             admitted <= allowed,
             "admitted {admitted} > {allowed}, the reference model's most by time {max_time}"

@@ -44,7 +44,7 @@
 
 use crate::trace::{Request, Trace};
 use limitcore::clock::ManualClock;
-use limitcore::reference::{self, Model};
+use limitcore::reference::{self, AnyModel, Model};
 use limitcore::rules::Rule;
 use limitcore::{All, Denied, Global, Keyed, KeyedRefund, Limiter, Quota, QuotaError, WithRule};
 use rayon::prelude::*;
@@ -545,7 +545,7 @@ fn check_shard(
     models_of: &Models,
     quota: Quota,
 ) -> Checked {
-    let mut models: HashMap<u32, Box<dyn Model>> = HashMap::new();
+    let mut models: HashMap<u32, AnyModel> = HashMap::new();
     let mut global = models_of
         .global
         .map(|g| reference::model(models_of.algorithm, g));
@@ -563,7 +563,7 @@ fn check_shard(
             // All or nothing: charge both models only if both admit; the refusal reported
             // is the longest wait.
             Some(global) => {
-                let (mut own, mut all) = (model.clone_box(), global.clone_box());
+                let (mut own, mut all) = (model.clone(), global.clone());
                 match (own.acquire(1, r.t), all.acquire(1, r.t)) {
                     (Ok(()), Ok(())) => {
                         (*model, *global) = (own, all);

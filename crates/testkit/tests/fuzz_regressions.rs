@@ -1,10 +1,9 @@
-//! The cargo-fuzz targets' harness (`fuzz/harness/mod.rs`), run on stable by `cargo test`:
-//! every committed input under `fuzz/regressions/<target>/`, then a fixed set of
-//! pseudo-random inputs. The fuzzing itself (nightly, libFuzzer) is `.ci/fuzz.sh`.
+//! The cargo-fuzz targets' drivers (`limitcore_testkit::fuzz`), run on stable by
+//! `cargo test`: every committed input under `fuzz/regressions/<target>/` (at the
+//! repository's root), then a fixed set of pseudo-random inputs. The fuzzing itself
+//! (nightly, libFuzzer) is `.ci/fuzz.sh`.
 
-#[path = "../fuzz/harness/mod.rs"]
-mod harness;
-
+use limitcore_testkit::fuzz as harness;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -15,7 +14,7 @@ const RANDOM_INPUTS: usize = 2_000;
 /// test cannot pass by finding nothing to run.
 fn regression_inputs(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/regressions")
+        .join("../../fuzz/regressions")
         .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
