@@ -139,11 +139,6 @@ impl Rule for FixedWindowRule {
     }
 
     #[inline]
-    fn capacity(&self) -> u32 {
-        self.count
-    }
-
-    #[inline]
     fn fresh(&self) -> u64 {
         0
     }

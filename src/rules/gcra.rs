@@ -142,6 +142,31 @@ impl Schedule {
     }
 }
 
+/// The rules on one theoretical-arrival-time word, written once: `PACE = false` is GCRA
+/// ([`GcraRule`]), `PACE = true` the leaky bucket as a queue ([`LeakyBucketRule`]). They
+/// share the word, the schedule arithmetic, the snapshot, the refund and the idle test; they
+/// differ in what a request may wait for (GCRA admits while the schedule runs at most `τ`
+/// ahead; the pacer admits with [`Rule::take`] only what can start now).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::rules::{GcraRule, LeakyBucketRule, Rule, TatRule};
+/// use limitcore::Quota;
+///
+/// let q = Quota::per_second(10)?;
+/// let (gcra, pacer): (TatRule<false>, TatRule<true>) = (GcraRule::new(&q)?, LeakyBucketRule::new(&q)?);
+/// let (mut a, mut b) = (gcra.fresh(), pacer.fresh());
+/// assert!(gcra.take(&mut a, 0, 1).is_ok() && gcra.take(&mut a, 0, 1).is_ok()); // a burst
+/// assert!(pacer.take(&mut b, 0, 1).is_ok() && pacer.take(&mut b, 0, 1).is_err()); // paced
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TatRule<const PACE: bool> {
+    pub(crate) schedule: Schedule,
+    quota: Quota,
+}
+
 /// The GCRA rule on one word, the theoretical arrival time (TAT), in ns since the clock's
 /// epoch (0 when fresh). The rule of [`Gcra`](crate::Gcra).
 ///
@@ -187,80 +212,7 @@ impl Schedule {
 /// assert_eq!(tat, rule.fresh());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GcraRule {
-    pub(crate) schedule: Schedule,
-    quota: Quota,
-}
-
-impl Rule for GcraRule {
-    type State = u64;
-
-    /// # Errors
-    ///
-    /// None: every valid [`Quota`] fits the TAT word.
-    #[inline]
-    fn new(quota: &Quota) -> Result<Self, QuotaError> {
-        Ok(GcraRule {
-            schedule: Schedule::new(quota),
-            quota: *quota,
-        })
-    }
-
-    #[inline]
-    fn quota(&self) -> Quota {
-        self.quota
-    }
-
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.schedule.burst
-    }
-
-    #[inline]
-    fn fresh(&self) -> u64 {
-        0
-    }
-
-    #[inline]
-    fn take(&self, tat: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let next = self.schedule.gcra(*tat, now, n)?;
-        *tat = next;
-        Ok(self.schedule.receipt(next, n))
-    }
-
-    #[inline]
-    fn check(&self, tat: &u64, now: Nanos, n: u32) -> Result<(), Denied> {
-        self.schedule.gcra(*tat, now, n).map(|_| ())
-    }
-
-    #[inline]
-    fn snapshot(&self, tat: &u64, now: Nanos) -> Snapshot {
-        self.schedule.snapshot(*tat, now)
-    }
-
-    #[inline]
-    fn refund(&self, tat: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
-        self.schedule.refund(tat, receipt, at)
-    }
-
-    /// A TAT at or before `since`: `max(TAT, t) = t` for every `t ≥ since`, as for TAT 0.
-    #[inline]
-    fn fresh_since(&self, tat: &u64, since: Nanos, _now: Nanos) -> bool {
-        *tat <= since
-    }
-}
-
-impl ReserveRule for GcraRule {
-    /// The delay is the wait [`Rule::take`] would report (0 if the permits conform now), and
-    /// the TAT advances as if they were admitted then, so later requests queue behind them.
-    #[inline]
-    fn reserve(&self, tat: &mut u64, now: Nanos, n: u32, max_wait: Nanos) -> Result<Nanos, Denied> {
-        let (next, delay) = self.schedule.reserve(*tat, now, n, max_wait, false)?;
-        *tat = next;
-        Ok(delay)
-    }
-}
+pub type GcraRule = TatRule<false>;
 
 /// The leaky bucket as a queue (a pacer) on GCRA's word, read as the time the queue drains:
 /// admitted requests start exactly one emission interval `T` apart, in the order they were
@@ -297,13 +249,9 @@ impl ReserveRule for GcraRule {
 /// assert_eq!(rule.take(&mut drain, 0, 1).unwrap_err().retry_after().unwrap().as_millis(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeakyBucketRule {
-    pub(crate) schedule: Schedule,
-    quota: Quota,
-}
+pub type LeakyBucketRule = TatRule<true>;
 
-impl Rule for LeakyBucketRule {
+impl<const PACE: bool> Rule for TatRule<PACE> {
     type State = u64;
 
     /// # Errors
@@ -311,7 +259,7 @@ impl Rule for LeakyBucketRule {
     /// None: every valid [`Quota`] fits the word.
     #[inline]
     fn new(quota: &Quota) -> Result<Self, QuotaError> {
-        Ok(LeakyBucketRule {
+        Ok(TatRule {
             schedule: Schedule::new(quota),
             quota: *quota,
         })
@@ -323,55 +271,57 @@ impl Rule for LeakyBucketRule {
     }
 
     #[inline]
-    fn capacity(&self) -> u32 {
-        self.schedule.burst
-    }
-
-    #[inline]
     fn fresh(&self) -> u64 {
         0
     }
 
     #[inline]
-    fn take(&self, drain: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let (next, delay) = self.schedule.reserve(*drain, now, n, 0, true)?;
-        debug_assert_eq!(delay, 0);
-        *drain = next;
+    fn take(&self, tat: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        let next = if PACE {
+            let (next, delay) = self.schedule.reserve(*tat, now, n, 0, true)?;
+            debug_assert_eq!(delay, 0);
+            next
+        } else {
+            self.schedule.gcra(*tat, now, n)?
+        };
+        *tat = next;
         Ok(self.schedule.receipt(next, n))
     }
 
     #[inline]
-    fn check(&self, drain: &u64, now: Nanos, n: u32) -> Result<(), Denied> {
-        self.schedule.reserve(*drain, now, n, 0, true).map(|_| ())
+    fn check(&self, tat: &u64, now: Nanos, n: u32) -> Result<(), Denied> {
+        if PACE {
+            self.schedule.reserve(*tat, now, n, 0, true).map(|_| ())
+        } else {
+            self.schedule.gcra(*tat, now, n).map(|_| ())
+        }
     }
 
     #[inline]
-    fn snapshot(&self, drain: &u64, now: Nanos) -> Snapshot {
-        self.schedule.snapshot(*drain, now)
+    fn snapshot(&self, tat: &u64, now: Nanos) -> Snapshot {
+        self.schedule.snapshot(*tat, now)
     }
 
     #[inline]
-    fn refund(&self, drain: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
-        self.schedule.refund(drain, receipt, at)
+    fn refund(&self, tat: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
+        self.schedule.refund(tat, receipt, at)
     }
 
+    /// A TAT at or before `since`: `max(TAT, t) = t` for every `t ≥ since`, as for TAT 0.
     #[inline]
-    fn fresh_since(&self, drain: &u64, since: Nanos, _now: Nanos) -> bool {
-        *drain <= since
+    fn fresh_since(&self, tat: &u64, since: Nanos, _now: Nanos) -> bool {
+        *tat <= since
     }
 }
 
-impl ReserveRule for LeakyBucketRule {
+impl<const PACE: bool> ReserveRule for TatRule<PACE> {
+    /// For GCRA the delay is the wait [`Rule::take`] would report (0 if the permits
+    /// conform now), and the TAT advances as if they were admitted then, so later requests
+    /// queue behind them; for the pacer it is the time until the permits' slots start.
     #[inline]
-    fn reserve(
-        &self,
-        drain: &mut u64,
-        now: Nanos,
-        n: u32,
-        max_wait: Nanos,
-    ) -> Result<Nanos, Denied> {
-        let (next, delay) = self.schedule.reserve(*drain, now, n, max_wait, true)?;
-        *drain = next;
+    fn reserve(&self, tat: &mut u64, now: Nanos, n: u32, max_wait: Nanos) -> Result<Nanos, Denied> {
+        let (next, delay) = self.schedule.reserve(*tat, now, n, max_wait, PACE)?;
+        *tat = next;
         Ok(delay)
     }
 }

@@ -58,7 +58,7 @@ mod sliding_window;
 mod token_bucket;
 
 pub use fixed_window::FixedWindowRule;
-pub use gcra::{GcraRule, LeakyBucketRule};
+pub use gcra::{GcraRule, LeakyBucketRule, TatRule};
 #[cfg(feature = "std")]
 pub use sliding_log::{Log, SlidingLogRule};
 pub use sliding_window::SlidingWindowRule;

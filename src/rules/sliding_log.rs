@@ -276,11 +276,6 @@ impl Rule for SlidingLogRule {
         self.quota
     }
 
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.count
-    }
-
     /// An empty log; allocates `8·count` bytes.
     fn fresh(&self) -> Log {
         Log::new(self.count, self.period)

@@ -343,11 +343,6 @@ impl Rule for SlidingWindowRule {
     }
 
     #[inline]
-    fn capacity(&self) -> u32 {
-        self.counter.count
-    }
-
-    #[inline]
     fn fresh(&self) -> u64 {
         0
     }

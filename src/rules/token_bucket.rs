@@ -328,11 +328,6 @@ impl Rule for TokenBucketRule {
         self.quota
     }
 
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.schedule.burst
-    }
-
     /// The word of a full, fresh bucket.
     #[inline]
     fn fresh(&self) -> u64 {
