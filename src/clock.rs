@@ -268,11 +268,13 @@ mod manual {
             // value. The release and acquire are for the waiters: this update and the
             // `fetch_add(0, AcqRel)` in `sleep_hint` are read-modify-writes of one location,
             // so one of them reads the other (see `wake_watchers`).
-            let _ = self
-                .nanos
-                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |t| {
-                    Some(t.saturating_add(by))
-                });
+            let added = crate::cas::apply_ordered(&self.nanos, Ordering::AcqRel, |t| {
+                Ok::<_, core::convert::Infallible>((t.saturating_add(by), ()))
+            });
+            match added {
+                Ok(()) => {}
+                Err(never) => match never {},
+            }
             #[cfg(feature = "std")]
             self.wake_watchers();
         }
