@@ -4,8 +4,8 @@
 //! Every function here takes hostile bytes: any byte sequence gives an answer (possibly
 //! "no address"), never a panic, and the work is linear in the bytes looked at.
 
-use http::header::GetAll;
 use http::HeaderValue;
+use http::header::GetAll;
 use std::net::{IpAddr, SocketAddr};
 
 /// The entries of a comma-separated list spread over several field lines (RFC 9110 §5.3:

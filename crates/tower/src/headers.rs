@@ -2,8 +2,8 @@
 //! (draft-ietf-httpapi-ratelimit-headers, the syntax of drafts -10 and -11), the legacy
 //! `X-RateLimit-*` fields, and the `application/problem+json` body (RFC 9457).
 
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::HeaderMap;
+use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use limitcore::{Quota, Snapshot};
 use std::fmt;
 use std::time::Duration;

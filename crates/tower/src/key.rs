@@ -16,7 +16,7 @@
 //! | [`FnKey`] | yours | your closure returns `None` | refusal, 400 Bad Request |
 
 use crate::forwarded::{entries_from_right, forwarded_for, parse_node};
-use http::header::{HeaderName, FORWARDED};
+use http::header::{FORWARDED, HeaderName};
 use http::request::Parts;
 use http::{HeaderValue, StatusCode};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};

@@ -1,6 +1,6 @@
 //! [`RateLimitLayer`] and its service [`RateLimit`].
 
-use crate::headers::{quote_policy, Fields, InvalidPolicyName, RateLimitHeaders};
+use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
 use crate::key::{KeyExtractor, MissingKey, PeerIp};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -17,7 +17,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::time::Sleep;
 use tower::{Layer, Service};

@@ -66,13 +66,13 @@ mod layer;
 mod limit_req;
 mod pace;
 
-pub use headers::{delay_seconds, InvalidPolicyName, RateLimitHeaders};
+pub use headers::{InvalidPolicyName, RateLimitHeaders, delay_seconds};
 pub use key::{
-    peer_addr, FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix,
-    KeyExtractor, MissingKey, PeerIp, Trust, SHARED_IP_KEY,
+    FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix, KeyExtractor,
+    MissingKey, PeerIp, SHARED_IP_KEY, Trust, peer_addr,
 };
 pub use layer::{
-    Builder, Outcome, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture, DEFAULT_MAX_KEYS,
+    Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture,
 };
 pub use limit_req::LimitReq;
 pub use pace::{Pace, PaceFuture, PaceLayer};

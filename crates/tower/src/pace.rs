@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll, ready};
 use tokio::time::Sleep;
 use tower::{Layer, Service};
 
@@ -145,7 +145,7 @@ where
                     state: PaceState::Call {
                         fut: self.inner.call(req),
                     },
-                }
+                };
             }
             Ok(slot) => (slot.delay(), None),
             // The queue is full: wait until there is room, then reserve again.

@@ -3,8 +3,8 @@
 
 mod common;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use common::{client, count, get as fetch, get_on_new_connection, ok, serve, serve_hyper};
 use http::StatusCode;
 use limitcore::clock::ManualClock;
@@ -249,8 +249,11 @@ async fn refusals_carry_fields_and_problem_details() {
         Some("application/problem+json")
     );
     let body = std::str::from_utf8(&refused.body).unwrap();
-    assert!(body
-        .contains("\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\""));
+    assert!(
+        body.contains(
+            "\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\""
+        )
+    );
     assert!(body.contains("\"status\":503"));
     assert!(body.contains("\"violated-policies\":[\"default\"]"));
 }

@@ -1,14 +1,14 @@
 //! Loopback servers and a real HTTP client for the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+use axum::Router;
 use axum::extract::Request;
 use axum::response::Response;
-use axum::Router;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use limitcore_tower::Outcome;
 use std::net::SocketAddr;
