@@ -308,3 +308,18 @@ async fn a_flood_of_fresh_addresses_stays_within_the_key_bound() {
         Duration::from_secs(12 * 60) - Duration::from_nanos(now)
     );
 }
+
+/// With the feature `axum`, the peer address is read from axum's `ConnectInfo` (first) as
+/// well as from a plain `SocketAddr` extension.
+#[cfg(feature = "axum")]
+#[test]
+fn peer_ip_reads_axum_connect_info() {
+    let mut req = Request::new(());
+    req.extensions_mut().insert(axum::extract::ConnectInfo(
+        "[::ffff:192.0.2.5]:80".parse::<SocketAddr>().unwrap(),
+    ));
+    req.extensions_mut()
+        .insert("198.51.100.1:80".parse::<SocketAddr>().unwrap());
+    let (parts, ()) = req.into_parts();
+    assert_eq!(PeerIp::new().extract(&parts), Some(ip("192.0.2.5")));
+}

@@ -565,7 +565,8 @@ async fn missing_keys_get_the_configured_answer() {
 #[tokio::test]
 async fn forged_forwarding_headers_get_no_new_budget() {
     let clock = ManualClock::new();
-    let cases: Vec<(ForwardedIp, fn(usize) -> String)> = vec![
+    type Forge = fn(usize) -> String;
+    let cases: Vec<(ForwardedIp, Forge)> = vec![
         (
             ForwardedIp::new(ForwardHeader::XForwardedFor, Trust::Hops(1)),
             |i| format!("10.9.{}.{}, 203.0.113.7", i / 250, i % 250),

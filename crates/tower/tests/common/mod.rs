@@ -20,6 +20,20 @@ pub async fn serve(app: Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = app.layer(axum::middleware::map_response(outcome_header));
+    // Without the crate's `axum` feature, `PeerIp` reads a plain `SocketAddr` extension.
+    #[cfg(not(feature = "axum"))]
+    let app = app.layer(axum::middleware::map_request(
+        |mut req: Request| async move {
+            let peer = req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                .map(|c| c.0);
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(peer);
+            }
+            req
+        },
+    ));
     tokio::spawn(async move {
         axum::serve(
             listener,
@@ -156,6 +170,3 @@ where
     });
     addr
 }
-
-/// Keeps `Request` in scope for handlers that want it.
-pub type AxumRequest = Request;
