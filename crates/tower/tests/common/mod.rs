@@ -2,7 +2,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 use axum::Router;
-use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -23,7 +22,7 @@ pub async fn serve(app: Router) -> SocketAddr {
     // Without the crate's `axum` feature, `PeerIp` reads a plain `SocketAddr` extension.
     #[cfg(not(feature = "axum"))]
     let app = app.layer(axum::middleware::map_request(
-        |mut req: Request| async move {
+        |mut req: axum::extract::Request| async move {
             let peer = req
                 .extensions()
                 .get::<axum::extract::ConnectInfo<SocketAddr>>()
