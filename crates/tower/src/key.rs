@@ -245,6 +245,17 @@ impl PeerIp {
 }
 
 /// The peer's address from the request's extensions (see [`PeerIp`]), as it is.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::SocketAddr;
+///
+/// let mut req = http::Request::new(());
+/// let peer: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+/// req.extensions_mut().insert(peer);
+/// assert_eq!(limitcore_tower::peer_addr(&req.into_parts().0), Some(peer));
+/// ```
 pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
     #[cfg(feature = "axum")]
     if let Some(axum::extract::ConnectInfo(addr)) = parts
@@ -396,6 +407,23 @@ impl ForwardedIp {
     }
 
     /// The client address as it is (before [`IpPrefix`]), or `None` (see "No usable key").
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_tower::{ForwardHeader, ForwardedIp, Trust};
+    /// use std::net::{IpAddr, SocketAddr};
+    ///
+    /// let proxies = Trust::networks(["10.0.0.0/8"]).unwrap();
+    /// let fwd = ForwardedIp::new(ForwardHeader::Forwarded, proxies);
+    /// let mut req = http::Request::get("/")
+    ///     .header("forwarded", "for=203.0.113.1, for=\"[2001:db8::77]:5000\", for=10.1.2.3")
+    ///     .body(()).unwrap();
+    /// req.extensions_mut().insert("10.0.0.1:443".parse::<SocketAddr>().unwrap()); // a proxy
+    /// let (parts, ()) = req.into_parts();
+    /// // From the right: 10.1.2.3 is a proxy, 2001:db8::77 is not: the client.
+    /// assert_eq!(fwd.client_ip(&parts), Some("2001:db8::77".parse::<IpAddr>().unwrap()));
+    /// ```
     pub fn client_ip(&self, parts: &Parts) -> Option<IpAddr> {
         match &self.trust {
             Trust::Hops(0) => peer_addr(parts).map(|a| a.ip()),

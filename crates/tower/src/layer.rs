@@ -274,6 +274,10 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
     /// The layer with every default: reject mode, status 429, `RateLimit` fields on
     /// refusals, the extractor's own answer for requests with no key.
     ///
+    /// # Panics
+    ///
+    /// Never (the default policy name is valid).
+    ///
     /// # Examples
     ///
     /// ```
@@ -309,6 +313,19 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
     }
 
     /// The limiter (to set per-key quotas, read a key's state, evict idle keys).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Quota;
+    /// use limitcore_tower::RateLimitLayer;
+    ///
+    /// let layer = RateLimitLayer::per_ip("10/s".parse()?)?.build()?;
+    /// // A client with a quota of its own (applies from its next fresh state).
+    /// layer.limiter().set_quota("192.0.2.7".parse()?, Quota::per_second(100)?)?;
+    /// assert_eq!(layer.limiter().len(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limiter(&self) -> &L {
         &self.shared.limiter
     }
@@ -426,6 +443,45 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     ///
     /// Needs a limiter that reserves: `Keyed` with GCRA or the leaky bucket, `Global` over
     /// one of them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Gcra, Global, Quota};
+    /// use limitcore_tower::{GlobalKey, Outcome, RateLimitLayer};
+    /// use std::time::Duration;
+    /// use tower::{service_fn, Layer, Service, ServiceExt};
+    ///
+    /// // 20/s, one at a time: a slot every 50 ms; wait at most 120 ms (a frozen clock).
+    /// let limiter = Global::new(Gcra::with_clock("20/s burst 1".parse()?, ManualClock::new())?);
+    /// let layer = RateLimitLayer::builder(limiter, GlobalKey)
+    ///     .delay(Duration::from_millis(120))
+    ///     .build()?;
+    /// let mut svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// let mut pending = Vec::new();
+    /// for _ in 0..4 {
+    ///     pending.push(svc.ready().await?.call(Request::new(()))); // decided in `call`
+    /// }
+    /// let mut outcomes = Vec::new();
+    /// for response in pending {
+    ///     outcomes.push(*response.await?.extensions().get::<Outcome>().unwrap());
+    /// }
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(outcomes, [
+    ///     Outcome::Passed,
+    ///     Outcome::Delayed { wait: ms(50) },
+    ///     Outcome::Delayed { wait: ms(100) },
+    ///     Outcome::Rejected { retry_after: Some(ms(30)) }, // 150 ms away: 30 ms too far
+    /// ]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn delay(mut self, max_wait: Duration) -> Self
     where
         L: KeyedReserve<X::Key>,
@@ -441,6 +497,27 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// delays their slots) and reported ([`Outcome::DryRunRejected`],
     /// [`Outcome::DryRunDelayed`], the `RateLimit` fields if [`RateLimitHeaders::Always`]),
     /// but every request is passed at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore_tower::{Outcome, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let layer = RateLimitLayer::global("1/min".parse()?)?.dry_run(true).build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// let _ = svc.clone().oneshot(Request::new(())).await?;
+    /// let second = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(second.status(), StatusCode::OK);
+    /// assert!(matches!(second.extensions().get::<Outcome>(), Some(Outcome::DryRunRejected { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn dry_run(mut self, on: bool) -> Self {
         self.dry_run = on;
         self
@@ -649,6 +726,10 @@ struct Post {
 pin_project! {
     /// The future of [`RateLimit`]: the inner service's response (after the wait, in delay
     /// mode) with the layer's fields and [`Outcome`], or the layer's refusal.
+    ///
+    /// # Panics
+    ///
+    /// If polled again after it completed (as most futures).
     pub struct ResponseFuture<F, S, R> {
         #[pin]
         state: State<F, S, R>,

@@ -31,15 +31,16 @@ use tower::{Layer, Service};
 /// use std::time::{Duration, Instant};
 /// use tower::{service_fn, Layer, ServiceExt};
 ///
+/// // Stands for a hyper-util client: returns when the request was sent.
 /// let send = service_fn(|_req: ()| async { Ok::<_, std::convert::Infallible>(Instant::now()) });
 /// let paced = PaceLayer::new("20/s burst 10".parse()?)?.layer(send);
-/// let started = Instant::now();
-/// let times = futures_join(paced, 3).await;
-/// assert!(times[2] - started >= Duration::from_millis(100)); // slots 0, 50, 100 ms
-/// # async fn futures_join<S: tower::Service<(), Response = Instant> + Clone>(s: S, n: usize) -> Vec<Instant>
-/// # where S::Error: std::fmt::Debug { let mut v = Vec::new();
-/// #   let handles: Vec<_> = (0..n).map(|_| s.clone().oneshot(())).collect();
-/// #   for h in handles { v.push(h.await.unwrap()); } v }
+/// let start = Instant::now();
+/// let calls: Vec<_> = (0..3).map(|_| tokio::spawn(paced.clone().oneshot(()))).collect();
+/// let mut last = start;
+/// for call in calls {
+///     last = last.max(call.await??);
+/// }
+/// assert!(last - start >= Duration::from_millis(100)); // slots at 0, 50 and 100 ms
 /// # Ok(())
 /// # }
 /// ```
@@ -78,6 +79,19 @@ impl PaceLayer<LeakyBucket> {
 impl<P: Reserve> PaceLayer<P> {
     /// Paces requests by the slots of `pacer` (a [`LeakyBucket`] or a `Gcra`, on a clock of
     /// your choice). Its clock must run at real time: the waits are tokio sleeps.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{LeakyBucket, Quota};
+    /// use limitcore_tower::PaceLayer;
+    ///
+    /// // 100 requests per minute, at most 5 waiting for a slot at once.
+    /// let layer = PaceLayer::with_pacer(LeakyBucket::new(Quota::per_minute(100)?.with_burst(5)?)?);
+    /// assert_eq!(layer.pacer().capacity(), 5);
+    /// # use limitcore::RateLimiter;
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     pub fn with_pacer(pacer: P) -> Self {
         PaceLayer {
             pacer: Arc::new(pacer),
@@ -168,6 +182,10 @@ where
 
 pin_project! {
     /// The future of [`Pace`]: waits for the request's slot, then the inner response.
+    ///
+    /// # Panics
+    ///
+    /// If polled again after it completed (as most futures).
     pub struct PaceFuture<S: Service<R>, P, R> {
         #[pin]
         state: PaceState<S, P, R>,
