@@ -129,12 +129,36 @@ fn number(n: u64) -> HeaderValue {
     HeaderValue::from(n)
 }
 
+/// Adds `fields` to a response's `headers`: `RateLimit-Policy` and `RateLimit` are appended
+/// (each is a List, so a response that passed several layers, one per route and one for
+/// the whole server, lists every policy), the others replace what is there.
+pub(crate) fn merge(headers: &mut HeaderMap, fields: HeaderMap) {
+    let mut last = None;
+    for (name, value) in fields {
+        let name = match name {
+            Some(name) => {
+                last = Some(name.clone());
+                name
+            }
+            None => match &last {
+                Some(name) => name.clone(),
+                None => continue,
+            },
+        };
+        if name == RATELIMIT || name == RATELIMIT_POLICY {
+            headers.append(name, value);
+        } else {
+            headers.insert(name, value);
+        }
+    }
+}
+
 impl Fields {
     /// Writes the rate-limit state fields (`RateLimit-Policy`, `RateLimit`, and the legacy
     /// ones if enabled) for `quota` and `state`.
     pub(crate) fn write_state(&self, headers: &mut HeaderMap, quota: &Quota, state: &Snapshot) {
         let reset = delay_seconds(state.full_after);
-        headers.insert(
+        headers.append(
             RATELIMIT_POLICY.clone(),
             value(format!(
                 "{};q={};w={}",
@@ -143,7 +167,7 @@ impl Fields {
                 window_seconds(quota)
             )),
         );
-        headers.insert(
+        headers.append(
             RATELIMIT.clone(),
             value(format!(
                 "{};r={};t={}",

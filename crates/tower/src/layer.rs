@@ -679,6 +679,9 @@ where
             }
         };
         let verdict = shared.decide(key);
+        if let Outcome::Rejected { retry_after } = verdict.outcome {
+            return ResponseFuture::done(shared.refusal(key, &verdict, retry_after));
+        }
         let post = Post {
             outcome: verdict.outcome,
             fields: (shared.fields.ratelimit == RateLimitHeaders::Always).then(|| {
@@ -692,9 +695,6 @@ where
             }),
         };
         match verdict.outcome {
-            Outcome::Rejected { retry_after } => {
-                ResponseFuture::done(shared.refusal(key, &verdict, retry_after))
-            }
             Outcome::Delayed { wait } => {
                 // The ready service goes with the request; this one keeps a fresh clone.
                 let fresh = self.inner.clone();
@@ -783,7 +783,7 @@ where
                     let mut response = ready!(fut.poll(cx))?.map(Either::Left);
                     let post = this.post;
                     if let Some(fields) = post.fields.take() {
-                        response.headers_mut().extend(*fields);
+                        crate::headers::merge(response.headers_mut(), *fields);
                     }
                     response.extensions_mut().insert(post.outcome);
                     return Poll::Ready(Ok(response));

@@ -618,3 +618,65 @@ async fn forged_forwarding_headers_get_no_new_budget() {
         assert_eq!(layer.limiter().len(), 1, "case {n}");
     }
 }
+
+/// Per-route limits by layering: a route's own layer inside a server-wide one. Both
+/// decide, and with the fields on every response both policies are listed (the fields are
+/// structured-field Lists; each layer appends its item).
+#[tokio::test]
+async fn per_route_and_server_wide_layers_both_report() {
+    let clock = ManualClock::new();
+    let route = RateLimitLayer::builder(per_ip("2/s", &clock), PeerIp::new())
+        .policy_name("search")
+        .headers(RateLimitHeaders::Always)
+        .build()
+        .unwrap();
+    let server = RateLimitLayer::builder(per_ip("10/s", &clock), PeerIp::new())
+        .policy_name("server")
+        .headers(RateLimitHeaders::Always)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/search", get(ok).layer(route))
+        .route("/", get(ok))
+        .layer(server);
+    let addr = serve(app).await;
+    let c = client();
+    let names = |reply: &common::Reply, field: &str| -> Vec<(String, i64)> {
+        let joined: Vec<&str> = reply
+            .headers
+            .get_all(field)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        let list = sfv::Parser::new(&joined.join(", "))
+            .parse::<sfv::List>()
+            .unwrap();
+        list.iter()
+            .map(|entry| {
+                let sfv::ListEntry::Item(item) = entry else {
+                    panic!("an Item")
+                };
+                let r = item
+                    .params
+                    .get(sfv::KeyRef::from_str("r").unwrap())
+                    .and_then(|v| v.as_integer())
+                    .map_or(-1, i64::from);
+                (item.bare_item.as_string().unwrap().as_str().to_owned(), r)
+            })
+            .collect()
+    };
+    let first = fetch(&c, addr, "/search", &[]).await;
+    assert_eq!(
+        names(&first, "ratelimit"),
+        [("search".to_owned(), 1), ("server".to_owned(), 9)]
+    );
+    assert_eq!(names(&first, "ratelimit-policy").len(), 2);
+    let _ = fetch(&c, addr, "/search", &[]).await;
+    let third = fetch(&c, addr, "/search", &[]).await;
+    assert_eq!(third.status, StatusCode::TOO_MANY_REQUESTS); // the route's limit
+    assert_eq!(fetch(&c, addr, "/", &[]).await.status, StatusCode::OK); // the server's: 7 left
+    assert_eq!(
+        names(&fetch(&c, addr, "/", &[]).await, "ratelimit"),
+        [("server".to_owned(), 5)]
+    );
+}
