@@ -2,7 +2,10 @@
 # Load comparison of the example server (crates/tower/examples/server.rs) with no layer,
 # with limitcore-tower (per client IP, a quota that admits everything) and with
 # tower_governor on the same quota, under wrk, in the same run: ROUNDS rounds, the three
-# contenders interleaved in each, medians of requests/s and p99 latency.
+# contenders interleaved in each, medians of requests/s and p99 latency, and of the
+# server's CPU time per request (all its threads' run time from /proc/PID/task/*/schedstat
+# over the wrk run, divided by the requests wrk completed): on a machine shared with other
+# work, throughput and latency move with the neighbours' load, the CPU cost much less.
 #
 # Usage: crates/tower/bench/load.sh            (from anywhere in the repository)
 # Environment: ROUNDS (3), DURATION (10s), CONNECTIONS (32), QUOTA ("1000000/s"),
@@ -46,6 +49,9 @@ p99_us() {
         printf "%.0f\n", v * f }' "$1"
 }
 
+# Nanoseconds the process has run on a CPU, all threads.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -58,7 +64,9 @@ for round in $(seq 1 "$ROUNDS"); do
             sleep 0.05
         done
         grep -q "listening on" "$OUT/server.log" || { cat "$OUT/server.log" >&2; exit 1; }
+        before=$(cpu_ns "$PID")
         "${WRK_PIN[@]}" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "http://127.0.0.1:$PORT/" >"$OUT/wrk.txt"
+        after=$(cpu_ns "$PID")
         kill "$PID"
         wait "$PID" 2>/dev/null || true
         PID=
@@ -69,22 +77,26 @@ for round in $(seq 1 "$ROUNDS"); do
         fi
         rps=$(awk '/^Requests\/sec:/ { printf "%.0f\n", $2 }' "$OUT/wrk.txt")
         p99=$(p99_us "$OUT/wrk.txt")
-        echo "$who $rps $p99" >>"$OUT/all.txt"
-        echo "round $round: $who $rps req/s, p99 $p99 us" >&2
+        requests=$(awk '/requests in/ { print $1 }' "$OUT/wrk.txt")
+        cpu=$(awk -v a="$after" -v b="$before" -v n="$requests" 'BEGIN { printf "%.2f\n", (a - b) / n / 1000 }')
+        echo "$who $rps $p99 $cpu" >>"$OUT/all.txt"
+        echo "round $round: $who $rps req/s, p99 $p99 us, server CPU $cpu us/request" >&2
     done
 done
 
-base_rps=$(awk '$1 == "none" { print $2 }' "$OUT/all.txt" | median)
-base_p99=$(awk '$1 == "none" { print $3 }' "$OUT/all.txt" | median)
+col() { awk -v w="$1" -v c="$2" '$1 == w { print $c }' "$OUT/all.txt" | median; }
+base_rps=$(col none 2)
+base_p99=$(col none 3)
+base_cpu=$(col none 4)
 echo
-echo "| server | requests/s (median of $ROUNDS) | ÷ no layer | p99 latency (µs, median) | ÷ no layer |"
-echo "|---|---:|---:|---:|---:|"
+echo "| server | requests/s | ÷ no layer | p99 latency (µs) | ÷ no layer | server CPU (µs/request) | ÷ no layer |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for who in "${CONTENDERS[@]}"; do
-    rps=$(awk -v w="$who" '$1 == w { print $2 }' "$OUT/all.txt" | median)
-    p99=$(awk -v w="$who" '$1 == w { print $3 }' "$OUT/all.txt" | median)
-    awk -v w="$who" -v r="$rps" -v p="$p99" -v br="$base_rps" -v bp="$base_p99" \
-        'BEGIN { printf "| %s | %.0f | %.3f | %.0f | %.3f |\n", w, r, r / br, p, p / bp }'
+    awk -v w="$who" -v r="$(col "$who" 2)" -v p="$(col "$who" 3)" -v c="$(col "$who" 4)" \
+        -v br="$base_rps" -v bp="$base_p99" -v bc="$base_cpu" \
+        'BEGIN { printf "| %s | %.0f | %.3f | %.0f | %.3f | %.2f | %.3f |\n", w, r, r / br, p, p / bp, c, c / bc }'
 done
+echo "(medians of $ROUNDS rounds)"
 echo
-echo "raw (server requests/s p99_us, in run order):"
+echo "raw (server requests/s p99_us cpu_us_per_request, in run order):"
 cat "$OUT/all.txt"

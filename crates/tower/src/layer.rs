@@ -702,7 +702,7 @@ where
                 ResponseFuture {
                     state: State::Wait {
                         sleep: Box::pin(tokio::time::sleep(wait)),
-                        call: Some((ready, Request::from_parts(parts, body))),
+                        call: Some(Box::new((ready, Request::from_parts(parts, body)))),
                     },
                     post,
                 }
@@ -741,7 +741,7 @@ pin_project! {
     #[project = StateProj]
     enum State<F, S, R> {
         Call { #[pin] fut: F },
-        Wait { sleep: Pin<Box<Sleep>>, call: Option<(S, R)> },
+        Wait { sleep: Pin<Box<Sleep>>, call: Option<Box<(S, R)>> },
         Done { response: Option<Response<Full<Bytes>>> },
     }
 }
@@ -790,9 +790,10 @@ where
                 }
                 StateProj::Wait { sleep, call } => {
                     ready!(sleep.as_mut().poll(cx));
-                    let Some((mut service, request)) = call.take() else {
+                    let Some(pending) = call.take() else {
                         panic!("ResponseFuture polled after completion");
                     };
+                    let (mut service, request) = *pending;
                     let fut = service.call(request);
                     self.as_mut().project().state.set(State::Call { fut });
                 }
