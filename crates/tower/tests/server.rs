@@ -680,3 +680,38 @@ async fn per_route_and_server_wide_layers_both_report() {
         [("server".to_owned(), 5)]
     );
 }
+
+/// Any core algorithm per key (`Algorithm::keyed`, a `Box<dyn KeyedRefund<IpAddr>>`), and
+/// the fixed-memory `KeyedSketch`, plug into the same layer.
+#[tokio::test]
+async fn any_core_algorithm_plugs_in() {
+    for algorithm in limitcore::Algorithm::ALL {
+        let clock = ManualClock::new();
+        let limiter = algorithm
+            .keyed::<IpAddr, _>("3/s".parse().unwrap(), clock.clone(), Some(1_000))
+            .unwrap();
+        let layer = RateLimitLayer::new(limiter, PeerIp::new());
+        let addr = serve(Router::new().route("/", get(ok)).layer(layer)).await;
+        let s = burst(addr, 5).await;
+        // The leaky bucket admits a request only when its queue is empty: one per interval.
+        let expected = if algorithm == limitcore::Algorithm::LeakyBucket {
+            1
+        } else {
+            3
+        };
+        assert_eq!(count(&s, StatusCode::OK), expected, "{algorithm}");
+        // Two periods later (the sliding window still weighs the previous one after one).
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(burst(addr, 1).await, [StatusCode::OK], "{algorithm}");
+    }
+    let clock = ManualClock::new();
+    let sketch: limitcore::KeyedSketch<IpAddr, ManualClock> =
+        limitcore::KeyedSketch::with_clock("3/s".parse().unwrap(), 1 << 10, 4, clock).unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(ok))
+            .layer(RateLimitLayer::new(sketch, PeerIp::new())),
+    )
+    .await;
+    assert_eq!(count(&burst(addr, 5).await, StatusCode::OK), 3);
+}
