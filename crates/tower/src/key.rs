@@ -510,6 +510,16 @@ impl HeaderKey {
     }
 
     /// The same with values of at most `max_len` bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_tower::{HeaderKey, KeyExtractor};
+    ///
+    /// let short = HeaderKey::new(http::HeaderName::from_static("x-api-key")).with_max_len(8);
+    /// let (parts, ()) = http::Request::get("/").header("x-api-key", "a-very-long-key").body(()).unwrap().into_parts();
+    /// assert_eq!(short.extract(&parts), None); // too long: the missing-key answer
+    /// ```
     pub fn with_max_len(mut self, max_len: usize) -> Self {
         self.max_len = max_len;
         self

@@ -430,6 +430,30 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// What to do with requests that have no usable key (default: the extractor's
     /// [`shared_key`](KeyExtractor::shared_key) bucket if it has one, else a refusal with
     /// 400 Bad Request).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore::{Keyed, Quota};
+    /// use limitcore_tower::{MissingKey, PeerIp, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let per_ip: Keyed<std::net::IpAddr> = Keyed::new(Quota::per_second(5)?)?;
+    /// let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
+    ///     .on_missing_key(MissingKey::Reject(StatusCode::FORBIDDEN))
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// // No peer address in the request's extensions: no key.
+    /// let response = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn on_missing_key(mut self, answer: MissingKey<X::Key>) -> Self {
         self.missing = Some(answer);
         self
@@ -538,6 +562,33 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// Also write `X-RateLimit-Limit` (the quota's count), `X-RateLimit-Remaining` and
     /// `X-RateLimit-Reset` (seconds, rounded up, until the limit is full), wherever the
     /// `RateLimit` fields go (default: off).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::{RateLimitHeaders, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let layer = RateLimitLayer::global("100/min burst 10".parse()?)?
+    ///     .headers(RateLimitHeaders::Always)
+    ///     .legacy_headers(true)
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// let response = svc.oneshot(Request::new(())).await?;
+    /// let h = response.headers();
+    /// assert_eq!(h["ratelimit-policy"], "\"default\";q=100;w=60");
+    /// assert_eq!(h["ratelimit"], "\"default\";r=9;t=1"); // full again in 0.6 s: 1 s
+    /// assert_eq!(h["x-ratelimit-limit"], "100");
+    /// assert_eq!(h["x-ratelimit-remaining"], "9");
+    /// assert_eq!(h["x-ratelimit-reset"], "1");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn legacy_headers(mut self, on: bool) -> Self {
         self.legacy = on;
         self
