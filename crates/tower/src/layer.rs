@@ -468,6 +468,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// Needs a limiter that reserves: `Keyed` with GCRA or the leaky bucket, `Global` over
     /// one of them.
     ///
+    /// # Panics
+    ///
+    /// A delayed request is held by `tokio::time::sleep`: the service's `call` panics for it
+    /// outside a tokio runtime with the time driver enabled (as `sleep` does); hyper and axum
+    /// servers run on one.
+    ///
     /// # Examples
     ///
     /// ```

@@ -22,6 +22,11 @@ use tower::{Layer, Service};
 /// exact `retry_after` and reserves again. Every clone of the layer and of its services
 /// shares one pacer.
 ///
+/// # Panics
+///
+/// A request that waits is held by `tokio::time::sleep`: `call` and the future panic for it
+/// outside a tokio runtime with the time driver enabled (as `sleep` does).
+///
 /// # Examples
 ///
 /// ```
