@@ -1,0 +1,78 @@
+//! # limitcore-tower
+//!
+//! Rate limiting at the HTTP boundary for [tower] services (axum, hyper, tonic, proxies),
+//! on the lock-free limiters of [`limitcore`].
+//!
+//! - [`RateLimitLayer`] / [`RateLimit`]: decides each request against any
+//!   [`KeyedRateLimiter`](limitcore::KeyedRateLimiter) — `Keyed` (GCRA or any algorithm per
+//!   key), `KeyedSketch`, `Global`, `All` of per-client and global limits — **one state
+//!   shared by every clone and connection**; refusals are ordinary responses (429 by
+//!   default) with `Retry-After` (seconds, rounded up) and the IETF `RateLimit-Policy` /
+//!   `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers); modes reject, delay and
+//!   dry run, as nginx's `limit_req` ([`LimitReq`] for its `burst`, `delay=`, `nodelay`);
+//!   an [`Outcome`] in every response's extensions.
+//! - Keys ([`key`]): global, the peer address ([`PeerIp`]), the client behind trusted
+//!   proxies from `X-Forwarded-For` or `Forwarded` (RFC 7239) read from the right
+//!   ([`ForwardedIp`]), IPv6 by /64 ([`IpPrefix`]), a header ([`HeaderKey`]), a closure
+//!   ([`FnKey`]); a documented answer for requests with no usable key ([`MissingKey`]).
+//! - [`PaceLayer`]: the client side, each outgoing request started at its own slot.
+//!
+//! # Quick start (axum)
+//!
+//! ```no_run
+//! use axum::{routing::get, Router};
+//! use limitcore_tower::RateLimitLayer;
+//! use std::net::SocketAddr;
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let app = Router::new()
+//!     .route("/", get(|| async { "ok" }))
+//!     .layer(RateLimitLayer::per_ip("5/s".parse()?)?.build()?); // per client IP, GCRA
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The peer address comes from axum's `ConnectInfo` with the feature `axum`; a hyper server
+//! inserts the peer's [`SocketAddr`](std::net::SocketAddr) into each request's extensions
+//! itself (see [`PeerIp`]).
+//!
+//! # Per client and global, all or nothing
+//!
+//! ```
+//! use limitcore::{All, Gcra, Global, Keyed, KeyedRefund, Quota};
+//! use limitcore_tower::{PeerIp, RateLimitLayer};
+//! use std::net::IpAddr;
+//!
+//! let per_client: Keyed<IpAddr> = Keyed::new(Quota::per_second(10)?)?.with_max_keys(100_000);
+//! let everyone = Global::new(Gcra::new(Quota::per_second(1_000)?)?);
+//! let both: All<Box<dyn KeyedRefund<IpAddr>>> = All::new(vec![Box::new(per_client), Box::new(everyone)]);
+//! let layer = RateLimitLayer::new(both, PeerIp::new());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Sources
+//!
+//! RFC 7239 (`Forwarded`); draft-ietf-httpapi-ratelimit-headers-10/-11 (`RateLimit`,
+//! `RateLimit-Policy`, the `quota-exceeded` problem type); RFC 9457 (problem details);
+//! RFC 9110 §10.2.3 (`Retry-After`); RFC 9651 (structured field values); nginx's
+//! `ngx_http_limit_req_module` (burst, delay, nodelay, dry run).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod forwarded;
+mod headers;
+pub mod key;
+mod layer;
+mod limit_req;
+mod pace;
+
+pub use headers::{InvalidPolicyName, RateLimitHeaders, delay_seconds};
+pub use key::{
+    FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix, KeyExtractor,
+    MissingKey, PeerIp, SHARED_IP_KEY, Trust, peer_addr,
+};
+pub use layer::{
+    Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture,
+};
+pub use limit_req::LimitReq;
+pub use pace::{Pace, PaceFuture, PaceLayer};
