@@ -2,6 +2,8 @@
 
 use crate::clock::Nanos;
 use crate::limiter::{Denied, KeyedRateLimiter, RateLimiter};
+use alloc::boxed::Box;
+use alloc::sync::Arc;
 use core::time::Duration;
 
 /// Permits that have been taken, with the time at which they may be used.
@@ -177,3 +179,31 @@ pub trait KeyedReserve<K: ?Sized>: KeyedRateLimiter<K> {
         self.reserve_n_at(key, n, self.now(), max_wait)
     }
 }
+
+/// [`Reserve`] and [`KeyedReserve`] for a pointer to a limiter (`&L`, `Box<L>`, `Arc<L>`),
+/// as the core's other traits are forwarded, so that a shared limiter (an `Arc<Keyed<…>>`
+/// in an HTTP layer's delay mode) reserves like an owned one.
+macro_rules! forward_reserve {
+    ($($ptr:ty),*) => {$(
+        impl<L: Reserve + ?Sized> Reserve for $ptr {
+            #[inline]
+            fn reserve_n_at(&self, n: u32, now: Nanos, max_wait: Duration) -> Result<Reservation, Denied> {
+                (**self).reserve_n_at(n, now, max_wait)
+            }
+        }
+
+        impl<K: ?Sized, L: KeyedReserve<K> + ?Sized> KeyedReserve<K> for $ptr {
+            #[inline]
+            fn reserve_n_at(
+                &self,
+                key: &K,
+                n: u32,
+                now: Nanos,
+                max_wait: Duration,
+            ) -> Result<Reservation, Denied> {
+                (**self).reserve_n_at(key, n, now, max_wait)
+            }
+        }
+    )*};
+}
+forward_reserve!(&L, Box<L>, Arc<L>);

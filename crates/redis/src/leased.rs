@@ -776,27 +776,29 @@ async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
     }
 }
 
-impl<C: Clock + Clone + 'static> KeyedRateLimiter<str> for LeasedLimiter<C> {
+/// Keyed by any string form (`str`, `String`, `Arc<str>`, …), so that an HTTP layer whose
+/// key extractor yields a `String` (a tenant header, say) takes this limiter as it is.
+impl<C: Clock + Clone + 'static, K: AsRef<str> + ?Sized> KeyedRateLimiter<K> for LeasedLimiter<C> {
     #[inline]
-    fn try_acquire_n_at(&self, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
-        self.decide_verdict_at(key, n, now).decision.result
+    fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.decide_verdict_at(key.as_ref(), n, now).decision.result
     }
 
     #[inline]
-    fn decide_n_at(&self, key: &str, n: u32, now: Nanos) -> Decision {
-        self.decide_verdict_at(key, n, now).decision
+    fn decide_n_at(&self, key: &K, n: u32, now: Nanos) -> Decision {
+        self.decide_verdict_at(key.as_ref(), n, now).decision
     }
 
-    fn snapshot_at(&self, key: &str, now: Nanos) -> Snapshot {
+    fn snapshot_at(&self, key: &K, now: Nanos) -> Snapshot {
         let guard = self.inner.keys.pin();
         guard
-            .get(key)
+            .get(key.as_ref())
             .map_or(Snapshot::new(0, Duration::ZERO), |e| {
                 e.counter.snapshot_at(now)
             })
     }
 
-    fn quota_for(&self, _key: &str) -> Quota {
+    fn quota_for(&self, _key: &K) -> Quota {
         self.inner.gcra.quota()
     }
 
