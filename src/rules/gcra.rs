@@ -39,10 +39,10 @@ impl Schedule {
     /// and return the new TAT, or the denial.
     ///
     /// Requires `1 ≤ n ≤ burst`. Admits iff `max(tat, now) + n·T ≤ now + burst·T`, computed
-    /// as `backlog ≤ span − n·T` with `backlog = tat − now` (0 if `tat ≤ now`), so no sum
-    /// near `u64::MAX` can wrap into an admission. The new TAT is `max(tat, now) + n·T ≥
-    /// tat`: the state never moves back, and a `now` behind the state only enlarges the
-    /// backlog (stricter).
+    /// as `next − now ≤ span` with `next = max(tat, now) + n·T` (checked: no sum near
+    /// `u64::MAX` can wrap into an admission), the same as `backlog ≤ span − n·T` with
+    /// `backlog = tat − now` (0 if `tat ≤ now`). The new TAT is `next ≥ tat`: the state
+    /// never moves back, and a `now` behind the state only enlarges the backlog (stricter).
     ///
     /// The TAT a request would leave (`now + backlog + n·T`, whether it conforms now or after
     /// waiting) must fit in `u64`; within one burst span of the clock's 584-year horizon it
@@ -52,13 +52,16 @@ impl Schedule {
     pub(crate) fn gcra(&self, tat: Nanos, now: Nanos, n: u32) -> Result<Nanos, Denied> {
         // ≤ span ≤ 2^62 because n ≤ burst: no overflow.
         let cost = self.interval * u64::from(n);
-        let backlog = tat.saturating_sub(now);
-        let Some(next) = backlog.checked_add(cost).and_then(|b| now.checked_add(b)) else {
+        // The TAT this request would leave, `max(tat, now) + n·T` (= `now + backlog + n·T`),
+        // whether it conforms now or after waiting: past u64::MAX it never can.
+        let Some(next) = tat.max(now).checked_add(cost) else {
             return Err(Denied::NEVER);
         };
-        let allowance = self.span - cost;
-        if backlog > allowance {
-            return Err(Denied::rate_limited(backlog - allowance));
+        // Admitted iff `next ≤ now + span` (`backlog ≤ span − n·T`), compared as a
+        // difference (`next ≥ now`) so that no sum near u64::MAX can wrap into an admission.
+        let ahead = next - now;
+        if ahead > self.span {
+            return Err(Denied::rate_limited(ahead - self.span));
         }
         Ok(next)
     }
