@@ -176,3 +176,21 @@ fn all_of_a_keyed_and_a_global_limit_charges_neither_on_a_refusal() {
     // A refusal's retry_after satisfies both limits.
     assert!(both.try_acquire_n("a", 2).is_err());
 }
+
+/// The README's "per client and global" example, as written there.
+#[test]
+fn the_readmes_all_or_nothing_example() -> Result<(), limitcore::QuotaError> {
+    let per_client: Keyed<String> = Keyed::new("10/s".parse()?)?.with_max_keys(1_000_000);
+    let everyone = Global::new(Gcra::new("5000/s".parse()?)?);
+    let limit: All<Box<dyn KeyedRefund<str>>> =
+        All::new(vec![Box::new(per_client), Box::new(everyone)]);
+    let decision = limit.decide_n("203.0.113.7", 1); // a refusal by one charges neither
+    assert!(decision.is_admitted());
+    assert_eq!(decision.state.remaining, 9);
+    // An algorithm from text, per key.
+    let algorithm: Algorithm = "sliding-log".parse().unwrap();
+    let keyed = algorithm.keyed::<str, _>("2/s".parse()?, ManualClock::new(), Some(10))?;
+    assert!(keyed.try_acquire_n("a", 2).is_ok());
+    assert!(keyed.try_acquire("a").is_err());
+    Ok(())
+}
