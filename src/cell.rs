@@ -120,11 +120,15 @@ impl sealed::Cells for u64 {
 
     #[inline(always)]
     fn update<T, E>(cell: &AtomicU64, f: impl Fn(&mut u64) -> Result<T, E>) -> Result<T, E> {
-        cas::apply(cell, move |word| {
-            let mut next = word;
-            let value = f(&mut next)?;
-            Ok((next, value))
-        })
+        cas::apply(
+            cell,
+            #[inline(always)]
+            move |word| {
+                let mut next = word;
+                let value = f(&mut next)?;
+                Ok((next, value))
+            },
+        )
     }
 
     #[inline]
@@ -143,18 +147,22 @@ impl sealed::Cells for u64 {
         slot: &AtomicU64,
         f: impl Fn(&mut u64) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
-        cas::apply(slot, move |word| {
-            if word == RETIRED {
-                return Err(Attempt::Retired);
-            }
-            let mut next = word;
-            match f(&mut next) {
-                // The reserved word cannot be a state (see `RETIRED`).
-                Ok(_) if next == RETIRED => Err(Attempt::Reserved),
-                Ok(value) => Ok((next, value)),
-                Err(e) => Err(Attempt::Failed(e)),
-            }
-        })
+        cas::apply(
+            slot,
+            #[inline(always)]
+            move |word| {
+                if word == RETIRED {
+                    return Err(Attempt::Retired);
+                }
+                let mut next = word;
+                match f(&mut next) {
+                    // The reserved word cannot be a state (see `RETIRED`).
+                    Ok(_) if next == RETIRED => Err(Attempt::Reserved),
+                    Ok(value) => Ok((next, value)),
+                    Err(e) => Err(Attempt::Failed(e)),
+                }
+            },
+        )
     }
 
     #[inline]
@@ -194,10 +202,12 @@ pub(crate) mod locked {
     use super::Attempt;
     use crate::sync::{Mutex, MutexGuard};
 
+    #[inline(always)]
     fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
         m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    #[inline(always)]
     pub(crate) fn update<S, T, E>(
         cell: &Mutex<S>,
         f: impl Fn(&mut S) -> Result<T, E>,

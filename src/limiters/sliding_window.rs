@@ -189,15 +189,19 @@ impl<C: Clock> SlidingWindow<C> {
     #[inline]
     fn take_leased(&self, shard: &AtomicU64, now: Nanos, n: u64) -> Option<u64> {
         let c = &self.counter;
-        cas::apply(shard, |word| {
-            let (k, lease) = c.unpack_shard(word);
-            // k·period ≤ some earlier reading, so it fits; one multiply, no division.
-            let start = k * c.period;
-            if now < start || now - start >= c.period || lease < n {
-                return Err(());
-            }
-            Ok((word - n, k))
-        })
+        cas::apply(
+            shard,
+            #[inline(always)]
+            |word| {
+                let (k, lease) = c.unpack_shard(word);
+                // k·period ≤ some earlier reading, so it fits; one multiply, no division.
+                let start = k * c.period;
+                if now < start || now - start >= c.period || lease < n {
+                    return Err(());
+                }
+                Ok((word - n, k))
+            },
+        )
         .ok()
     }
 
@@ -207,10 +211,14 @@ impl<C: Clock> SlidingWindow<C> {
     #[inline(never)]
     fn take_global(&self, shard: &AtomicU64, now: Nanos, n: u64) -> Result<u64, Denied> {
         let c = &self.counter;
-        let (k, extra) = cas::apply(&self.global, |global| {
-            c.lease(global, now, n)
-                .map(|(next, w, extra)| (next, (w.k, extra)))
-        })?;
+        let (k, extra) = cas::apply(
+            &self.global,
+            #[inline(always)]
+            |global| {
+                c.lease(global, now, n)
+                    .map(|(next, w, extra)| (next, (w.k, extra)))
+            },
+        )?;
         if extra > 0 {
             self.give_lease(shard, k, extra);
         }
@@ -221,15 +229,19 @@ impl<C: Clock> SlidingWindow<C> {
     fn give_lease(&self, shard: &AtomicU64, k: u64, extra: u64) {
         let c = &self.counter;
         // `Err`: the shard moved on to a later window, and these permits stay unused.
-        let _ = cas::apply(shard, |word| {
-            let (ks, lease) = c.unpack_shard(word);
-            match ks.cmp(&k) {
-                // Fits: a window's leases total at most `count`.
-                core::cmp::Ordering::Equal => Ok((c.pack_shard(k, lease + extra), ())),
-                core::cmp::Ordering::Less => Ok((c.pack_shard(k, extra), ())),
-                core::cmp::Ordering::Greater => Err(()),
-            }
-        });
+        let _ = cas::apply(
+            shard,
+            #[inline(always)]
+            |word| {
+                let (ks, lease) = c.unpack_shard(word);
+                match ks.cmp(&k) {
+                    // Fits: a window's leases total at most `count`.
+                    core::cmp::Ordering::Equal => Ok((c.pack_shard(k, lease + extra), ())),
+                    core::cmp::Ordering::Less => Ok((c.pack_shard(k, extra), ())),
+                    core::cmp::Ordering::Greater => Err(()),
+                }
+            },
+        );
     }
 
     /// Decide `n` permits at `now`: the window they were counted in.

@@ -314,10 +314,12 @@ impl crate::cell::sealed::Cells for Log {
         Mutex::new(self)
     }
 
+    #[inline(always)]
     fn update<T, E>(cell: &Mutex<Log>, f: impl Fn(&mut Log) -> Result<T, E>) -> Result<T, E> {
         locked::update(cell, f)
     }
 
+    #[inline]
     fn read<T>(cell: &Mutex<Log>, f: impl FnOnce(&Log) -> T) -> T {
         locked::read(cell, f)
     }

@@ -170,7 +170,9 @@ impl Counter {
 
     /// The global-word transition: `n` permits plus up to `batch` extra for a shard, if the
     /// formula admits them now. Returns the new word, the window decided in, and the extra.
-    #[inline]
+    // Always inlined: the per-CPU limiter's CAS loop applies it in a closure, and out of line
+    // its result (a window and two words) would travel through memory.
+    #[inline(always)]
     pub(crate) fn lease(
         &self,
         global: u64,
