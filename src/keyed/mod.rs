@@ -9,8 +9,71 @@
 //! is removed from the map, and an acquirer that meets a retired cell looks the key up
 //! again. The protocol and why `Relaxed` is enough are in [`cell`](crate::cell)'s
 //! "Orderings". The map (the [`Store`]) publishes its entries with its own
-//! release/acquire protocol, so a slot's initial state is visible to every thread that finds
-//! the slot; a store never retires a slot itself, it only removes retired ones.
+//! release/acquire protocol, so a slot's initial content (a fresh state, or the redirect
+//! marker) is visible to every thread that finds the slot; a store never retires a slot
+//! itself, it only removes retired ones.
+//!
+//! ## Keys with a quota of their own
+//!
+//! `Keyed` keeps three maps of one kind (`S`):
+//!
+//! - `map`, the main map: per key, the cell of a state under the *default* rule, or the
+//!   reserved word `REDIRECT` ("this key's state lives in `own`");
+//! - `quotas`: the rule of each key given a quota of its own ([`Keyed::set_quota`]); an
+//!   entry is replaced by a later `set_quota`, never removed;
+//! - `own`: for a redirected key, its state's cell and the rule it was created under.
+//!
+//! The rules:
+//!
+//! 1. A request looks the key up in `map`. A live state there is used under the default
+//!    rule (even if the key was given a quota since: the quota applies to the key's next
+//!    fresh state). `RETIRED`: help remove it and look again. `REDIRECT`: look the key up
+//!    in `own`, creating a fresh state under `quotas`' rule for the key if it has none
+//!    (the same retirement protocol applies there).
+//! 2. A key absent from `map` gets, through one get-or-insert, either a fresh default state
+//!    (if the request saw no entry for it in `quotas`) or `REDIRECT` (if it did). Whichever
+//!    insert wins decides, and a loser uses what it finds, as in rule 1.
+//! 3. Eviction retires and removes idle states in `map` and in `own` alike. A `REDIRECT`
+//!    word is **never** retired: once a key is redirected, it stays redirected.
+//! 4. `set_quota` inserts the rule in `quotas` first, then retires and removes the key's
+//!    state (in `map`, or in `own`) if it is idle.
+//!
+//! **Invariant: a key never has a live default-rule state and a live state in `own` at
+//! the same time**, so every charge for a key lands on the one live state a sequential
+//! limiter would have.
+//!
+//! Proof. Take the history of `map`'s entry for key `k`: a sequence of insertions and
+//! removals, totally ordered by the map (its per-key linearizability; every store
+//! publishes an insertion with release and finds it with acquire). A default state is
+//! retired (by one CAS, after which no charge lands on it: `cell`'s "Orderings") before
+//! it is removed, so at most one default state of `k` is live at a time, and only while it
+//! is `map`'s entry. `own`'s entry for `k` is created only by a thread that has read
+//! `REDIRECT` in `map` (rule 1), so after a `REDIRECT` was inserted; from that insertion
+//! on, `map`'s entry for `k` is that `REDIRECT` for good (rule 3: it is never retired, so
+//! never removed, and rule 2's get-or-insert finds it), so no default state of `k` is
+//! inserted again. And when the `REDIRECT` was inserted, `k` had no entry in `map`, so its
+//! last default state had been retired already. Hence every live default state of `k` lies
+//! before the `REDIRECT` in `k`'s history, and every live `own` state after it. Within
+//! `own`, the retirement protocol keeps one live state per key as in `map`. ∎
+//!
+//! The proof uses nothing about how fresh a thread's view of `quotas` is: a request that
+//! read "no quota" just before a `set_quota` creates a default state, which is allowed
+//! (the request is ordered before the `set_quota`), or finds the `REDIRECT` another
+//! request inserted and follows it. Nor about the `any_overrides` hint (`Relaxed`): a
+//! stale 0 is such a stale "no quota". A request that follows `REDIRECT` reads the key's
+//! rule in `quotas` and finds it: the `REDIRECT`'s inserter read it before inserting, the
+//! map's release/acquire carries that to every thread that finds the `REDIRECT`, and
+//! entries of `quotas` are never removed.
+//!
+//! Why rule 3 (a first design retired a `REDIRECT` whose key had no state in `own`): a
+//! request `A` reads "no quota" for `k` and is preempted; `set_quota(k)` runs, a request
+//! `B` inserts `REDIRECT` and, while an evictor has just found no `own` state for `k`,
+//! creates one and is charged; the evictor retires and removes the `REDIRECT`; `A` resumes
+//! and inserts a fresh default state. Now `k` has two live states, `B`'s charge sits on
+//! the unreachable one, and `k` is admitted `2·burst` in a burst. A redirected key costs
+//! one entry of `map` for good instead (its 8-byte word, or the log's lock), counted by
+//! [`Keyed::len`] and against `max_keys`; `quotas` keeps the key and its rule for good in
+//! any case.
 
 mod global;
 mod sketch;
@@ -23,7 +86,7 @@ pub use store::DashMapStore;
 pub use store::{PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
-use crate::cell::Attempt;
+use crate::cell::{Attempt, Gone};
 use crate::clock::duration_to_nanos;
 use crate::clock::{Clock, Nanos};
 use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
@@ -31,17 +94,19 @@ use crate::limiters::{KeyedReserve, Reservation};
 use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
 use crate::sync::{AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
-use alloc::boxed::Box;
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::Hash;
 use core::time::Duration;
 
-/// One key's state in the store: its cell, and its own rule if the key has a quota of its
-/// own.
-struct Slot<R: Rule> {
-    state: <R::State as Cells>::Slot,
-    rule: Option<Box<R>>,
+/// A key's entry in the main map: the cell of a state under the default rule, or the
+/// redirect marker (see the module's "Orderings").
+type Cell<R> = <<R as Rule>::State as Cells>::Slot;
+
+/// The state of a key with a quota of its own: its cell and the rule it was created under.
+struct Own<R: Rule> {
+    state: Cell<R>,
+    rule: R,
 }
 
 /// A refusal with the state it saw, for `decide_*`: the rule's denials carry it, the
@@ -128,10 +193,14 @@ impl From<Denied> for Refused {
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = PapayaStore<K>> {
-    map: S::Map<Slot<R>>,
+    /// Per key: a state under `default`, or the redirect marker (module "Orderings").
+    map: S::Map<Cell<R>>,
     default: R,
-    overrides: papaya::HashMap<K, R>,
-    /// Whether `overrides` may be non-empty (0 or 1), so the common case skips its lookup.
+    /// The rule of each key given a quota of its own; never removed.
+    quotas: S::Map<R>,
+    /// The states of redirected keys, each with the rule it was created under.
+    own: S::Map<Own<R>>,
+    /// Whether `quotas` may be non-empty (0 or 1), so the common case skips its lookup.
     any_overrides: AtomicU64,
     max_keys: usize,
     /// The shared state of keys refused a slot of their own (default rule); never retired.
@@ -212,9 +281,10 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         let default = R::new(&quota)?;
         Ok(Keyed {
             map: store.build(),
+            quotas: store.build_side(),
+            own: store.build_side(),
             overflow: default.fresh().slot(),
             default,
-            overrides: papaya::HashMap::new(),
             any_overrides: AtomicU64::new(0),
             max_keys: usize::MAX,
             sweep_every: 1_000_000_000,
@@ -282,35 +352,49 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Clone,
     {
         let rule = R::new(&quota)?;
-        // Relaxed: a hint that only lets lookups skip an empty map; `overrides` publishes
-        // its entries itself.
+        // Relaxed: a hint that only lets new keys skip an empty `quotas`; `quotas` publishes
+        // its entries itself, and a stale 0 is harmless (module "Orderings").
         self.any_overrides.store(1, Ordering::Relaxed);
-        self.overrides.pin().insert(key.clone(), rule);
-        if S::with_slot(&self.map, &key, |slot| self.retire_if_idle(slot, now)) == Some(true) {
-            S::remove_if(&self.map, &key, Self::retired);
+        S::insert(&self.quotas, key.clone(), rule);
+        // Only now (rule 4 of the module's "Orderings"): a request that finds the key gone
+        // finds its quota.
+        let idle = |rule: &R, state: &R::State| Self::idle(rule, state, now);
+        if S::with_slot(&self.map, &key, |cell| {
+            R::State::retire_if(cell, |s| idle(&self.default, s))
+        }) == Some(true)
+        {
+            S::remove_if(&self.map, &key, R::State::is_retired);
+        }
+        if S::with_slot(&self.own, &key, |own| {
+            R::State::retire_if(&own.state, |s| idle(&own.rule, s))
+        }) == Some(true)
+        {
+            S::remove_if(&self.own, &key, Self::own_retired);
         }
         Ok(())
     }
 
-    /// The rule `slot`'s state is decided under.
-    #[inline]
-    fn rule_of<'a>(&'a self, slot: &'a Slot<R>) -> &'a R {
-        slot.rule.as_deref().unwrap_or(&self.default)
+    fn own_retired(own: &Own<R>) -> bool {
+        R::State::is_retired(&own.state)
     }
 
-    fn retired(slot: &Slot<R>) -> bool {
-        R::State::is_retired(&slot.state)
+    /// Whether `state`, under `rule`, is idle at `now`: indistinguishable from a fresh state
+    /// for every reading from `now` − the grace on.
+    fn idle(rule: &R, state: &R::State, now: Nanos) -> bool {
+        now.checked_sub(Self::EVICTION_GRACE_NS)
+            .is_some_and(|since| rule.fresh_since(state, since, now))
     }
 
-    /// Retire `slot` if its state is idle at `now`; whether the slot is retired now (by this
-    /// call, or earlier by a sweep or `set_quota` that has not removed it yet). The caller
-    /// then removes it from the store.
-    fn retire_if_idle(&self, slot: &Slot<R>, now: Nanos) -> bool {
-        let rule = self.rule_of(slot);
-        R::State::retire_if(&slot.state, |state| {
-            now.checked_sub(Self::EVICTION_GRACE_NS)
-                .is_some_and(|since| rule.fresh_since(state, since, now))
-        })
+    /// `key`'s own rule, if it was given one.
+    fn own_rule<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<R>
+    where
+        K: Borrow<Q>,
+    {
+        // Relaxed: see `set_quota_at`.
+        if self.any_overrides.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        S::with_slot(&self.quotas, key, R::clone)
     }
 
     /// The rule a new state for `key` gets.
@@ -318,19 +402,14 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     where
         K: Borrow<Q>,
     {
-        // Relaxed: see `set_quota_at`.
-        if self.any_overrides.load(Ordering::Relaxed) != 0 {
-            if let Some(rule) = self.overrides.pin().get(key) {
-                return rule.clone();
-            }
-        }
-        self.default.clone()
+        self.own_rule(key).unwrap_or_else(|| self.default.clone())
     }
 
     /// The one path of every decision: `f` applied to `key`'s state under the key's rule,
     /// after the size check of `1 ≤ n`; a new key gets a fresh state (or, at the key bound,
-    /// the shared overflow state); a state retired under us is looked up again. Receipts of
-    /// the overflow state are marked so that a refund finds it.
+    /// the shared overflow state); a state retired under us is looked up again; a redirect
+    /// leads to the key's own state. Receipts of the overflow state are marked so that a
+    /// refund finds it.
     #[inline]
     fn with_state<Q, E: From<Denied>>(
         &self,
@@ -343,25 +422,36 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let attempt = |slot: &Slot<R>| {
-            let rule = self.rule_of(slot);
-            precheck(n, rule.capacity()).map_err(|d| Attempt::Failed(E::from(d)))?;
-            R::State::update_slot(&slot.state, |s| f(rule, s))
+        let capacity = self.default.capacity();
+        let attempt = |cell: &Cell<R>| {
+            R::State::update_slot(cell, |s| {
+                precheck(n, capacity)?;
+                f(&self.default, s)
+            })
         };
         loop {
             let outcome = match S::with_slot(&self.map, key, attempt) {
                 Some(outcome) => outcome,
                 None => {
-                    let rule = self.rule_for_new(key);
-                    precheck(n, rule.capacity())?;
+                    let redirect = match self.own_rule(key) {
+                        Some(rule) => {
+                            precheck(n, rule.capacity())?;
+                            true
+                        }
+                        None => {
+                            precheck(n, capacity)?;
+                            false
+                        }
+                    };
                     if !self.room_for_new_key(now) {
                         return self.with_overflow(n, &f);
                     }
-                    let own =
-                        (rule.quota() != self.default.quota()).then(|| Box::new(rule.clone()));
-                    let make = || Slot {
-                        state: rule.fresh().slot(),
-                        rule: own,
+                    let make = || {
+                        if redirect {
+                            R::State::redirect()
+                        } else {
+                            self.default.fresh().slot()
+                        }
                     };
                     S::with_slot_or_insert(&self.map, key, make, attempt)
                 }
@@ -370,12 +460,68 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                 Ok(receipt) => return Ok(receipt),
                 Err(Attempt::Failed(e)) => return Err(e),
                 Err(Attempt::Reserved) => return Err(E::from(Denied::NEVER)),
+                Err(Attempt::Redirect) => return self.with_own(key, n, &f),
                 // Help the evictor remove the dead entry, then look again.
                 Err(Attempt::Retired) => {
-                    S::remove_if(&self.map, key, Self::retired);
+                    S::remove_if(&self.map, key, R::State::is_retired);
                 }
             }
         }
+    }
+
+    /// [`Keyed::with_state`] for a redirected key: its state in `own`, created under its
+    /// rule in `quotas` if it has none.
+    #[cold]
+    #[inline(never)]
+    fn with_own<Q, E: From<Denied>>(
+        &self,
+        key: &Q,
+        n: u32,
+        f: &impl Fn(&R, &mut R::State) -> Result<Receipt, E>,
+    ) -> Result<Receipt, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let attempt = |own: &Own<R>| {
+            R::State::update_slot(&own.state, |s| {
+                precheck(n, own.rule.capacity())?;
+                f(&own.rule, s)
+            })
+        };
+        loop {
+            let outcome = match S::with_slot(&self.own, key, attempt) {
+                Some(outcome) => outcome,
+                None => {
+                    let rule = self.redirected_rule(key);
+                    precheck(n, rule.capacity())?;
+                    let make = || Own {
+                        state: rule.fresh().slot(),
+                        rule,
+                    };
+                    S::with_slot_or_insert(&self.own, key, make, attempt)
+                }
+            };
+            match outcome {
+                Ok(receipt) => return Ok(receipt),
+                Err(Attempt::Failed(e)) => return Err(e),
+                // An own state is never a redirect.
+                Err(Attempt::Reserved | Attempt::Redirect) => return Err(E::from(Denied::NEVER)),
+                Err(Attempt::Retired) => {
+                    S::remove_if(&self.own, key, Self::own_retired);
+                }
+            }
+        }
+    }
+
+    /// The rule of a key found redirected in the main map.
+    fn redirected_rule<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> R
+    where
+        K: Borrow<Q>,
+    {
+        // The redirect's inserter read this entry first, and entries of `quotas` are never
+        // removed (module "Orderings").
+        S::with_slot(&self.quotas, key, R::clone).expect("a redirected key has a quota of its own")
     }
 
     /// [`Keyed::with_state`] on the shared overflow state, for keys refused a slot.
@@ -391,8 +537,10 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                 Ok(receipt)
             }
             Err(Attempt::Failed(e)) => Err(e),
-            // The overflow state is never retired.
-            Err(Attempt::Retired | Attempt::Reserved) => Err(E::from(Denied::NEVER)),
+            // The overflow state is never retired nor a redirect.
+            Err(Attempt::Retired | Attempt::Redirect | Attempt::Reserved) => {
+                Err(E::from(Denied::NEVER))
+            }
         }
     }
 
@@ -498,14 +646,23 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let seen = S::with_slot(&self.map, key, |slot| {
-            let rule = self.rule_of(slot);
-            R::State::read_slot(&slot.state, |s| rule.snapshot(s, now))
+        let seen = S::with_slot(&self.map, key, |cell| {
+            R::State::read_slot(cell, |s| self.default.snapshot(s, now))
         });
-        seen.flatten().unwrap_or_else(|| {
-            let rule = self.rule_for_new(key);
-            rule.snapshot(&rule.fresh(), now)
-        })
+        let rule = match seen {
+            Some(Ok(snapshot)) => return snapshot,
+            Some(Err(Gone::Redirect)) => {
+                let own = S::with_slot(&self.own, key, |own| {
+                    R::State::read_slot(&own.state, |s| own.rule.snapshot(s, now))
+                });
+                if let Some(Ok(snapshot)) = own {
+                    return snapshot;
+                }
+                self.redirected_rule(key)
+            }
+            Some(Err(Gone::Retired)) | None => self.rule_for_new(key),
+        };
+        rule.snapshot(&rule.fresh(), now)
     }
 
     /// The state of `key` now, consuming nothing.
@@ -547,10 +704,19 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
 
     /// As [`Keyed::evict_idle`], at the explicit time `now`.
     pub fn evict_idle_at(&self, now: Nanos) -> usize {
-        S::retire_each(
+        let main = S::retire_each(
             &self.map,
-            |slot| self.retire_if_idle(slot, now),
-            Self::retired,
+            |cell| R::State::retire_if(cell, |s| Self::idle(&self.default, s, now)),
+            R::State::is_retired,
+        );
+        // Relaxed: see `set_quota_at` (a stale 0 leaves an own state for a later sweep).
+        if self.any_overrides.load(Ordering::Relaxed) == 0 {
+            return main;
+        }
+        main + S::retire_each(
+            &self.own,
+            |own| R::State::retire_if(&own.state, |s| Self::idle(&own.rule, s, now)),
+            Self::own_retired,
         )
     }
 }
@@ -577,8 +743,19 @@ where
     }
 
     fn quota_for(&self, key: &Q) -> Quota {
-        S::with_slot(&self.map, key, |slot| self.rule_of(slot).quota())
-            .unwrap_or_else(|| self.rule_for_new(key).quota())
+        match S::with_slot(&self.map, key, |cell| R::State::read_slot(cell, |_| ())) {
+            Some(Ok(())) => self.default.quota(),
+            Some(Err(Gone::Redirect)) => {
+                let own = S::with_slot(&self.own, key, |own| {
+                    R::State::read_slot(&own.state, |_| own.rule.quota())
+                });
+                match own {
+                    Some(Ok(quota)) => quota,
+                    _ => self.redirected_rule(key).quota(),
+                }
+            }
+            Some(Err(Gone::Retired)) | None => self.rule_for_new(key).quota(),
+        }
     }
 
     #[inline]
@@ -625,11 +802,15 @@ where
         };
         if receipt.overflow {
             let _ = R::State::update_slot(&self.overflow, |s| give_back(&self.default, s));
-        } else {
-            // A key no longer in the map was evicted: its state is fresh already.
-            S::with_slot(&self.map, key, |slot| {
-                let rule = self.rule_of(slot);
-                let _ = R::State::update_slot(&slot.state, |s| give_back(rule, s));
+            return;
+        }
+        // A key no longer in the map was evicted: its state is fresh already.
+        let main = S::with_slot(&self.map, key, |cell| {
+            R::State::update_slot(cell, |s| give_back(&self.default, s))
+        });
+        if let Some(Err(Attempt::Redirect)) = main {
+            S::with_slot(&self.own, key, |own| {
+                let _ = R::State::update_slot(&own.state, |s| give_back(&own.rule, s));
             });
         }
     }
@@ -638,16 +819,30 @@ where
         if n == 0 {
             return Ok(());
         }
-        let seen = S::with_slot(&self.map, key, |slot| {
-            let rule = self.rule_of(slot);
+        let check = |rule: &R, s: &R::State| {
             precheck(n, rule.capacity())?;
-            Ok(R::State::read_slot(&slot.state, |s| rule.check(s, now, n)))
+            rule.check(s, now, n)
+        };
+        let seen = S::with_slot(&self.map, key, |cell| {
+            R::State::read_slot(cell, |s| check(&self.default, s))
         });
         match seen {
-            Some(Ok(Some(answer))) => answer,
-            Some(Err(d)) => Err(d),
+            Some(Ok(answer)) => answer,
+            Some(Err(Gone::Redirect)) => {
+                let own = S::with_slot(&self.own, key, |own| {
+                    R::State::read_slot(&own.state, |s| check(&own.rule, s))
+                });
+                match own {
+                    Some(Ok(answer)) => answer,
+                    // Its next state: fresh under its own rule (it has its entry already).
+                    _ => {
+                        let rule = self.redirected_rule(key);
+                        check(&rule, &rule.fresh())
+                    }
+                }
+            }
             // Unknown or retired: a fresh state (or the overflow one, at the key bound).
-            Some(Ok(None)) | None => {
+            Some(Err(Gone::Retired)) | None => {
                 let rule = self.rule_for_new(key);
                 precheck(n, rule.capacity())?;
                 if self.max_keys != usize::MAX && self.len() >= self.max_keys {

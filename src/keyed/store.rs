@@ -64,7 +64,11 @@ pub(crate) mod sealed {
         /// The map of slots `V` by key.
         type Map<V: Send + Sync + 'static>: Send + Sync;
 
-        fn build<V: Send + Sync + 'static>(self) -> Self::Map<V>;
+        /// The main map (with the store's settings, a capacity too).
+        fn build<V: Send + Sync + 'static>(&self) -> Self::Map<V>;
+
+        /// A side map for a few keys: the store's hasher, no capacity reserved.
+        fn build_side<V: Send + Sync + 'static>(&self) -> Self::Map<V>;
 
         /// How many keys have a slot (live, or retired and not yet removed).
         fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize;
@@ -87,6 +91,9 @@ pub(crate) mod sealed {
             V: Send + Sync + 'static,
             K: Borrow<Q>,
             Q: Hash + Eq + ToOwned<Owned = K> + ?Sized;
+
+        /// Insert `value` for `key`, replacing the value it had.
+        fn insert<V: Send + Sync + 'static>(map: &Self::Map<V>, key: K, value: V);
 
         /// Remove `key`'s slot if `retired` says it is; whether this call removed it.
         fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
@@ -141,7 +148,7 @@ impl<K> PapayaStore<K> {
     }
 }
 
-impl<K, H: BuildHasher> PapayaStore<K, H> {
+impl<K, H: BuildHasher + Clone> PapayaStore<K, H> {
     /// A store hashing keys with `hasher`: a faster hash pays off on keys nobody hostile
     /// chooses (papaya's lookups are bound by cache misses more than by hashing: measured in
     /// `BENCHMARKS.md`, "Keyed throughput").
@@ -168,15 +175,19 @@ impl<K, H> fmt::Debug for PapayaStore<K, H> {
 impl<K, H> sealed::Maps<K> for PapayaStore<K, H>
 where
     K: Hash + Eq + Send + Sync + 'static,
-    H: BuildHasher + Send + Sync + 'static,
+    H: BuildHasher + Clone + Send + Sync + 'static,
 {
     type Map<V: Send + Sync + 'static> = papaya::HashMap<K, V, H>;
 
-    fn build<V: Send + Sync + 'static>(self) -> Self::Map<V> {
+    fn build<V: Send + Sync + 'static>(&self) -> Self::Map<V> {
         papaya::HashMap::builder()
             .resize_mode(papaya::ResizeMode::Blocking)
-            .hasher(self.hasher)
+            .hasher(self.hasher.clone())
             .build()
+    }
+
+    fn build_side<V: Send + Sync + 'static>(&self) -> Self::Map<V> {
+        self.build()
     }
 
     fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize {
@@ -205,6 +216,10 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         f(map.pin().get_or_insert_with(key.to_owned(), make))
+    }
+
+    fn insert<V: Send + Sync + 'static>(map: &Self::Map<V>, key: K, value: V) {
+        map.pin().insert(key, value);
     }
 
     fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
@@ -318,8 +333,12 @@ where
 {
     type Map<V: Send + Sync + 'static> = dashmap::DashMap<K, V, H>;
 
-    fn build<V: Send + Sync + 'static>(self) -> Self::Map<V> {
-        dashmap::DashMap::with_capacity_and_hasher(self.capacity, self.hasher)
+    fn build<V: Send + Sync + 'static>(&self) -> Self::Map<V> {
+        dashmap::DashMap::with_capacity_and_hasher(self.capacity, self.hasher.clone())
+    }
+
+    fn build_side<V: Send + Sync + 'static>(&self) -> Self::Map<V> {
+        dashmap::DashMap::with_hasher(self.hasher.clone())
     }
 
     fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize {
@@ -353,6 +372,10 @@ where
         f(&map.entry(key.to_owned()).or_insert_with(make))
     }
 
+    fn insert<V: Send + Sync + 'static>(map: &Self::Map<V>, key: K, value: V) {
+        map.insert(key, value);
+    }
+
     fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
     where
         V: Send + Sync + 'static,
@@ -376,5 +399,140 @@ where
             !gone
         });
         removed
+    }
+}
+
+/// A [`Store`] that loom can see into (only under `--cfg loom`, for the models in
+/// `loom-tests`): a `loom::sync::Mutex` around a `HashMap` (with a fixed hasher, so that
+/// every execution iterates in the same order) of `Arc`ed slots.
+///
+/// Each map operation is one critical section, a point where loom can switch threads, and
+/// the lock's release/acquire is what publishes a new slot to the threads that find it (the
+/// real maps' own publication, which loom cannot see in papaya or dashmap). As in
+/// [`PapayaStore`], a slot is used outside the map's lock (a thread may hold a slot that has
+/// been removed meanwhile), and a sweep retires each slot it met in a snapshot of the map
+/// before removing it in a critical section of its own, so the models explore requests
+/// between an eviction's retirement and its removal.
+#[cfg(loom)]
+pub struct LoomStore<K> {
+    _key: core::marker::PhantomData<fn(K)>,
+}
+
+#[cfg(loom)]
+impl<K> LoomStore<K> {
+    /// The store.
+    pub fn new() -> Self {
+        LoomStore {
+            _key: core::marker::PhantomData,
+        }
+    }
+}
+
+#[cfg(loom)]
+impl<K> Default for LoomStore<K> {
+    fn default() -> Self {
+        LoomStore::new()
+    }
+}
+
+#[cfg(loom)]
+impl<K> fmt::Debug for LoomStore<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoomStore").finish_non_exhaustive()
+    }
+}
+
+#[cfg(loom)]
+type LoomMap<K, V> = crate::sync::Mutex<
+    std::collections::HashMap<
+        K,
+        std::sync::Arc<V>,
+        core::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
+    >,
+>;
+
+#[cfg(loom)]
+fn loom_lock<T>(m: &crate::sync::Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(loom)]
+impl<K> sealed::Maps<K> for LoomStore<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    type Map<V: Send + Sync + 'static> = LoomMap<K, V>;
+
+    fn build<V: Send + Sync + 'static>(&self) -> Self::Map<V> {
+        crate::sync::Mutex::new(Default::default())
+    }
+
+    fn build_side<V: Send + Sync + 'static>(&self) -> Self::Map<V> {
+        self.build()
+    }
+
+    fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize {
+        loom_lock(map).len()
+    }
+
+    fn with_slot<V, Q, T>(map: &Self::Map<V>, key: &Q, f: impl FnOnce(&V) -> T) -> Option<T>
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = loom_lock(map).get(key).cloned();
+        slot.map(|slot| f(&slot))
+    }
+
+    fn with_slot_or_insert<V, Q, T>(
+        map: &Self::Map<V>,
+        key: &Q,
+        make: impl FnOnce() -> V,
+        f: impl FnOnce(&V) -> T,
+    ) -> T
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let slot = loom_lock(map)
+            .entry(key.to_owned())
+            .or_insert_with(|| std::sync::Arc::new(make()))
+            .clone();
+        f(&slot)
+    }
+
+    fn insert<V: Send + Sync + 'static>(map: &Self::Map<V>, key: K, value: V) {
+        loom_lock(map).insert(key, std::sync::Arc::new(value));
+    }
+
+    fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
+    where
+        V: Send + Sync + 'static,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let mut map = loom_lock(map);
+        let gone = map.get(key).is_some_and(|slot| retired(slot));
+        if gone {
+            map.remove(key);
+        }
+        gone
+    }
+
+    fn retire_each<V: Send + Sync + 'static>(
+        map: &Self::Map<V>,
+        mut retire: impl FnMut(&V) -> bool,
+        retired: impl Fn(&V) -> bool,
+    ) -> usize {
+        let entries: Vec<(K, std::sync::Arc<V>)> = loom_lock(map)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        entries
+            .into_iter()
+            .filter(|(key, slot)| retire(slot) && Self::remove_if(map, key, &retired))
+            .count()
     }
 }
