@@ -94,8 +94,7 @@ fn keyed(c: &mut Criterion) {
     let on_papaya_fold: Keyed<u64, GcraRule, DefaultClock, PapayaStore<u64, _>> =
         Keyed::with_store(quota, DefaultClock::new(), PapayaStore::with_hasher(fold())).unwrap();
     warm(&|k| on_papaya_fold.try_acquire(k).is_ok());
-    #[cfg(feature = "dashmap")]
-    let (on_dashmap, on_dashmap_fold) = {
+    let (on_dashmap, on_dashmap_fold, on_dashmap_ahash) = {
         use limitcore::DashMapStore;
         let sip: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64>> =
             Keyed::with_store(quota, DefaultClock::new(), DashMapStore::new()).unwrap();
@@ -105,9 +104,16 @@ fn keyed(c: &mut Criterion) {
             DashMapStore::with_hasher(fold()),
         )
         .unwrap();
+        let ahash: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64, _>> = Keyed::with_store(
+            quota,
+            DefaultClock::new(),
+            DashMapStore::with_hasher(ahash::RandomState::new()),
+        )
+        .unwrap();
         warm(&|k| sip.try_acquire(k).is_ok());
         warm(&|k| fold.try_acquire(k).is_ok());
-        (sip, fold)
+        warm(&|k| ahash.try_acquire(k).is_ok());
+        (sip, fold, ahash)
     };
     let mut contenders: Vec<(&str, Check<'_>)> = vec![
         (
@@ -123,7 +129,6 @@ fn keyed(c: &mut Criterion) {
             Box::new(|k| sketch.try_acquire(k).is_ok()),
         ),
     ];
-    #[cfg(feature = "dashmap")]
     contenders.extend([
         (
             "limitcore-keyed-gcra-dashmap",
@@ -132,6 +137,10 @@ fn keyed(c: &mut Criterion) {
         (
             "limitcore-keyed-gcra-dashmap-foldhash",
             Box::new(|k: &u64| on_dashmap_fold.try_acquire(k).is_ok()),
+        ),
+        (
+            "limitcore-keyed-gcra-dashmap-ahash",
+            Box::new(|k: &u64| on_dashmap_ahash.try_acquire(k).is_ok()),
         ),
     ]);
     // The baseline last (benches/report.py compares every other contender with it).
@@ -221,9 +230,16 @@ fn insert(c: &mut Criterion) {
             .with_sweep_interval(Duration::ZERO);
         fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
     });
-    #[cfg(feature = "dashmap")]
     g.bench_function("limitcore-keyed-gcra-dashmap", |b| {
         let store = limitcore::DashMapStore::new();
+        let keyed: Keyed<u64, GcraRule, DefaultClock, _> =
+            Keyed::with_store(quota, DefaultClock::new(), store)
+                .unwrap()
+                .with_sweep_interval(Duration::ZERO);
+        fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
+    });
+    g.bench_function("limitcore-keyed-gcra-dashmap-ahash", |b| {
+        let store = limitcore::DashMapStore::with_hasher(ahash::RandomState::new());
         let keyed: Keyed<u64, GcraRule, DefaultClock, _> =
             Keyed::with_store(quota, DefaultClock::new(), store)
                 .unwrap()

@@ -43,7 +43,6 @@ fn main() {
         }
         keyed
     });
-    #[cfg(feature = "dashmap")]
     let (on_dashmap, dashmap_bytes) = live_bytes(|| {
         let keyed: Keyed<u64, GcraRule, limitcore::DefaultClock, limitcore::DashMapStore<u64>> =
             Keyed::with_store(
@@ -80,7 +79,6 @@ fn main() {
         "limitcore Keyed<u64, GcraRule> (papaya): {:.1} bytes/key",
         ours_bytes as f64 / KEYS as f64
     );
-    #[cfg(feature = "dashmap")]
     {
         assert_eq!(on_dashmap.len() as u64, KEYS);
         println!(

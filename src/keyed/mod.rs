@@ -81,9 +81,9 @@ mod store;
 
 pub use global::Global;
 pub use sketch::KeyedSketch;
-#[cfg(feature = "dashmap")]
-pub use store::DashMapStore;
-pub use store::{PapayaStore, Store};
+#[cfg(loom)]
+pub use store::LoomStore;
+pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
 use crate::cell::{Attempt, Gone};
@@ -154,22 +154,38 @@ impl From<Denied> for Refused {
 ///   is ever dropped to make room. The bound is soft by at most the number of threads
 ///   inserting at the same instant.
 /// - **The clock's last nanoseconds.** For a rule with a `u64` state, a transition whose new
-///   state would be the word `u64::MAX` (reserved to mark an evicted state) is refused with
+///   state would be one of the words `u64::MAX` and `u64::MAX − 1` (reserved: an evicted
+///   state, and a key whose state lives with its own quota) is refused with
 ///   `retry_after = Duration::MAX` where the rule alone would admit. It can only happen at
 ///   the very end of the clock's 584-year range.
 /// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
 ///   the key's next fresh state: at once for a key that is new or idle, otherwise once its
 ///   current state (decided under its old quota) goes idle and is evicted. A quota change
-///   never resets a limited key, and a live state is never read under another quota's rule.
+///   never resets a limited key, a live state is never read under another quota's rule,
+///   and a key never has two live states (even while `set_quota`, eviction and requests
+///   for the key race: the module's "Orderings"). A key given its own quota keeps one entry
+///   for good once it has been used (it holds the key and a redirect word when its state is
+///   evicted), counted by [`Keyed::len`] and against `max_keys`; the quota itself is kept
+///   for good in any case.
 /// - **Refunds** ([`KeyedRefund`]) go to the state that was charged (the key's, or the
 ///   overflow state). A key evicted since its charge is fresh already and gets nothing;
 ///   that is exact as long as the refund's time does not lag the sweep's clock by more than
 ///   the grace (the assumption eviction itself makes).
 ///
-/// The default map is `papaya`'s lock-free hash map ([`PapayaStore`]): a lookup takes no
-/// lock, global or sharded, the better choice when threads share keys. With the feature
-/// `dashmap`, `DashMapStore` (through [`Keyed::with_store`]) is faster for one thread over
-/// many keys; decisions are the same on either.
+/// # Memory
+///
+/// A key without a quota of its own costs one map entry holding the key and its state (for
+/// a `u64` state, one 8-byte word): 16 bytes of entry for a `u64` key, the same layout as
+/// governor's keyed limiter. Keys with their own quota add a rule per key and, while their
+/// state lives, a second small map's entry.
+///
+/// # Stores
+///
+/// The default map is [`DashMapStore`] hashing with [`KeyHasher`] (aHash under random keys:
+/// safe with keys an attacker picks), measured to be at least governor's keyed limiter in
+/// every throughput cell and at most its memory; [`PapayaStore`] (no lock on a lookup) is
+/// the faster when threads share keys, at more memory per key. See [`Store`], "Which to
+/// use"; decisions are the same on either.
 ///
 /// # Examples
 ///
@@ -192,7 +208,7 @@ impl From<Denied> for Refused {
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
-pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = PapayaStore<K>> {
+pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = DashMapStore<K>> {
     /// Per key: a state under `default`, or the redirect marker (module "Orderings").
     map: S::Map<Cell<R>>,
     default: R,
@@ -236,13 +252,13 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule> Keyed<K, R, DefaultClock> {
 
 impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock> Keyed<K, R, C> {
     /// Keyed limiters for `quota` reading time from `clock`, unbounded key count, on the
-    /// default store ([`PapayaStore`]).
+    /// default store ([`DashMapStore`] with [`KeyHasher`]).
     ///
     /// # Errors
     ///
     /// The [`QuotaError`] of `R` for this quota ([`Rule::new`]).
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        Keyed::with_store(quota, clock, PapayaStore::new())
+        Keyed::with_store(quota, clock, DashMapStore::new())
     }
 }
 
@@ -265,16 +281,14 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// # Examples
     ///
     /// ```
-    /// # #[cfg(feature = "dashmap")] {
-    /// use limitcore::{DashMapStore, Keyed, Quota};
+    /// use limitcore::{Keyed, PapayaStore, Quota};
     /// use limitcore::clock::MonotonicClock;
     /// use limitcore::rules::TokenBucketRule;
     ///
-    /// // One thread over many keys: dashmap's inline entries are one cache miss cheaper.
-    /// let per_user: Keyed<u64, TokenBucketRule, MonotonicClock, DashMapStore<u64>> =
-    ///     Keyed::with_store(Quota::per_second(100)?, MonotonicClock::new(), DashMapStore::new())?;
+    /// // Threads that share keys: papaya's lookups take no lock.
+    /// let per_user: Keyed<u64, TokenBucketRule, MonotonicClock, PapayaStore<u64>> =
+    ///     Keyed::with_store(Quota::per_second(100)?, MonotonicClock::new(), PapayaStore::new())?;
     /// assert!(per_user.try_acquire(&42).is_ok());
-    /// # }
     /// # Ok::<(), limitcore::QuotaError>(())
     /// ```
     pub fn with_store(quota: Quota, clock: C, store: S) -> Result<Self, QuotaError> {
@@ -317,12 +331,13 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         &self.clock
     }
 
-    /// How many keys have a state of their own.
+    /// How many keys have an entry in the map: a state of their own, or (a key with its own
+    /// quota, once used) the redirect word its state is found through (see "Per-key quotas").
     pub fn len(&self) -> usize {
         S::len(&self.map)
     }
 
-    /// Whether no key has a state of its own.
+    /// Whether no key has an entry in the map (see [`Keyed::len`]).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

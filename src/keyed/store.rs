@@ -1,27 +1,157 @@
 //! The maps a [`Keyed`](crate::Keyed) limiter can keep its per-key states in: [`Store`],
-//! [`PapayaStore`] (the default) and [`DashMapStore`] (feature `dashmap`).
+//! [`DashMapStore`] (the default) and [`PapayaStore`], and the hasher both use unless given
+//! another, [`KeyHasher`].
 //!
 //! A store knows nothing of rates: it finds a key's slot, inserts one, and removes a slot
 //! when [`Keyed`](crate::Keyed) says it is retired (see [`cell`](crate::cell)'s
 //! "Orderings"). A store type is a *kind* of map with its settings (the hasher, a
-//! capacity); `Keyed` builds the map itself, for its own slot type. Both maps publish a
-//! new entry with their own release/acquire protocol, so a slot's initial state is visible
-//! to every thread that finds the slot; every later change of the state goes through the
-//! slot's own cell.
+//! capacity); `Keyed` builds its maps itself, for its own slot types. Both maps publish a
+//! new entry with their own release/acquire protocol, so a slot's initial content is
+//! visible to every thread that finds the slot; every later change of the state goes
+//! through the slot's own cell.
 //!
-//! Which to use (`keyed/*` in `BENCHMARKS.md`, "Keyed throughput"; 2 cores, same hasher on
-//! both): papaya's lookups take no lock at all, so it is the faster under contention (one
-//! key hit from 2 threads: 1.2–1.65× `DashMapStore`'s checks/s); dashmap keeps entries inline
-//! in its shards (one cache miss fewer per lookup), so it is the faster for one thread over
-//! many keys (10^5 keys: 1.3–1.5× papaya's).
+//! # Which to use
+//!
+//! Measured against governor's keyed limiter (dashmap, SipHash) in the same runs
+//! (`BENCHMARKS.md`, "Keyed throughput" and "Keyed memory"; 2 cores, `Keyed<u64, GcraRule>`,
+//! checks per second ÷ governor's, over two runs):
+//!
+//! | store, hasher | 1 key, 1 thread | 1 key, 2 threads | 10^5 keys, 1 thread | 10^5 keys, 2 threads | first requests | bytes/key at 10^6 |
+//! |---|---:|---:|---:|---:|---:|---:|
+//! | **`DashMapStore`, `KeyHasher` (default)** | RUN_DK |
+//! | `DashMapStore`, SipHash | RUN_DS |
+//! | `PapayaStore`, `KeyHasher` | RUN_PK |
+//!
+//! - **The default, [`DashMapStore`] with [`KeyHasher`]**, is the one that is at least
+//!   governor's in every cell, and at most its memory: one thread per core serving many
+//!   clients (a proxy) or a few hot ones. Its entries sit inline in dashmap's shards, the key
+//!   and the state word only (16 bytes for a `u64` key: governor's layout), so a lookup is
+//!   two dependent cache misses, as governor's; the faster hash is what puts it ahead.
+//! - [`PapayaStore`] takes no lock at all on a lookup, so it is the fastest when threads
+//!   share keys (10^5 keys from 2 threads: the best of the three), at half as much memory
+//!   again (each entry is allocated on its own, behind a pointer: one cache miss more, the
+//!   slowest for one thread over many keys).
+//! - SipHash-1-3 (std's `RandomState`, a cryptographic PRF under a random key: governor's
+//!   hash) is available through `DashMapStore::with_hasher`; it costs 10–20 ns a lookup, which
+//!   brings the dashmap store down to governor's speed (the same map, hash and entry size).
+//!
+//! Memory is the same for any hasher; an `Ipv6Addr` key (16 bytes, alignment 1) takes 24 bytes
+//! an entry in dashmap, a `u128` key 32 (its alignment is 16).
 
 use core::borrow::Borrow;
 use core::fmt;
+use core::hash::Hasher;
 use core::hash::{BuildHasher, Hash};
-use std::collections::hash_map::RandomState;
+
+/// The hasher of [`DashMapStore`] and [`PapayaStore`] unless given another: aHash (the
+/// `ahash` crate) under keys drawn at random for each map.
+///
+/// # Keys an attacker chooses
+///
+/// A client that picks its own keys (an address, a user name) can degrade a hash map only by
+/// sending many keys that land in the same buckets, which takes knowing the hash function
+/// *with its keys*. aHash is a keyed hash: each `KeyHasher` takes fresh keys (aHash's
+/// `RandomState::new`: a process-wide secret drawn from the operating system's generator,
+/// mixed with a per-instance counter and address), the map's hashes are never shown to a
+/// client, and without the keys the bucket of a key cannot be predicted (aHash's authors'
+/// design argument: its README, "Design", and FAQ). That is the same defence as std's
+/// `RandomState` (SipHash-1-3 under a random key), with a weaker primitive: aHash is not a
+/// cryptographic PRF, SipHash is designed as one. For that margin, pass std's `RandomState`
+/// to [`DashMapStore::with_hasher`] and pay 10–20 ns a lookup (see "Which to use").
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{DashMapStore, KeyHasher, Keyed, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+///
+/// // What `Keyed::with_clock` builds.
+/// let keyed: Keyed<u64, GcraRule, ManualClock, DashMapStore<u64, KeyHasher>> =
+///     Keyed::with_store(Quota::per_second(5)?, ManualClock::new(), DashMapStore::new())?;
+/// assert!(keyed.try_acquire(&7).is_ok());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
+#[derive(Clone)]
+pub struct KeyHasher(ahash::RandomState);
+
+impl KeyHasher {
+    /// A hasher under fresh random keys.
+    pub fn new() -> Self {
+        KeyHasher(ahash::RandomState::new())
+    }
+}
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        KeyHasher::new()
+    }
+}
+
+impl fmt::Debug for KeyHasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The keys are the defence: never printed.
+        f.debug_struct("KeyHasher").finish_non_exhaustive()
+    }
+}
+
+impl BuildHasher for KeyHasher {
+    type Hasher = KeyHash;
+
+    #[inline]
+    fn build_hasher(&self) -> KeyHash {
+        KeyHash(self.0.build_hasher())
+    }
+}
+
+/// The hasher of one key, built by [`KeyHasher`].
+#[derive(Clone)]
+pub struct KeyHash(ahash::AHasher);
+
+impl fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyHash").finish_non_exhaustive()
+    }
+}
+
+impl Hasher for KeyHash {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes)
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.0.write_u8(i)
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.0.write_u16(i)
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.0.write_u32(i)
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0.write_u64(i)
+    }
+    #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.0.write_u128(i)
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.0.write_usize(i)
+    }
+}
 
 /// A kind of concurrent map for [`Keyed`](crate::Keyed)'s `S` parameter, with its settings:
-/// [`PapayaStore`] (the default) or [`DashMapStore`] (feature `dashmap`).
+/// [`DashMapStore`] (the default) or [`PapayaStore`]; see the module's "Which to use".
 ///
 /// Sealed: the maps' protocols with the crate's eviction are the crate's own.
 ///
@@ -44,11 +174,6 @@ use std::collections::hash_map::RandomState;
 /// assert_eq!(keyed.len(), 2);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "dashmap"),
-    doc = "",
-    doc = "[`DashMapStore`]: https://docs.rs/limitcore/latest/limitcore/struct.DashMapStore.html"
-)]
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub trait Store<K>: sealed::Maps<K> {}
 
@@ -113,8 +238,8 @@ pub(crate) mod sealed {
     }
 }
 
-/// The default [`Store`]: `papaya`'s lock-free hash map, hashing keys with `H` (default:
-/// std's `RandomState`, SipHash-1-3 with a random key, safe with keys an attacker picks).
+/// A [`Store`] on `papaya`'s lock-free hash map, hashing keys with `H` (default:
+/// [`KeyHasher`]).
 ///
 /// A lookup takes no lock, global or sharded, and writes nothing shared but papaya's
 /// per-thread epoch marker, so threads that hit the same key only contend on that key's own
@@ -136,15 +261,15 @@ pub(crate) mod sealed {
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
-pub struct PapayaStore<K, H = RandomState> {
+pub struct PapayaStore<K, H = KeyHasher> {
     hasher: H,
     _key: core::marker::PhantomData<fn(K)>,
 }
 
 impl<K> PapayaStore<K> {
-    /// A store hashing with SipHash-1-3 under a random key.
+    /// A store hashing with [`KeyHasher`] under fresh random keys.
     pub fn new() -> Self {
-        PapayaStore::with_hasher(RandomState::new())
+        PapayaStore::with_hasher(KeyHasher::new())
     }
 }
 
@@ -245,9 +370,9 @@ where
     }
 }
 
-/// A [`Store`] on `dashmap` (feature `dashmap`): a sharded hash map whose entries sit inline
-/// in each shard's table, behind one reader-writer lock per shard, hashing keys with `H`
-/// (default: std's `RandomState`, SipHash-1-3 with a random key).
+/// The default [`Store`]: `dashmap`, a sharded hash map whose entries sit inline in each
+/// shard's table, behind one reader-writer lock per shard, hashing keys with `H` (default:
+/// [`KeyHasher`]).
 ///
 /// A lookup is one cache miss cheaper than [`PapayaStore`]'s, so one thread over many keys
 /// runs faster, but every lookup takes its shard's lock for reading (two atomic
@@ -268,29 +393,25 @@ where
 /// assert!(keyed.try_acquire(&7).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg(feature = "dashmap")]
-#[cfg_attr(docsrs, doc(cfg(feature = "dashmap")))]
-pub struct DashMapStore<K, H = RandomState> {
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
+pub struct DashMapStore<K, H = KeyHasher> {
     hasher: H,
     capacity: usize,
     _key: core::marker::PhantomData<fn(K)>,
 }
 
-#[cfg(feature = "dashmap")]
 impl<K> DashMapStore<K> {
-    /// A store hashing with SipHash-1-3 under a random key.
+    /// A store hashing with [`KeyHasher`] under fresh random keys.
     pub fn new() -> Self {
-        DashMapStore::with_hasher(RandomState::new())
+        DashMapStore::with_hasher(KeyHasher::new())
     }
 
-    /// A store with room for `capacity` keys before it resizes, hashing with SipHash-1-3
-    /// under a random key.
+    /// A store with room for `capacity` keys before it resizes, hashing with [`KeyHasher`].
     pub fn with_capacity(capacity: usize) -> Self {
-        DashMapStore::with_capacity_and_hasher(capacity, RandomState::new())
+        DashMapStore::with_capacity_and_hasher(capacity, KeyHasher::new())
     }
 }
 
-#[cfg(feature = "dashmap")]
 impl<K, H: BuildHasher + Clone> DashMapStore<K, H> {
     /// A store hashing keys with `hasher`. With inline entries the hash is a visible part of
     /// a lookup (SipHash-1-3 of a `u64` costs about 11–15 ns on the reference VM): a faster
@@ -309,14 +430,12 @@ impl<K, H: BuildHasher + Clone> DashMapStore<K, H> {
     }
 }
 
-#[cfg(feature = "dashmap")]
 impl<K> Default for DashMapStore<K> {
     fn default() -> Self {
         DashMapStore::new()
     }
 }
 
-#[cfg(feature = "dashmap")]
 impl<K, H> fmt::Debug for DashMapStore<K, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DashMapStore")
@@ -325,7 +444,6 @@ impl<K, H> fmt::Debug for DashMapStore<K, H> {
     }
 }
 
-#[cfg(feature = "dashmap")]
 impl<K, H> sealed::Maps<K> for DashMapStore<K, H>
 where
     K: Hash + Eq + Send + Sync + 'static,
