@@ -113,9 +113,13 @@ fn fresh_gcra(burst: u32, at: Nanos) -> Gcra<ManualClock> {
 /// with `max_keys`, a full map, sweep), and [`KEY`]'s state made idle at
 /// `race_time(burst)` by a full admission at [`NOW`] by the main thread.
 fn keyed_with_idle_key(burst: u32) -> K {
-    let keyed: K = Keyed::with_store(quota(burst), ManualClock::starting_at(NOW), PapayaStore::new())
-        .expect("valid quota")
-        .with_sweep_interval(Duration::ZERO);
+    let keyed: K = Keyed::with_store(
+        quota(burst),
+        ManualClock::starting_at(NOW),
+        PapayaStore::new(),
+    )
+    .expect("valid quota")
+    .with_sweep_interval(Duration::ZERO);
     keyed
         .try_acquire_n_at(&KEY, burst, NOW)
         .expect("setup is admitted");
@@ -247,9 +251,10 @@ fn papaya_from_two_loom_threads() {
             const SHARED: u8 = 3;
             // Key 2's state after its first admission (TAT NOW + T) is idle at this time.
             let late = NOW + T + EVICTION_GRACE_NS;
-            let keyed: K = Keyed::with_store(quota(2), ManualClock::starting_at(NOW), PapayaStore::new())
-                .expect("valid quota")
-                .with_sweep_interval(Duration::ZERO);
+            let keyed: K =
+                Keyed::with_store(quota(2), ManualClock::starting_at(NOW), PapayaStore::new())
+                    .expect("valid quota")
+                    .with_sweep_interval(Duration::ZERO);
             keyed
                 .try_acquire_n_at(&SHARED, 1, NOW)
                 .expect("setup is admitted");
@@ -320,9 +325,10 @@ fn slot_created_in_another_loom_thread_is_a_loom_causality_violation() {
     model(
         "keyed: slot created in one loom thread, read in another",
         || {
-            let keyed: K = Keyed::with_store(quota(1), ManualClock::starting_at(NOW), PapayaStore::new())
-                .expect("valid quota")
-                .with_sweep_interval(Duration::ZERO);
+            let keyed: K =
+                Keyed::with_store(quota(1), ManualClock::starting_at(NOW), PapayaStore::new())
+                    .expect("valid quota")
+                    .with_sweep_interval(Duration::ZERO);
             let keyed = loom::sync::Arc::new(keyed);
             let creator = {
                 let keyed = keyed.clone();
@@ -694,10 +700,8 @@ fn set_quota_races_a_first_request() {
 
 #[test]
 fn set_quota_races_two_first_requests() {
-    let outcomes = check_set_quota_race(
-        "keyed set_quota vs 2 first requests [1] [1]",
-        &[&[1], &[1]],
-    );
+    let outcomes =
+        check_set_quota_race("keyed set_quota vs 2 first requests [1] [1]", &[&[1], &[1]]);
     outcomes.assert_exactly(&["NYY", "YNY", "YYN"]);
 }
 
@@ -744,8 +748,10 @@ fn set_quota_races_a_request_through_the_redirect() {
             let burst = keyed.quota_for(&KEY).burst();
             let state = key_state(&keyed, KEY, at);
             const ASKS: &[&[u32]] = &[&[1, 1]];
-            if linearization(burst, ASKS, &results, at, |seq| gcra_state(seq, at) == state)
-                .is_none()
+            if linearization(burst, ASKS, &results, at, |seq| {
+                gcra_state(seq, at) == state
+            })
+            .is_none()
             {
                 panic!(
                     "no sequential order on one fresh state of burst {burst} explains results \
