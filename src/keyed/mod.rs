@@ -59,11 +59,12 @@
 //! The proof uses nothing about how fresh a thread's view of `quotas` is: a request that
 //! read "no quota" just before a `set_quota` creates a default state, which is allowed
 //! (the request is ordered before the `set_quota`), or finds the `REDIRECT` another
-//! request inserted and follows it. Nor about the `any_overrides` hint (`Relaxed`): a
-//! stale 0 is such a stale "no quota". A request that follows `REDIRECT` reads the key's
-//! rule in `quotas` and finds it: the `REDIRECT`'s inserter read it before inserting, the
-//! map's release/acquire carries that to every thread that finds the `REDIRECT`, and
-//! entries of `quotas` are never removed.
+//! request inserted and follows it. Nor about when a thread first sees the side maps
+//! (`quotas` and `own` are built by the first `set_quota`, in a `OnceLock`): not seeing them
+//! yet is such a stale "no quota". A request that follows `REDIRECT` finds the side maps and
+//! the key's rule in `quotas`: the `REDIRECT`'s inserter read that entry before inserting,
+//! the map's release/acquire carries it (and the `OnceLock`'s initialisation before it) to
+//! every thread that finds the `REDIRECT`, and entries of `quotas` are never removed.
 //!
 //! Why rule 3 (a first design retired a `REDIRECT` whose key had no state in `own`): a
 //! request `A` reads "no quota" for `k` and is preempted; `set_quota(k)` runs, a request
@@ -92,7 +93,7 @@ use crate::clock::{Clock, Nanos};
 use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
 use crate::limiters::{KeyedReserve, Reservation};
 use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, OnceLock, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use core::borrow::Borrow;
 use core::fmt;
@@ -107,6 +108,15 @@ type Cell<R> = <<R as Rule>::State as Cells>::Slot;
 struct Own<R: Rule> {
     state: Cell<R>,
     rule: R,
+}
+
+/// The maps of keys with a quota of their own (module "Orderings"), built by the first
+/// `set_quota`: a `Keyed` that never gets one allocates nothing beside its main map.
+struct Side<K, R: Rule, S: Store<K>> {
+    /// The rule of each key given a quota of its own; never removed.
+    quotas: S::Map<R>,
+    /// The states of redirected keys, each with the rule it was created under.
+    own: S::Map<Own<R>>,
 }
 
 /// A refusal with the state it saw, for `decide_*`: the rule's denials carry it, the
@@ -212,12 +222,10 @@ pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = DashMapS
     /// Per key: a state under `default`, or the redirect marker (module "Orderings").
     map: S::Map<Cell<R>>,
     default: R,
-    /// The rule of each key given a quota of its own; never removed.
-    quotas: S::Map<R>,
-    /// The states of redirected keys, each with the rule it was created under.
-    own: S::Map<Own<R>>,
-    /// Whether `quotas` may be non-empty (0 or 1), so the common case skips its lookup.
-    any_overrides: AtomicU64,
+    /// Set once, by the first `set_quota` (under loom: at construction, see `with_store`).
+    side: OnceLock<Side<K, R, S>>,
+    /// The kind of map, for the side maps.
+    store: S,
     max_keys: usize,
     /// The shared state of keys refused a slot of their own (default rule); never retired.
     overflow: <R::State as Cells>::Slot,
@@ -293,18 +301,22 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// ```
     pub fn with_store(quota: Quota, clock: C, store: S) -> Result<Self, QuotaError> {
         let default = R::new(&quota)?;
-        Ok(Keyed {
+        let keyed = Keyed {
             map: store.build(),
-            quotas: store.build_side(),
-            own: store.build_side(),
+            side: OnceLock::new(),
+            store,
             overflow: default.fresh().slot(),
             default,
-            any_overrides: AtomicU64::new(0),
             max_keys: usize::MAX,
             sweep_every: 1_000_000_000,
             next_sweep: AtomicU64::new(0),
             clock,
-        })
+        };
+        // Under loom the side maps are built here, by the thread that builds the limiter:
+        // loom cannot see `OnceLock`'s own publication of them (std's, not loom's).
+        #[cfg(loom)]
+        keyed.side();
+        Ok(keyed)
     }
 
     /// Bound the number of keys with a state of their own (see "Bounded memory").
@@ -367,10 +379,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Clone,
     {
         let rule = R::new(&quota)?;
-        // Relaxed: a hint that only lets new keys skip an empty `quotas`; `quotas` publishes
-        // its entries itself, and a stale 0 is harmless (module "Orderings").
-        self.any_overrides.store(1, Ordering::Relaxed);
-        S::insert(&self.quotas, key.clone(), rule);
+        let side = self.side();
+        S::insert(&side.quotas, key.clone(), rule);
         // Only now (rule 4 of the module's "Orderings"): a request that finds the key gone
         // finds its quota.
         let idle = |rule: &R, state: &R::State| Self::idle(rule, state, now);
@@ -380,13 +390,23 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         {
             S::remove_if(&self.map, &key, R::State::is_retired);
         }
-        if S::with_slot(&self.own, &key, |own| {
+        if S::with_slot(&side.own, &key, |own| {
             R::State::retire_if(&own.state, |s| idle(&own.rule, s))
         }) == Some(true)
         {
-            S::remove_if(&self.own, &key, Self::own_retired);
+            S::remove_if(&side.own, &key, Self::own_retired);
         }
         Ok(())
+    }
+
+    /// The side maps, built on first use. Every caller but `set_quota_at` and `with_store`
+    /// comes here through a redirect word, which is inserted only for a key found in
+    /// `quotas`, so after the maps were built.
+    fn side(&self) -> &Side<K, R, S> {
+        self.side.get_or_init(|| Side {
+            quotas: self.store.build_side(),
+            own: self.store.build_side(),
+        })
     }
 
     fn own_retired(own: &Own<R>) -> bool {
@@ -405,11 +425,10 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     where
         K: Borrow<Q>,
     {
-        // Relaxed: see `set_quota_at`.
-        if self.any_overrides.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        S::with_slot(&self.quotas, key, R::clone)
+        // Not built yet: no key has a quota of its own (module "Orderings": a request that
+        // misses a `set_quota` running meanwhile is ordered before it).
+        let side = self.side.get()?;
+        S::with_slot(&side.quotas, key, R::clone)
     }
 
     /// The rule a new state for `key` gets.
@@ -504,8 +523,9 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                 f(&own.rule, s)
             })
         };
+        let own = &self.side().own;
         loop {
-            let outcome = match S::with_slot(&self.own, key, attempt) {
+            let outcome = match S::with_slot(own, key, attempt) {
                 Some(outcome) => outcome,
                 None => {
                     let rule = self.redirected_rule(key);
@@ -514,7 +534,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                         state: rule.fresh().slot(),
                         rule,
                     };
-                    S::with_slot_or_insert(&self.own, key, make, attempt)
+                    S::with_slot_or_insert(own, key, make, attempt)
                 }
             };
             match outcome {
@@ -523,7 +543,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                 // An own state is never a redirect.
                 Err(Attempt::Reserved | Attempt::Redirect) => return Err(E::from(Denied::NEVER)),
                 Err(Attempt::Retired) => {
-                    S::remove_if(&self.own, key, Self::own_retired);
+                    S::remove_if(own, key, Self::own_retired);
                 }
             }
         }
@@ -536,7 +556,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     {
         // The redirect's inserter read this entry first, and entries of `quotas` are never
         // removed (module "Orderings").
-        S::with_slot(&self.quotas, key, R::clone).expect("a redirected key has a quota of its own")
+        S::with_slot(&self.side().quotas, key, R::clone)
+            .expect("a redirected key has a quota of its own")
     }
 
     /// [`Keyed::with_state`] on the shared overflow state, for keys refused a slot.
@@ -667,7 +688,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         let rule = match seen {
             Some(Ok(snapshot)) => return snapshot,
             Some(Err(Gone::Redirect)) => {
-                let own = S::with_slot(&self.own, key, |own| {
+                let own = S::with_slot(&self.side().own, key, |own| {
                     R::State::read_slot(&own.state, |s| own.rule.snapshot(s, now))
                 });
                 if let Some(Ok(snapshot)) = own {
@@ -724,12 +745,11 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
             |cell| R::State::retire_if(cell, |s| Self::idle(&self.default, s, now)),
             R::State::is_retired,
         );
-        // Relaxed: see `set_quota_at` (a stale 0 leaves an own state for a later sweep).
-        if self.any_overrides.load(Ordering::Relaxed) == 0 {
+        let Some(side) = self.side.get() else {
             return main;
-        }
+        };
         main + S::retire_each(
-            &self.own,
+            &side.own,
             |own| R::State::retire_if(&own.state, |s| Self::idle(&own.rule, s, now)),
             Self::own_retired,
         )
@@ -761,7 +781,7 @@ where
         match S::with_slot(&self.map, key, |cell| R::State::read_slot(cell, |_| ())) {
             Some(Ok(())) => self.default.quota(),
             Some(Err(Gone::Redirect)) => {
-                let own = S::with_slot(&self.own, key, |own| {
+                let own = S::with_slot(&self.side().own, key, |own| {
                     R::State::read_slot(&own.state, |_| own.rule.quota())
                 });
                 match own {
@@ -824,7 +844,7 @@ where
             R::State::update_slot(cell, |s| give_back(&self.default, s))
         });
         if let Some(Err(Attempt::Redirect)) = main {
-            S::with_slot(&self.own, key, |own| {
+            S::with_slot(&self.side().own, key, |own| {
                 let _ = R::State::update_slot(&own.state, |s| give_back(&own.rule, s));
             });
         }
@@ -844,7 +864,7 @@ where
         match seen {
             Some(Ok(answer)) => answer,
             Some(Err(Gone::Redirect)) => {
-                let own = S::with_slot(&self.own, key, |own| {
+                let own = S::with_slot(&self.side().own, key, |own| {
                     R::State::read_slot(&own.state, |s| check(&own.rule, s))
                 });
                 match own {
