@@ -1,42 +1,33 @@
-//! Loom models of `Keyed`'s eviction protocol (README, model 9): acquirers racing the
-//! evictor on one key.
+//! Loom models of `Keyed`'s eviction protocol and per-key quotas (README, model 9):
+//! acquirers racing the evictor on one key, slots re-created after eviction, keys
+//! redirected to a state under their own quota, `set_quota` racing requests.
 //!
-//! # What loom can and cannot see here
+//! # Two stores
 //!
-//! Loom sees only limitcore's own atomics: a key's word (an acquirer's load and CAS, the
-//! evictor's load and CAS to `RETIRED`, the `RETIRED` check inside `remove_if`'s
-//! predicate), the `any_overrides` / `next_sweep` / overflow words. The map, `papaya`,
-//! uses std atomics and thread-locals that loom does not instrument: every papaya call is
-//! one atomic step between limitcore's loom operations, except that a `remove_if` is split
-//! at its predicate (which reads the word through loom), so another thread can run
-//! between papaya finding the entry and replacing it by a tombstone.
+//! On `PapayaStore` loom sees only limitcore's own atomics: a key's word (an acquirer's load
+//! and CAS, the evictor's load and CAS to `RETIRED`, the `RETIRED` check inside `remove_if`'s
+//! predicate) and the `next_sweep` / overflow words. papaya uses std atomics and
+//! thread-locals that loom does not instrument: every papaya call is one atomic step
+//! between limitcore's loom operations, except that a `remove_if` is split at its predicate.
+//! papaya runs under loom's threads (`papaya_from_two_loom_threads`), but loom cannot see
+//! its release/acquire publication of an entry: a slot's word is a loom `AtomicU64` created
+//! inside `get_or_insert_with`, and when another loom thread reaches that slot through the
+//! map, loom reports `Causality violation: Concurrent load and mut accesses.`, a false alarm
+//! about the real program that ends the model.
+//! `slot_created_in_another_loom_thread_is_a_loom_causality_violation` pins this (it
+//! expects loom's panic). The papaya models therefore pin the map full (`max_keys` 0 after
+//! the setup), so that a re-lookup ends in the overflow limiter (a word created before the
+//! threads) instead of a new slot.
 //!
-//! papaya runs under loom's threads (no panic, no deadlock: `papaya_from_two_loom_threads`),
-//! but loom cannot see papaya's release/acquire publication of an entry. A slot's word is
-//! a loom `AtomicU64` created inside `get_or_insert_with`, and loom requires an atomic's
-//! creation to happen-before every access; when another loom thread reaches that slot
-//! through the map, loom reports `Causality violation: Concurrent load and mut accesses.`
-//! (created at the slot's `AtomicU64::new` in `try_acquire_n_at`, loaded by the eviction's
-//! idle check). That is a false alarm about the real program (papaya publishes an entry
-//! with a release CAS and reads it with an acquire load), but it ends the model: every execution in which an acquirer
-//! re-creates a key's slot after meeting `RETIRED` and another thread then touches it is
-//! one. `slot_created_in_another_loom_thread_is_a_loom_causality_violation` pins this
-//! (it expects loom's panic), and the models of the re-creation path are kept below,
-//! left out (their shape is described in `loom-tests/README.md`, section 9), for the day the
-//! map is visible to loom.
+//! `LoomStore` (only under `--cfg loom`) is a `loom::sync::Mutex` around a `HashMap` of
+//! `Arc`ed slots: loom sees every map operation (a critical section, a point where it can
+//! switch threads) and the publication of every slot. On it the models let acquirers create
+//! a key's next slot after meeting `RETIRED`, follow a redirect into the side map, and race
+//! `set_quota`; the checks are the same (every decision is some sequential order's from one
+//! fresh state, every charge lands once on the key's one live state).
 //!
-//! What *is* modelled: the whole `RETIRED` protocol on a slot the main thread created
-//! (charge CAS vs retirement CAS, the acquirer that meets `RETIRED` helping remove the
-//! entry and looking the key up again, its own sweep of the full map), with the map
-//! pinned full (`max_keys` 0 after the setup), so that the re-lookup ends in the overflow
-//! limiter (a word created before the threads) instead of a new slot. There the check is the same:
-//! every charge lands once, on the key's own state or on the overflow, never on a removed
-//! state, and every decision is the sequential one from a fresh state.
-//!
-//! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`). Each acquirer's attempt is a load
-//! and a CAS, the evictor's a load and a CAS; placing each of the 2–3 threads inside
-//! another's load→CAS window takes at most 3 preemptions. The models were also run with
-//! `LOOM_MAX_PREEMPTIONS=4` and `=6`, and the 2-thread ones unbounded (README).
+//! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`). The models were also run with
+//! `LOOM_MAX_PREEMPTIONS=4`, and the 2-thread ones unbounded (README).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
 #![cfg(loom)]
@@ -317,8 +308,7 @@ fn papaya_from_two_loom_threads() {
 /// The limitation, pinned: a slot created by one loom thread (a first acquisition) and
 /// read by another (a snapshot) is reported by loom as a causality violation, because
 /// papaya's publication is invisible to it. If this test starts failing (loom no longer
-/// panics), the map has become visible to loom: add the re-created-slot models described in
-/// `loom-tests/README.md`, section 9.
+/// panics), papaya has become visible to loom: the `LoomStore` models can run on papaya too.
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn slot_created_in_another_loom_thread_is_a_loom_causality_violation() {
@@ -469,8 +459,6 @@ fn two_acquirers_of_different_sizes_race_eviction_map_full() {
     );
     outcomes.assert_exactly(&["NYNN", "NYNY", "NYYN", "YNNN", "YNNY", "YNYN"]);
 }
-
-// ---- The eviction race with slot re-creation: not checkable by loom (module note). ----
 
 // ---- On the loom-visible store: slots re-created, keys redirected, `set_quota` racing. ----
 //
