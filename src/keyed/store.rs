@@ -114,6 +114,16 @@ impl BuildHasher for KeyHasher {
 }
 
 /// The hasher of one key, built by [`KeyHasher`].
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::KeyHasher;
+/// use std::hash::BuildHasher;
+///
+/// let hasher = KeyHasher::new();
+/// assert_eq!(hasher.hash_one(42u64), hasher.hash_one(42u64)); // one map, one function
+/// ```
 #[derive(Clone)]
 pub struct KeyHash(ahash::AHasher);
 
