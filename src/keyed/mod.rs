@@ -15,7 +15,8 @@
 //!
 //! ## Keys with a quota of their own
 //!
-//! `Keyed` keeps three maps of one kind (`S`):
+//! `Keyed` keeps three maps of one kind (`S`; the last two are built by the first
+//! `set_quota`, so a `Keyed` without per-key quotas has only the first):
 //!
 //! - `map`, the main map: per key, the cell of a state under the *default* rule, or the
 //!   reserved word `REDIRECT` ("this key's state lives in `own`");
@@ -23,7 +24,9 @@
 //!   entry is replaced by a later `set_quota`, never removed;
 //! - `own`: for a redirected key, its state's cell and the rule it was created under.
 //!
-//! The rules:
+//! (For a state behind a lock, the sliding log's, `REDIRECT` is the slot holding
+//! `Held::Redirect` and `RETIRED` the slot holding `Held::Retired`: `cell`'s "The redirect
+//! word".) The rules:
 //!
 //! 1. A request looks the key up in `map`. A live state there is used under the default
 //!    rule (even if the key was given a quota since: the quota applies to the key's next
@@ -140,7 +143,7 @@ impl From<Denied> for Refused {
 ///
 /// `R` is the rule run per key (see [`rules`](crate::rules); default [`GcraRule`]),
 /// `C` the clock, `S` the kind of concurrent map that holds the per-key states (see
-/// [`Store`]; default [`PapayaStore`]). Lookups take the key by any borrowed form
+/// [`Store`]; default [`DashMapStore`]). Lookups take the key by any borrowed form
 /// (`Keyed<String>` is queried with a `&str`), and `Keyed` implements
 /// [`KeyedRateLimiter`] and [`KeyedRefund`] for each of them.
 ///
