@@ -36,7 +36,8 @@ use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::GcraModel;
 use limitcore::rules::GcraRule;
 use limitcore::{
-    Denied, Gcra, Keyed, KeyedRateLimiter, LoomStore, PapayaStore, RateLimiter, Snapshot, Store,
+    Denied, Gcra, Keyed, KeyedRateLimiter, LoomStore, PapayaStore, Quota, RateLimiter, Snapshot,
+    Store,
 };
 use loom_tests::{model, quota, Outcomes, NOW, T};
 use std::time::Duration;
@@ -753,4 +754,46 @@ fn set_quota_races_a_request_through_the_redirect() {
         },
     );
     outcomes.assert_exactly(&["YNN", "YYY"]);
+}
+
+/// The same race on the sliding log, whose slot is a state behind a lock (`Held`: a live
+/// log, `Retired` or `Redirect`): `set_quota_at(KEY, 1 per period, NOW)` against an
+/// acquirer asking `[1, 1]` at [`NOW`] on a fresh map whose default quota is 2 per period.
+/// Both requests land on one log: the default's (both admitted) or the key's own (one
+/// admitted); `quota_for` names it, and the log is full (`remaining` 0) either way.
+#[test]
+fn set_quota_races_a_first_request_on_a_sliding_log() {
+    use limitcore::rules::SlidingLogRule;
+    let outcomes = Outcomes::default();
+    let seen = outcomes.clone();
+    model(
+        "keyed sliding log: set_quota vs first requests [1,1]",
+        move || {
+            let per = |count| Quota::new(count, Duration::from_nanos(10 * T)).expect("valid quota");
+            let keyed: Keyed<u8, SlidingLogRule, ManualClock, LoomStore<u8>> =
+                Keyed::with_store(per(2), ManualClock::starting_at(NOW), LoomStore::new())
+                    .expect("valid quota")
+                    .with_sweep_interval(Duration::ZERO);
+            let keyed = loom::sync::Arc::new(keyed);
+            let setter = {
+                let keyed = keyed.clone();
+                loom::thread::spawn(move || keyed.set_quota_at(KEY, per(1), NOW))
+            };
+            let results = [
+                keyed.try_acquire_n_at(&KEY, 1, NOW),
+                keyed.try_acquire_n_at(&KEY, 1, NOW),
+            ];
+            setter
+                .join()
+                .expect("setter panicked")
+                .expect("valid quota");
+            let count = keyed.quota_for(&KEY).count();
+            let admitted = results.iter().filter(|r| r.is_ok()).count() as u32;
+            assert_eq!(admitted, count, "results {results:?} on a log of {count}");
+            assert_eq!(keyed.snapshot_at(&KEY, NOW).remaining, 0);
+            assert_eq!(keyed.len(), 1);
+            seen.record(&results);
+        },
+    );
+    outcomes.assert_exactly(&["YN", "YY"]);
 }
