@@ -1,17 +1,19 @@
-//! Keyed limiters against governor's keyed limiter (dashmap), in the same run, and the two
-//! candidate maps for `Keyed` against each other.
+//! Keyed limiters against governor's keyed limiter (dashmap, SipHash), in the same run, and
+//! the two maps `Keyed` can use against each other.
 //!
 //! ```text
-//! cargo bench --bench keyed --features dashmap
-//! cargo run --release --example keyed_memory   # bytes per key at 10^6 keys
+//! cargo bench --bench keyed --features dashmap   # (the feature is an alias of `keyed` now)
+//! python3 benches/report.py                      # the tables of BENCHMARKS.md
+//! cargo run --release --example keyed_memory     # bytes per key at 10^6 keys
 //! ```
 //!
 //! Groups (time per check per thread; this machine has 2 cores):
 //! - `keyed/hot`: every check on one key; `keyed/spread`: keys drawn uniformly from 100 000
 //!   (all present after warm-up), 1 and 2 threads; `Keyed<u64, GcraRule>` on its default
-//!   store (papaya, SipHash) and on papaya with foldhash, with `--features dashmap` also on
-//!   `DashMapStore` with SipHash and with foldhash, the fixed-memory `KeyedSketch` (2^16 x 4
-//!   cells) and governor (dashmap, SipHash: it has no hasher setting).
+//!   store (`DashMapStore` with `KeyHasher`), on `DashMapStore` with SipHash-1-3 (std's
+//!   `RandomState`, governor's hash), on `PapayaStore` (with `KeyHasher`), the fixed-memory
+//!   `KeyedSketch` (2^16 x 4 cells) and governor (dashmap, SipHash: it has no hasher
+//!   setting).
 //! - `keyed/insert`: every check for a key never seen before (the insert path), 1 thread.
 //! - `map/hot`, `map/spread`: the map operation alone (get-or-insert, then a CAS on the
 //!   value's `AtomicU64`), papaya against dashmap.
@@ -21,7 +23,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use limitcore::rules::GcraRule;
-use limitcore::{DefaultClock, Keyed, KeyedSketch, PapayaStore, Quota};
+use limitcore::{DashMapStore, DefaultClock, Keyed, KeyedSketch, PapayaStore, Quota};
+use std::collections::hash_map::RandomState;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,6 +70,7 @@ fn keyed(c: &mut Criterion) {
         .unwrap()
         .with_burst(1_000_000)
         .unwrap();
+    // The default: `DashMapStore` hashing with `KeyHasher`.
     let ours: Keyed<u64, GcraRule> = Keyed::new(quota).unwrap();
     let gov = governor::RateLimiter::keyed(
         governor::Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
@@ -90,52 +94,38 @@ fn keyed(c: &mut Criterion) {
             keyed(&k);
         }
     };
-    let fold = foldhash::fast::RandomState::default;
-    let on_papaya_fold: Keyed<u64, GcraRule, DefaultClock, PapayaStore<u64, _>> =
-        Keyed::with_store(quota, DefaultClock::new(), PapayaStore::with_hasher(fold())).unwrap();
-    warm(&|k| on_papaya_fold.try_acquire(k).is_ok());
-    #[cfg(feature = "dashmap")]
-    let (on_dashmap, on_dashmap_fold) = {
-        use limitcore::DashMapStore;
-        let sip: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64>> =
-            Keyed::with_store(quota, DefaultClock::new(), DashMapStore::new()).unwrap();
-        let fold: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64, _>> = Keyed::with_store(
+    // SipHash-1-3 (std's `RandomState`): governor's hash, on the default map.
+    let on_dashmap_sip: Keyed<u64, GcraRule, DefaultClock, DashMapStore<u64, RandomState>> =
+        Keyed::with_store(
             quota,
             DefaultClock::new(),
-            DashMapStore::with_hasher(fold()),
+            DashMapStore::with_hasher(RandomState::new()),
         )
         .unwrap();
-        warm(&|k| sip.try_acquire(k).is_ok());
-        warm(&|k| fold.try_acquire(k).is_ok());
-        (sip, fold)
-    };
-    let mut contenders: Vec<(&str, Check<'_>)> = vec![
+    warm(&|k| on_dashmap_sip.try_acquire(k).is_ok());
+    let on_papaya: Keyed<u64, GcraRule, DefaultClock, PapayaStore<u64>> =
+        Keyed::with_store(quota, DefaultClock::new(), PapayaStore::new()).unwrap();
+    warm(&|k| on_papaya.try_acquire(k).is_ok());
+    let contenders: Vec<(&str, Check<'_>)> = vec![
         (
             "limitcore-keyed-gcra",
             Box::new(|k| ours.try_acquire(k).is_ok()),
         ),
         (
-            "limitcore-keyed-gcra-foldhash",
-            Box::new(|k| on_papaya_fold.try_acquire(k).is_ok()),
+            "limitcore-keyed-gcra-siphash",
+            Box::new(|k| on_dashmap_sip.try_acquire(k).is_ok()),
+        ),
+        (
+            "limitcore-keyed-gcra-papaya",
+            Box::new(|k| on_papaya.try_acquire(k).is_ok()),
         ),
         (
             "limitcore-sketch",
             Box::new(|k| sketch.try_acquire(k).is_ok()),
         ),
+        // The baseline last (benches/report.py compares every other contender with it).
+        ("governor-keyed", Box::new(|k| gov.check_key(k).is_ok())),
     ];
-    #[cfg(feature = "dashmap")]
-    contenders.extend([
-        (
-            "limitcore-keyed-gcra-dashmap",
-            Box::new(|k: &u64| on_dashmap.try_acquire(k).is_ok()) as Check<'_>,
-        ),
-        (
-            "limitcore-keyed-gcra-dashmap-foldhash",
-            Box::new(|k: &u64| on_dashmap_fold.try_acquire(k).is_ok()),
-        ),
-    ]);
-    // The baseline last (benches/report.py compares every other contender with it).
-    contenders.push(("governor-keyed", Box::new(|k| gov.check_key(k).is_ok())));
     for (pattern, spread) in [("hot", false), ("spread", true)] {
         let mut g = c.benchmark_group(format!("keyed/{pattern}"));
         for threads in [1usize, 2] {
@@ -221,11 +211,17 @@ fn insert(c: &mut Criterion) {
             .with_sweep_interval(Duration::ZERO);
         fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
     });
-    #[cfg(feature = "dashmap")]
-    g.bench_function("limitcore-keyed-gcra-dashmap", |b| {
-        let store = limitcore::DashMapStore::new();
+    g.bench_function("limitcore-keyed-gcra-siphash", |b| {
+        let store = DashMapStore::with_hasher(RandomState::new());
         let keyed: Keyed<u64, GcraRule, DefaultClock, _> =
             Keyed::with_store(quota, DefaultClock::new(), store)
+                .unwrap()
+                .with_sweep_interval(Duration::ZERO);
+        fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());
+    });
+    g.bench_function("limitcore-keyed-gcra-papaya", |b| {
+        let keyed: Keyed<u64, GcraRule, DefaultClock, _> =
+            Keyed::with_store(quota, DefaultClock::new(), PapayaStore::new())
                 .unwrap()
                 .with_sweep_interval(Duration::ZERO);
         fresh_keys(b, &|k| keyed.try_acquire(k).is_ok());

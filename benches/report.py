@@ -9,7 +9,11 @@ to governor at the same thread count (> 1.00 is faster), and the scaling from 1 
 import json
 import os
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "criterion")
+ROOT = os.path.join(
+    os.environ.get("CARGO_TARGET_DIR")
+    or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"),
+    "criterion",
+)
 
 
 def median(*parts):
@@ -90,14 +94,21 @@ def pairs(group, names_, counts=(1, 2)):
 
 KEYED = [
     "limitcore-keyed-gcra",
-    "limitcore-keyed-gcra-foldhash",
-    "limitcore-keyed-gcra-dashmap",
-    "limitcore-keyed-gcra-dashmap-foldhash",
+    "limitcore-keyed-gcra-siphash",
+    "limitcore-keyed-gcra-papaya",
     "limitcore-sketch",
     "governor-keyed",
 ]
-# The dashmap contenders exist only with `--features dashmap`.
 pairs("keyed_hot", [n for n in KEYED if n in names("keyed_hot")])
 pairs("keyed_spread", [n for n in KEYED if n in names("keyed_spread")])
+rows = {n: median("keyed_insert", n) for n in names("keyed_insert")}
+gov = rows.get("governor-keyed")
+if gov:
+    print("\n#### keyed/insert (1 thread, every check a new key)\n")
+    print("| | median ns/check | checks/s ÷ governor's |")
+    print("|---|---:|---:|")
+    for n, m in sorted(rows.items(), key=lambda kv: kv[1] or 0):
+        if m is not None:
+            print(f"| {n} | {m:.1f} | {gov / m:.2f} |")
 pairs("map_hot", ["papaya", "dashmap"])
 pairs("map_spread", ["papaya", "dashmap"])

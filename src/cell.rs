@@ -6,9 +6,10 @@
 //!   (`cas`): lock-free, and `Relaxed` is enough (see the "Orderings" of `src/cas.rs`);
 //! - any other state (the sliding log's ring) lives behind a mutex.
 //!
-//! A keyed slot ([`Keyed`][crate::Keyed]) adds one protocol, eviction: a slot can be
-//! *retired* once its state is indistinguishable from a fresh one, after which no update
-//! may touch it.
+//! A keyed slot ([`Keyed`][crate::Keyed]) adds two protocols: *retirement* (eviction: a
+//! slot can be retired once its state is indistinguishable from a fresh one, after which no
+//! update may touch it) and the *redirect* marker (a slot of `Keyed`'s main map that holds
+//! no state: the key's state lives in the map of keys with their own quota).
 //!
 //! # Orderings of the retirement protocol on a word
 //!
@@ -21,7 +22,18 @@
 //! applied to a removed state, and none is applied twice. The retiring CAS publishes
 //! nothing but the word itself, so it is `Relaxed` like every other access here. Under a
 //! mutex (the sliding log's slot) the lock orders everything, and retirement is the slot's
-//! state becoming `None`.
+//! state becoming `Held::Retired`.
+//!
+//! # The redirect word
+//!
+//! `REDIRECT` (`u64::MAX − 1`) is a second reserved word: a slot created holding it (by
+//! `Cells::redirect`) never holds a state. No update applies
+//! to it (`update_slot` answers `Attempt::Redirect`), it is never retired (`retire_if`
+//! leaves it), and no state may become it (a transition to `REDIRECT` or `RETIRED` is
+//! refused as `Attempt::Reserved`), so a word is either a live state, a retired one, or a
+//! redirect for its whole life, and the marker is published with the slot itself (by the
+//! map, like a fresh state). Why `Keyed` never retires it is in its "Orderings". The
+//! sliding log's slot uses `Held::Redirect`.
 #![cfg_attr(
     not(feature = "keyed"),
     doc = "",
@@ -37,7 +49,11 @@ use crate::sync::{AtomicU64, Ordering};
 /// only happen at the last nanosecond of the clock's range.
 pub(crate) const RETIRED: u64 = u64::MAX;
 
-pub(crate) use sealed::Attempt;
+/// The word of a keyed slot that holds no state: the key's state lives elsewhere (see the
+/// module's "The redirect word"). Refused as a new state exactly like [`RETIRED`].
+pub(crate) const REDIRECT: u64 = u64::MAX - 1;
+
+pub(crate) use sealed::{Attempt, Gone};
 
 /// A state type a shell can share between threads: `u64` (one atomic word, lock-free) or
 /// [`Log`][crate::rules::Log] (behind a mutex).
@@ -62,6 +78,9 @@ impl<T: sealed::Cells> Shared for T {}
 pub(crate) mod sealed {
     use core::fmt;
 
+    #[allow(unused_imports)] // named by the docs
+    use super::{REDIRECT, RETIRED};
+
     /// The outcome of an update of a keyed slot that did not apply.
     #[derive(Debug)]
     pub enum Attempt<E> {
@@ -69,9 +88,29 @@ pub(crate) mod sealed {
         Failed(E),
         /// The slot was retired by eviction: look the key up again.
         Retired,
-        /// The new state would have been the reserved word [`RETIRED`]; refused as never
-        /// conforming (`retry_after = Duration::MAX`).
+        /// The slot holds the redirect marker: the key's state is elsewhere.
+        Redirect,
+        /// The new state would have been a reserved word ([`RETIRED`] or [`REDIRECT`]);
+        /// refused as never conforming (`retry_after = Duration::MAX`).
         Reserved,
+    }
+
+    /// Why a keyed slot had no state to read.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Gone {
+        /// Retired by eviction.
+        Retired,
+        /// The redirect marker.
+        Redirect,
+    }
+
+    impl<E> From<Gone> for Attempt<E> {
+        fn from(gone: Gone) -> Self {
+            match gone {
+                Gone::Retired => Attempt::Retired,
+                Gone::Redirect => Attempt::Redirect,
+            }
+        }
     }
 
     /// The cells of a state type (see the module). The trait sits in a private module, so
@@ -92,17 +131,21 @@ pub(crate) mod sealed {
 
         fn slot(self) -> Self::Slot;
 
-        /// As `update`, on a live slot; `Attempt::Retired` if it was retired.
+        /// A slot holding the redirect marker (never a state, never retired).
+        fn redirect() -> Self::Slot;
+
+        /// As `update`, on a live slot; `Attempt::Retired` if it was retired,
+        /// `Attempt::Redirect` if it is a redirect.
         fn update_slot<T, E>(
             slot: &Self::Slot,
             f: impl Fn(&mut Self) -> Result<T, E>,
         ) -> Result<T, Attempt<E>>;
 
-        /// `f` of the slot's state, `None` if it was retired.
-        fn read_slot<T>(slot: &Self::Slot, f: impl FnOnce(&Self) -> T) -> Option<T>;
+        /// `f` of the slot's state, or why it has none.
+        fn read_slot<T>(slot: &Self::Slot, f: impl FnOnce(&Self) -> T) -> Result<T, Gone>;
 
         /// Retire the slot if `idle` says its state is; whether the slot is retired now (by
-        /// this call or before).
+        /// this call or before). A redirect is never retired (`false`).
         fn retire_if(slot: &Self::Slot, idle: impl FnOnce(&Self) -> bool) -> bool;
 
         fn is_retired(slot: &Self::Slot) -> bool;
@@ -143,40 +186,50 @@ impl sealed::Cells for u64 {
     }
 
     #[inline]
+    fn redirect() -> AtomicU64 {
+        AtomicU64::new(REDIRECT)
+    }
+
+    #[inline]
     fn update_slot<T, E>(
         slot: &AtomicU64,
         f: impl Fn(&mut u64) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
-        cas::apply(
-            slot,
-            #[inline(always)]
-            move |word| {
-                if word == RETIRED {
-                    return Err(Attempt::Retired);
-                }
-                let mut next = word;
-                match f(&mut next) {
-                    // The reserved word cannot be a state (see `RETIRED`).
-                    Ok(_) if next == RETIRED => Err(Attempt::Reserved),
-                    Ok(value) => Ok((next, value)),
-                    Err(e) => Err(Attempt::Failed(e)),
-                }
-            },
-        )
+        cas::apply(slot, #[inline(always)] move |word| {
+            if word >= REDIRECT {
+                return Err(if word == RETIRED {
+                    Attempt::Retired
+                } else {
+                    Attempt::Redirect
+                });
+            }
+            let mut next = word;
+            match f(&mut next) {
+                // The reserved words cannot be a state (see `RETIRED`, `REDIRECT`).
+                Ok(_) if next >= REDIRECT => Err(Attempt::Reserved),
+                Ok(value) => Ok((next, value)),
+                Err(e) => Err(Attempt::Failed(e)),
+            }
+        })
     }
 
     #[inline]
-    fn read_slot<T>(slot: &AtomicU64, f: impl FnOnce(&u64) -> T) -> Option<T> {
-        // Relaxed: a read-only observation (module "Orderings").
-        let word = slot.load(Ordering::Relaxed);
-        (word != RETIRED).then(|| f(&word))
+    fn read_slot<T>(slot: &AtomicU64, f: impl FnOnce(&u64) -> T) -> Result<T, Gone> {
+        // Relaxed: a read-only observation (module "Orderings"); a redirect is one for its
+        // whole life, published with the slot.
+        match slot.load(Ordering::Relaxed) {
+            RETIRED => Err(Gone::Retired),
+            REDIRECT => Err(Gone::Redirect),
+            word => Ok(f(&word)),
+        }
     }
 
     fn retire_if(slot: &AtomicU64, idle: impl FnOnce(&u64) -> bool) -> bool {
         // Relaxed: see the module's "Orderings"; the CAS below decides.
         let word = slot.load(Ordering::Relaxed);
         word == RETIRED
-            || (idle(&word)
+            || (word != REDIRECT
+                && idle(&word)
                 // Relaxed: the retirement only has to be ordered against the other writes of
                 // this word (the acquirers' CASes), which the word's modification order does;
                 // it publishes nothing.
@@ -193,14 +246,23 @@ impl sealed::Cells for u64 {
     }
 }
 
-/// The cells of a state behind a lock: `Mutex<S>` for a limiter, `Mutex<Option<S>>` for a
-/// keyed slot (`None` once retired). A panic while the lock is held cannot leave a state
-/// the rules would misread (a rule writes only on admission, in one assignment), so a
-/// poisoned lock is used as it is.
+/// The cells of a state behind a lock: `Mutex<S>` for a limiter, `Mutex<Held<S>>` for a
+/// keyed slot. A panic while the lock is held cannot leave a state the rules would misread
+/// (a rule writes only on admission, in one assignment), so a poisoned lock is used as it
+/// is.
 #[cfg(feature = "std")]
 pub(crate) mod locked {
-    use super::Attempt;
+    use super::{Attempt, Gone};
     use crate::sync::{Mutex, MutexGuard};
+
+    /// What a keyed slot behind a lock holds: a live state, nothing (retired by eviction), or
+    /// the redirect marker (never a state; see the module's "The redirect word").
+    #[derive(Debug)]
+    pub enum Held<S> {
+        Live(S),
+        Retired,
+        Redirect,
+    }
 
     #[inline(always)]
     fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
@@ -220,32 +282,40 @@ pub(crate) mod locked {
     }
 
     pub(crate) fn update_slot<S, T, E>(
-        slot: &Mutex<Option<S>>,
+        slot: &Mutex<Held<S>>,
         f: impl Fn(&mut S) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
-        match lock(slot).as_mut() {
-            Some(state) => f(state).map_err(Attempt::Failed),
-            None => Err(Attempt::Retired),
+        match &mut *lock(slot) {
+            Held::Live(state) => f(state).map_err(Attempt::Failed),
+            Held::Retired => Err(Attempt::Retired),
+            Held::Redirect => Err(Attempt::Redirect),
         }
     }
 
-    pub(crate) fn read_slot<S, T>(slot: &Mutex<Option<S>>, f: impl FnOnce(&S) -> T) -> Option<T> {
-        lock(slot).as_ref().map(f)
+    pub(crate) fn read_slot<S, T>(
+        slot: &Mutex<Held<S>>,
+        f: impl FnOnce(&S) -> T,
+    ) -> Result<T, Gone> {
+        match &*lock(slot) {
+            Held::Live(state) => Ok(f(state)),
+            Held::Retired => Err(Gone::Retired),
+            Held::Redirect => Err(Gone::Redirect),
+        }
     }
 
-    pub(crate) fn retire_if<S>(slot: &Mutex<Option<S>>, idle: impl FnOnce(&S) -> bool) -> bool {
+    pub(crate) fn retire_if<S>(slot: &Mutex<Held<S>>, idle: impl FnOnce(&S) -> bool) -> bool {
         let mut guard = lock(slot);
-        match guard.as_ref() {
-            None => true,
-            Some(state) if idle(state) => {
-                *guard = None;
+        match &*guard {
+            Held::Retired => true,
+            Held::Live(state) if idle(state) => {
+                *guard = Held::Retired;
                 true
             }
-            Some(_) => false,
+            Held::Live(_) | Held::Redirect => false,
         }
     }
 
-    pub(crate) fn is_retired<S>(slot: &Mutex<Option<S>>) -> bool {
-        lock(slot).is_none()
+    pub(crate) fn is_retired<S>(slot: &Mutex<Held<S>>) -> bool {
+        matches!(*lock(slot), Held::Retired)
     }
 }

@@ -68,12 +68,13 @@
 //!   [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
 //!   takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own), and the
 //!   default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
-//! - `keyed` (default; implies `std`): [`Keyed`] (on the `papaya` map), [`KeyedSketch`],
+//! - `keyed` (default; implies `std`): [`Keyed`] (on dashmap by default, [`DashMapStore`], or
+//!   on papaya, [`PapayaStore`]; both hash with [`KeyHasher`] unless told), [`KeyedSketch`],
 //!   [`Global`], [`Algorithm::keyed`]. Without it, `Gcra` and the other limiters pull in no
 //!   map.
 //! - `tokio`: [`wait::Async`], waits on tokio's timer.
-//! - `dashmap`: `DashMapStore`, a [`Keyed`] store on dashmap (faster than the default
-//!   [`PapayaStore`] for one thread over many keys; see [`Store`]).
+//! - `dashmap`: the same as `keyed` (it used to add `DashMapStore`, now `keyed`'s default
+//!   store); kept so that builds naming it keep working.
 //!
 //! # Checking
 //!
@@ -108,6 +109,16 @@
     not(feature = "keyed"),
     doc = "",
     doc = "[`PapayaStore`]: https://docs.rs/limitcore/latest/limitcore/struct.PapayaStore.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`DashMapStore`]: https://docs.rs/limitcore/latest/limitcore/struct.DashMapStore.html"
+)]
+#![cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`KeyHasher`]: https://docs.rs/limitcore/latest/limitcore/struct.KeyHasher.html"
 )]
 #![cfg_attr(
     not(feature = "std"),
@@ -169,10 +180,10 @@ pub mod wait;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
-#[cfg(feature = "dashmap")]
-pub use keyed::DashMapStore;
+#[cfg(all(feature = "keyed", loom))]
+pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
-pub use keyed::{Global, Keyed, KeyedSketch, PapayaStore, Store};
+pub use keyed::{DashMapStore, Global, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store};
 pub use limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;

@@ -43,6 +43,11 @@ pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(all(feature = "std", loom))]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
+/// A value set once: `Keyed`'s side maps, built by the first `set_quota`. Std's under loom
+/// too, where `Keyed` builds them before any model thread can look (see `Keyed::with_store`).
+#[cfg(feature = "keyed")]
+pub(crate) use std::sync::OnceLock;
+
 /// Thread identifiers, to tell whether a call comes from the [`Throttler`](crate::Throttler)'s
 /// own worker: loom's under loom, where every model thread runs on one OS thread.
 #[cfg(all(feature = "std", not(loom)))]

@@ -4,7 +4,6 @@
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::{self, Model};
 use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
-#[cfg(feature = "dashmap")]
 use limitcore::DashMapStore;
 use limitcore::{Algorithm, Denied, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
 use limitcore_testkit::cases;
@@ -104,19 +103,17 @@ proptest! {
         agree(&keyed, Algorithm::FixedWindow, q, &ops)?;
     }
 
-    #[cfg(feature = "dashmap")]
     #[test]
-    fn keyed_gcra_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, GcraRule, ManualClock, DashMapStore<u8>> =
-            Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
+    fn keyed_gcra_on_papaya_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, GcraRule, ManualClock, PapayaStore<u8>> =
+            Keyed::with_store(q, ManualClock::new(), PapayaStore::new()).unwrap();
         agree(&keyed, Algorithm::Gcra, q, &ops)?;
     }
 
-    #[cfg(feature = "dashmap")]
     #[test]
-    fn keyed_token_bucket_on_dashmap_equals_models_through_evictions(q in quota(), ops in ops()) {
-        let keyed: Keyed<u8, TokenBucketRule, ManualClock, DashMapStore<u8>> =
-            Keyed::with_store(q, ManualClock::new(), DashMapStore::new()).unwrap();
+    fn keyed_token_bucket_on_papaya_equals_models_through_evictions(q in quota(), ops in ops()) {
+        let keyed: Keyed<u8, TokenBucketRule, ManualClock, PapayaStore<u8>> =
+            Keyed::with_store(q, ManualClock::new(), PapayaStore::new()).unwrap();
         agree(&keyed, Algorithm::TokenBucket, q, &ops)?;
     }
 }
@@ -130,7 +127,6 @@ fn key_flood_is_bounded_and_never_resets_a_limited_key() {
     key_flood_is_bounded(PapayaStore::new());
 }
 
-#[cfg(feature = "dashmap")]
 #[test]
 fn key_flood_on_dashmap_is_bounded_and_never_resets_a_limited_key() {
     key_flood_is_bounded(DashMapStore::new());
@@ -293,7 +289,6 @@ fn threads_many_keys_and_hot_keys() {
     threads_on_many_and_hot_keys(PapayaStore::new);
 }
 
-#[cfg(feature = "dashmap")]
 #[test]
 fn threads_on_dashmap_many_keys_and_hot_keys() {
     threads_on_many_and_hot_keys(DashMapStore::new);
@@ -376,16 +371,27 @@ fn threads_on_many_and_hot_keys<S: Store<u32> + Send + Sync + 'static>(store: fn
 /// removed; dashmap retires and removes under one shard lock) within the 2 000 phases.
 #[test]
 fn eviction_racing_acquisitions_loses_and_duplicates_no_charge() {
-    eviction_races(PapayaStore::new());
+    eviction_races(PapayaStore::new(), false);
 }
 
-#[cfg(feature = "dashmap")]
 #[test]
 fn eviction_on_dashmap_racing_acquisitions_loses_and_duplicates_no_charge() {
-    eviction_races(DashMapStore::new());
+    eviction_races(DashMapStore::new(), false);
 }
 
-fn eviction_races(store: impl Store<u32> + Sync) {
+/// The same race with every other key given its own quota (burst 3) first: each phase, a
+/// redirected key's state in the side map is evicted and created again.
+#[test]
+fn eviction_of_own_states_racing_acquisitions_loses_and_duplicates_no_charge() {
+    eviction_races(PapayaStore::new(), true);
+}
+
+#[test]
+fn eviction_of_own_states_on_dashmap_racing_acquisitions_loses_and_duplicates_no_charge() {
+    eviction_races(DashMapStore::new(), true);
+}
+
+fn eviction_races(store: impl Store<u32> + Sync, overrides: bool) {
     const KEYS: u32 = 64;
     const PHASES: u64 = 2000;
     let q = Quota::per_hour(1).unwrap().with_burst(2).unwrap();
@@ -393,6 +399,12 @@ fn eviction_races(store: impl Store<u32> + Sync) {
     let keyed = Keyed::<u32, GcraRule, ManualClock, _>::with_store(q, clock.clone(), store)
         .unwrap()
         .with_sweep_interval(Duration::ZERO);
+    let burst = |key: usize| if overrides && key % 2 == 1 { 3 } else { 2 };
+    if overrides {
+        for key in (1..KEYS).step_by(2) {
+            keyed.set_quota(key, q.with_burst(3).unwrap()).unwrap();
+        }
+    }
     let admitted: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
     let evicted = AtomicU64::new(0);
     let barrier = std::sync::Barrier::new(3);
@@ -423,7 +435,7 @@ fn eviction_races(store: impl Store<u32> + Sync) {
             barrier.wait();
             for (k, a) in admitted.iter().enumerate() {
                 let got = a.load(Ordering::Relaxed);
-                if got != 2 * phase {
+                if got != burst(k) * phase {
                     wrong.push(format!("phase {phase}, key {k}: {got} admitted in all"));
                 }
             }
@@ -431,7 +443,138 @@ fn eviction_races(store: impl Store<u32> + Sync) {
             clock.advance(Duration::from_secs(3 * 3600));
         }
     });
-    assert!(wrong.is_empty(), "exactly 2 per key and phase: {wrong:?}");
+    assert!(
+        wrong.is_empty(),
+        "exactly a burst per key and phase: {wrong:?}"
+    );
+    // Redirected keys keep their entry (the redirect word) through every sweep.
+    let redirected = if overrides { u64::from(KEYS) / 2 } else { 0 };
+    keyed.evict_idle_at(limitcore::clock::Clock::now(&clock) + (3 << 40));
+    assert_eq!(keyed.len() as u64, redirected);
     // Every key was idle at the start of each phase after the first, so sweeps found work.
     assert!(evicted.load(Ordering::Relaxed) > 0);
+}
+
+/// `set_quota` racing the first requests for the same keys (frozen clock, no sweeps): every
+/// key admits exactly one state's burst in all, the default's (a state was created before
+/// the quota and stays, under its old quota) or its own quota's, never the two added up.
+#[test]
+fn set_quota_racing_first_requests_gives_each_key_one_state() {
+    set_quota_races(PapayaStore::new());
+}
+
+#[test]
+fn set_quota_on_dashmap_racing_first_requests_gives_each_key_one_state() {
+    set_quota_races(DashMapStore::new());
+}
+
+fn set_quota_races(store: impl Store<u32> + Sync) {
+    const KEYS: u32 = 20_000;
+    let q = Quota::per_hour(1).unwrap().with_burst(2).unwrap();
+    let own = q.with_burst(5).unwrap();
+    let keyed = Keyed::<u32, GcraRule, ManualClock, _>::with_store(q, ManualClock::new(), store)
+        .unwrap()
+        .with_sweep_interval(Duration::ZERO);
+    let admitted: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for key in 0..KEYS {
+                keyed.set_quota(key, own).unwrap();
+            }
+        });
+        for t in 0..2u32 {
+            let (keyed, admitted) = (&keyed, &admitted);
+            s.spawn(move || {
+                for i in 0..KEYS * 6 {
+                    let key = (i / 6 + t * 7) % KEYS;
+                    if keyed.try_acquire(&key).is_ok() {
+                        admitted[key as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let mut counts = [0u32; 2];
+    for (k, a) in admitted.iter().enumerate() {
+        let key = k as u32;
+        let got = a.load(Ordering::Relaxed);
+        // The state the key's requests ended on, and its quota.
+        let quota = limitcore::KeyedRateLimiter::quota_for(&keyed, &key);
+        let remaining = keyed.snapshot(&key).remaining;
+        match (got, quota.burst(), remaining) {
+            (2, 2, 0) => counts[0] += 1,
+            (5, 5, 0) => counts[1] += 1,
+            other => panic!("key {k}: (admitted, burst, remaining) = {other:?}"),
+        }
+    }
+    assert_eq!(keyed.len() as u32, KEYS);
+    // Both outcomes happen in practice: the setter runs beside the requests.
+    assert!(counts[1] > 0, "{counts:?}");
+}
+
+/// A key with its own quota keeps its entry (the redirect word) when its state is evicted,
+/// and gets a fresh state under its quota again; on the sliding log's locked slots too.
+#[test]
+fn redirected_keys_are_evicted_and_come_back_under_their_quota() {
+    fn check<R: Rule>(window: bool) {
+        let q = Quota::per_second(2).unwrap();
+        let own = if window {
+            Quota::per_second(4).unwrap()
+        } else {
+            q.with_burst(4).unwrap()
+        };
+        let keyed: Keyed<u8, R, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+        keyed.set_quota_at(1, own, 0).unwrap();
+        assert_eq!(keyed.len(), 0);
+        assert!(keyed.try_acquire_n_at(&1, 4, 0).is_ok());
+        assert!(keyed.try_acquire_n_at(&1, 1, 0).is_err());
+        assert!(keyed.try_acquire_n_at(&2, 2, 0).is_ok());
+        assert_eq!(
+            keyed.try_acquire_n_at(&2, 3, 0),
+            Err(Denied::ExceedsCapacity { capacity: 2 })
+        );
+        assert_eq!(keyed.len(), 2);
+        let later = 4_000_000_000 + EVICTION_GRACE_NS;
+        // Both states evicted; key 1's redirect stays.
+        assert_eq!(keyed.evict_idle_at(later), 2);
+        assert_eq!(keyed.len(), 1);
+        assert_eq!(keyed.snapshot_at(&1, later).remaining, 4);
+        assert!(keyed.try_acquire_n_at(&1, 4, later).is_ok());
+        assert!(keyed.try_acquire_n_at(&1, 1, later).is_err());
+        assert_eq!(keyed.snapshot_at(&1, later).remaining, 0);
+        // A new quota applies at once to an idle state, through the same redirect.
+        let much_later = later + 4_000_000_000 + EVICTION_GRACE_NS;
+        let bigger = if window {
+            Quota::per_second(6).unwrap()
+        } else {
+            q.with_burst(6).unwrap()
+        };
+        keyed.set_quota_at(1, bigger, much_later).unwrap();
+        assert!(keyed.try_acquire_n_at(&1, 6, much_later).is_ok());
+        assert_eq!(keyed.len(), 1);
+    }
+    check::<GcraRule>(false);
+    check::<limitcore::rules::SlidingLogRule>(true);
+}
+
+/// A transition to the redirect word `u64::MAX − 1` is refused with `Duration::MAX`, as one
+/// to `u64::MAX` is (the contract's "clock's last nanoseconds"), where a single limiter
+/// admits.
+#[test]
+fn a_state_equal_to_the_redirect_word_is_refused() {
+    let q = Quota::per_second(1).unwrap();
+    let t = q.emission_interval_ns();
+    let keyed: Keyed<u8, GcraRule, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
+    let single = limitcore::Gcra::with_clock(q, ManualClock::new()).unwrap();
+    // From a fresh state, one permit at `now` leaves TAT `now + T`.
+    let now = u64::MAX - 1 - t;
+    assert_eq!(single.try_acquire_n_at(1, now), Ok(()));
+    assert_eq!(
+        keyed.try_acquire_n_at(&1, 1, now),
+        Err(Denied::RateLimited {
+            retry_after: Duration::MAX
+        })
+    );
+    // One nanosecond earlier the state is a plain one.
+    assert_eq!(keyed.try_acquire_n_at(&2, 1, now - 1), Ok(()));
 }

@@ -1,42 +1,33 @@
-//! Loom models of `Keyed`'s eviction protocol (README, model 9): acquirers racing the
-//! evictor on one key.
+//! Loom models of `Keyed`'s eviction protocol and per-key quotas (README, model 9):
+//! acquirers racing the evictor on one key, slots re-created after eviction, keys
+//! redirected to a state under their own quota, `set_quota` racing requests.
 //!
-//! # What loom can and cannot see here
+//! # Two stores
 //!
-//! Loom sees only limitcore's own atomics: a key's word (an acquirer's load and CAS, the
-//! evictor's load and CAS to `RETIRED`, the `RETIRED` check inside `remove_if`'s
-//! predicate), the `any_overrides` / `next_sweep` / overflow words. The map, `papaya`,
-//! uses std atomics and thread-locals that loom does not instrument: every papaya call is
-//! one atomic step between limitcore's loom operations, except that a `remove_if` is split
-//! at its predicate (which reads the word through loom), so another thread can run
-//! between papaya finding the entry and replacing it by a tombstone.
+//! On `PapayaStore` loom sees only limitcore's own atomics: a key's word (an acquirer's load
+//! and CAS, the evictor's load and CAS to `RETIRED`, the `RETIRED` check inside `remove_if`'s
+//! predicate) and the `next_sweep` / overflow words. papaya uses std atomics and
+//! thread-locals that loom does not instrument: every papaya call is one atomic step
+//! between limitcore's loom operations, except that a `remove_if` is split at its predicate.
+//! papaya runs under loom's threads (`papaya_from_two_loom_threads`), but loom cannot see
+//! its release/acquire publication of an entry: a slot's word is a loom `AtomicU64` created
+//! inside `get_or_insert_with`, and when another loom thread reaches that slot through the
+//! map, loom reports `Causality violation: Concurrent load and mut accesses.`, a false alarm
+//! about the real program that ends the model.
+//! `slot_created_in_another_loom_thread_is_a_loom_causality_violation` pins this (it
+//! expects loom's panic). The papaya models therefore pin the map full (`max_keys` 0 after
+//! the setup), so that a re-lookup ends in the overflow limiter (a word created before the
+//! threads) instead of a new slot.
 //!
-//! papaya runs under loom's threads (no panic, no deadlock: `papaya_from_two_loom_threads`),
-//! but loom cannot see papaya's release/acquire publication of an entry. A slot's word is
-//! a loom `AtomicU64` created inside `get_or_insert_with`, and loom requires an atomic's
-//! creation to happen-before every access; when another loom thread reaches that slot
-//! through the map, loom reports `Causality violation: Concurrent load and mut accesses.`
-//! (created at the slot's `AtomicU64::new` in `try_acquire_n_at`, loaded by the eviction's
-//! idle check). That is a false alarm about the real program (papaya publishes an entry
-//! with a release CAS and reads it with an acquire load), but it ends the model: every execution in which an acquirer
-//! re-creates a key's slot after meeting `RETIRED` and another thread then touches it is
-//! one. `slot_created_in_another_loom_thread_is_a_loom_causality_violation` pins this
-//! (it expects loom's panic), and the models of the re-creation path are kept below,
-//! left out (their shape is described in `loom-tests/README.md`, section 9), for the day the
-//! map is visible to loom.
+//! `LoomStore` (only under `--cfg loom`) is a `loom::sync::Mutex` around a `HashMap` of
+//! `Arc`ed slots: loom sees every map operation (a critical section, a point where it can
+//! switch threads) and the publication of every slot. On it the models let acquirers create
+//! a key's next slot after meeting `RETIRED`, follow a redirect into the side map, and race
+//! `set_quota`; the checks are the same (every decision is some sequential order's from one
+//! fresh state, every charge lands once on the key's one live state).
 //!
-//! What *is* modelled: the whole `RETIRED` protocol on a slot the main thread created
-//! (charge CAS vs retirement CAS, the acquirer that meets `RETIRED` helping remove the
-//! entry and looking the key up again, its own sweep of the full map), with the map
-//! pinned full (`max_keys` 0 after the setup), so that the re-lookup ends in the overflow
-//! limiter (a word created before the threads) instead of a new slot. There the check is the same:
-//! every charge lands once, on the key's own state or on the overflow, never on a removed
-//! state, and every decision is the sequential one from a fresh state.
-//!
-//! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`). Each acquirer's attempt is a load
-//! and a CAS, the evictor's a load and a CAS; placing each of the 2–3 threads inside
-//! another's load→CAS window takes at most 3 preemptions. The models were also run with
-//! `LOOM_MAX_PREEMPTIONS=4` and `=6`, and the 2-thread ones unbounded (README).
+//! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`). The models were also run with
+//! `LOOM_MAX_PREEMPTIONS=4`, and the 2-thread ones unbounded (README).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
 #![cfg(loom)]
@@ -44,11 +35,18 @@
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::GcraModel;
 use limitcore::rules::GcraRule;
-use limitcore::{Denied, Gcra, Keyed, RateLimiter, Snapshot};
+use limitcore::{
+    Denied, Gcra, Keyed, KeyedRateLimiter, LoomStore, PapayaStore, Quota, RateLimiter, Snapshot,
+    Store,
+};
 use loom_tests::{model, quota, Outcomes, NOW, T};
 use std::time::Duration;
 
-type K = Keyed<u8, GcraRule, ManualClock>;
+/// The models of papaya under loom (what loom can and cannot see there: the module note).
+type K = Keyed<u8, GcraRule, ManualClock, PapayaStore<u8>>;
+
+/// The models on the loom-visible store (`LoomStore`: a loom mutex around a `HashMap`).
+type L = Keyed<u8, GcraRule, ManualClock, LoomStore<u8>>;
 
 /// The eviction grace.
 const EVICTION_GRACE_NS: Nanos = K::EVICTION_GRACE_NS;
@@ -82,7 +80,11 @@ fn probes(at: Nanos) -> [Nanos; 7] {
 }
 
 /// Snapshots of `key` at every probe time.
-fn key_state(keyed: &K, key: u8, at: Nanos) -> Vec<Snapshot> {
+fn key_state<S: Store<u8>>(
+    keyed: &Keyed<u8, GcraRule, ManualClock, S>,
+    key: u8,
+    at: Nanos,
+) -> Vec<Snapshot> {
     probes(at)
         .iter()
         .map(|&p| keyed.snapshot_at(&key, p))
@@ -103,9 +105,13 @@ fn fresh_gcra(burst: u32, at: Nanos) -> Gcra<ManualClock> {
 /// with `max_keys`, a full map, sweep), and [`KEY`]'s state made idle at
 /// `race_time(burst)` by a full admission at [`NOW`] by the main thread.
 fn keyed_with_idle_key(burst: u32) -> K {
-    let keyed: K = Keyed::with_clock(quota(burst), ManualClock::starting_at(NOW))
-        .expect("valid quota")
-        .with_sweep_interval(Duration::ZERO);
+    let keyed: K = Keyed::with_store(
+        quota(burst),
+        ManualClock::starting_at(NOW),
+        PapayaStore::new(),
+    )
+    .expect("valid quota")
+    .with_sweep_interval(Duration::ZERO);
     keyed
         .try_acquire_n_at(&KEY, burst, NOW)
         .expect("setup is admitted");
@@ -191,8 +197,8 @@ fn linearization(
 /// The race: one loom thread per entry of `asks`, each calling `try_acquire_n_at(&KEY, n,
 /// at)` for each `n` of its list, and one thread calling `evict_idle_at(at)`. Returns
 /// each thread's results and how many keys the evictor removed.
-fn race(
-    keyed: &loom::sync::Arc<K>,
+fn race<S: Store<u8>>(
+    keyed: &loom::sync::Arc<Keyed<u8, GcraRule, ManualClock, S>>,
     asks: &'static [&'static [u32]],
     at: Nanos,
 ) -> (Results, usize) {
@@ -237,9 +243,10 @@ fn papaya_from_two_loom_threads() {
             const SHARED: u8 = 3;
             // Key 2's state after its first admission (TAT NOW + T) is idle at this time.
             let late = NOW + T + EVICTION_GRACE_NS;
-            let keyed: K = Keyed::with_clock(quota(2), ManualClock::starting_at(NOW))
-                .expect("valid quota")
-                .with_sweep_interval(Duration::ZERO);
+            let keyed: K =
+                Keyed::with_store(quota(2), ManualClock::starting_at(NOW), PapayaStore::new())
+                    .expect("valid quota")
+                    .with_sweep_interval(Duration::ZERO);
             keyed
                 .try_acquire_n_at(&SHARED, 1, NOW)
                 .expect("setup is admitted");
@@ -302,17 +309,17 @@ fn papaya_from_two_loom_threads() {
 /// The limitation, pinned: a slot created by one loom thread (a first acquisition) and
 /// read by another (a snapshot) is reported by loom as a causality violation, because
 /// papaya's publication is invisible to it. If this test starts failing (loom no longer
-/// panics), the map has become visible to loom: add the re-created-slot models described in
-/// `loom-tests/README.md`, section 9.
+/// panics), papaya has become visible to loom: the `LoomStore` models can run on papaya too.
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn slot_created_in_another_loom_thread_is_a_loom_causality_violation() {
     model(
         "keyed: slot created in one loom thread, read in another",
         || {
-            let keyed: K = Keyed::with_clock(quota(1), ManualClock::starting_at(NOW))
-                .expect("valid quota")
-                .with_sweep_interval(Duration::ZERO);
+            let keyed: K =
+                Keyed::with_store(quota(1), ManualClock::starting_at(NOW), PapayaStore::new())
+                    .expect("valid quota")
+                    .with_sweep_interval(Duration::ZERO);
             let keyed = loom::sync::Arc::new(keyed);
             let creator = {
                 let keyed = keyed.clone();
@@ -454,4 +461,339 @@ fn two_acquirers_of_different_sizes_race_eviction_map_full() {
     outcomes.assert_exactly(&["NYNN", "NYNY", "NYYN", "YNNN", "YNNY", "YNYN"]);
 }
 
-// ---- The eviction race with slot re-creation: not checkable by loom (module note). ----
+// ---- On the loom-visible store: slots re-created, keys redirected, `set_quota` racing. ----
+//
+// `LoomStore` puts every map operation in a loom critical section, so loom sees a slot's
+// publication (the lock's release/acquire) and can switch threads between any two map
+// operations and slot CASes: an acquirer meeting `RETIRED` and creating the key's next slot,
+// that slot read by the evictor or another acquirer, a redirect followed into the side map.
+
+/// A keyed GCRA of `burst` on [`LoomStore`], automatic sweeps off.
+fn loom_keyed(burst: u32) -> L {
+    Keyed::with_store(
+        quota(burst),
+        ManualClock::starting_at(NOW),
+        LoomStore::new(),
+    )
+    .expect("valid quota")
+    .with_sweep_interval(Duration::ZERO)
+}
+
+/// The eviction race with slot re-creation (README, section 9): [`KEY`]'s state, made idle
+/// at `race_time(burst)` by a full admission at [`NOW`], races one loom thread per entry of
+/// `asks` (each acquiring its list at the race time) and an evictor (`evict_idle_at` at the
+/// race time). With `redirected`, [`KEY`] was given its own quota of `burst` first (the
+/// default quota has `burst + 1`, so a decision under the wrong rule shows): its state lives
+/// in the side map, behind the redirect word, and it is that state that is evicted and
+/// created again. Checks, in every execution:
+///
+/// - the evictor removed 0 or 1 states;
+/// - some interleaving of the asks (each thread's order kept), run sequentially on a fresh
+///   `Gcra` of `burst` and on `GcraModel` at the race time, gives exactly every decision and
+///   the key's final state (`snapshot_at` at every probe): every charge landed once, all on
+///   one state (an idle state evicted and a fresh one are indistinguishable);
+/// - the key has its entry (`len()` 1: a charged state, or the redirect word);
+/// - the state left is live and the key's only one: a second sweep at the race time removes
+///   nothing, the next request is decided as the sequential `Gcra` decides it, and a late
+///   sweep removes exactly one state (the redirect word stays).
+///
+/// Records each ask's admission, then "the evictor removed a state".
+fn check_eviction_race(
+    name: &str,
+    burst: u32,
+    asks: &'static [&'static [u32]],
+    redirected: bool,
+) -> Outcomes {
+    let outcomes = Outcomes::default();
+    let seen = outcomes.clone();
+    model(name, move || {
+        let at = race_time(burst);
+        let keyed = if redirected {
+            let keyed = loom_keyed(burst + 1);
+            keyed
+                .set_quota_at(KEY, quota(burst), NOW)
+                .expect("valid quota");
+            keyed
+        } else {
+            loom_keyed(burst)
+        };
+        keyed
+            .try_acquire_n_at(&KEY, burst, NOW)
+            .expect("setup is admitted");
+        assert_eq!(keyed.len(), 1);
+        let keyed = loom::sync::Arc::new(keyed);
+        let (results, removed) = race(&keyed, asks, at);
+
+        assert!(removed <= 1, "removed {removed} states of 1");
+        let state = key_state(&keyed, KEY, at);
+        let Some(expected) = linearization(burst, asks, &results, at, |seq| {
+            gcra_state(seq, at) == state
+        }) else {
+            panic!(
+                "no sequential order of {asks:?} from a fresh state explains results \
+                 {results:?} and the key's final state {state:?} (evictor removed {removed})"
+            )
+        };
+        assert_eq!(keyed.len(), 1, "results {results:?}");
+        assert_eq!(keyed.quota_for(&KEY), quota(burst));
+        assert_eq!(keyed.evict_idle_at(at), 0, "a charged state was evicted");
+        assert_eq!(
+            keyed.try_acquire_n_at(&KEY, 1, at),
+            expected.try_acquire_n_at(1, at),
+            "the next request after the race, results {results:?}"
+        );
+        let late = at + 10 * u64::from(burst) * T + EVICTION_GRACE_NS;
+        assert_eq!(keyed.evict_idle_at(late), 1, "a late sweep");
+        assert_eq!(keyed.len(), usize::from(redirected));
+
+        let mut pattern: Vec<bool> = results.iter().flatten().map(Result::is_ok).collect();
+        pattern.push(removed == 1);
+        seen.record_pattern(pattern);
+    });
+    outcomes
+}
+
+#[test]
+fn one_acquire_races_eviction_recreating_the_slot() {
+    let outcomes = check_eviction_race("keyed evict vs acquire [1], burst 1", 1, &[&[1]], false);
+    // Admitted every time, on the old state (charged first: the evictor leaves it) or on a
+    // fresh one (the evictor retired the old one and removed it, or the acquirer met
+    // RETIRED, removed it itself and created the next).
+    outcomes.assert_exactly(&["YN", "YY"]);
+}
+
+#[test]
+fn two_acquires_race_eviction_recreating_the_slot() {
+    let outcomes = check_eviction_race(
+        "keyed evict vs acquires [1,2], burst 2",
+        2,
+        &[&[1, 2]],
+        false,
+    );
+    outcomes.assert_exactly(&["YNN", "YNY"]);
+}
+
+#[test]
+fn two_acquirers_race_eviction_recreating_the_slot() {
+    let outcomes = check_eviction_race(
+        "keyed evict vs 2 acquirers [1] [1], burst 1",
+        1,
+        &[&[1], &[1]],
+        false,
+    );
+    outcomes.assert_exactly(&["NYN", "NYY", "YNN", "YNY"]);
+}
+
+#[test]
+fn one_acquire_races_eviction_of_a_redirected_key() {
+    let outcomes = check_eviction_race(
+        "keyed evict vs acquire [1] through the redirect, burst 1",
+        1,
+        &[&[1]],
+        true,
+    );
+    outcomes.assert_exactly(&["YN", "YY"]);
+}
+
+#[test]
+fn two_acquirers_race_eviction_of_a_redirected_key() {
+    let outcomes = check_eviction_race(
+        "keyed evict vs 2 acquirers [1] [1] through the redirect, burst 1",
+        1,
+        &[&[1], &[1]],
+        true,
+    );
+    outcomes.assert_exactly(&["NYN", "NYY", "YNN", "YNY"]);
+}
+
+/// `set_quota_at(KEY, burst 1, NOW)` racing the first requests for [`KEY`] (one loom thread
+/// per entry of `asks`, at [`NOW`]) on a fresh map whose default quota has burst 2. Checks,
+/// in every execution, that the key ended with one state and every charge on it: some
+/// interleaving of the asks, run sequentially on a fresh `Gcra` of the burst of the quota
+/// the key's state is under (`quota_for`: 2, a default state created before the quota and
+/// kept, or 1, the key's own), gives exactly every decision and the key's final state; the
+/// key has one entry; and once that state is evicted, the key's next state is under its own
+/// quota (burst 1) and the key is redirected (`len()` 1 after a late sweep).
+///
+/// Records each ask's admission, then "the state is under the key's own quota".
+fn check_set_quota_race(name: &str, asks: &'static [&'static [u32]]) -> Outcomes {
+    let outcomes = Outcomes::default();
+    let seen = outcomes.clone();
+    model(name, move || {
+        let keyed = loom::sync::Arc::new(loom_keyed(2));
+        let setter = {
+            let keyed = keyed.clone();
+            loom::thread::spawn(move || keyed.set_quota_at(KEY, quota(1), NOW))
+        };
+        let acquirers: Vec<_> = asks
+            .iter()
+            .map(|&list| {
+                let keyed = keyed.clone();
+                loom::thread::spawn(move || {
+                    list.iter()
+                        .map(|&n| keyed.try_acquire_n_at(&KEY, n, NOW))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let results: Results = acquirers
+            .into_iter()
+            .map(|h| h.join().expect("acquirer panicked"))
+            .collect();
+        setter
+            .join()
+            .expect("setter panicked")
+            .expect("valid quota");
+
+        let burst = keyed.quota_for(&KEY).burst();
+        assert!(burst == 1 || burst == 2, "burst {burst}");
+        let state = key_state(&keyed, KEY, NOW);
+        if linearization(burst, asks, &results, NOW, |seq| {
+            gcra_state(seq, NOW) == state
+        })
+        .is_none()
+        {
+            panic!(
+                "no sequential order of {asks:?} on one fresh state of burst {burst} explains \
+                 results {results:?} and the key's final state {state:?}"
+            )
+        }
+        assert_eq!(keyed.len(), 1);
+        let late = NOW + 10 * T + EVICTION_GRACE_NS;
+        assert_eq!(keyed.evict_idle_at(late), 1, "a late sweep");
+        assert_eq!(keyed.try_acquire_n_at(&KEY, 1, late), Ok(()));
+        assert_eq!(
+            keyed.try_acquire_n_at(&KEY, 1, late),
+            Err(Denied::RateLimited {
+                retry_after: Duration::from_nanos(T)
+            }),
+            "the key's next state is under its own quota"
+        );
+        assert_eq!(keyed.quota_for(&KEY), quota(1));
+        assert_eq!(keyed.len(), 1);
+
+        let mut pattern: Vec<bool> = results.iter().flatten().map(Result::is_ok).collect();
+        pattern.push(burst == 1);
+        seen.record_pattern(pattern);
+    });
+    outcomes
+}
+
+#[test]
+fn set_quota_races_a_first_request() {
+    let outcomes = check_set_quota_race("keyed set_quota vs first requests [1,1]", &[&[1, 1]]);
+    // Both on a default state (created first: the quota waits for it to go idle), or the
+    // first on the key's own state of burst 1.
+    outcomes.assert_exactly(&["YNY", "YYN"]);
+}
+
+#[test]
+fn set_quota_races_two_first_requests() {
+    let outcomes =
+        check_set_quota_race("keyed set_quota vs 2 first requests [1] [1]", &[&[1], &[1]]);
+    outcomes.assert_exactly(&["NYY", "YNY", "YYN"]);
+}
+
+/// A new quota racing a request through the redirect word: [`KEY`] has its own quota
+/// (burst 1) and its state, charged at [`NOW`], is idle at `race_time(1)`. One thread sets a
+/// quota of burst 2 at the race time (retiring the idle state, so the new quota applies at
+/// once); another acquires `[1, 1]` at the race time. Either the acquirer's first charge
+/// lands on the old state (which is then busy, so `set_quota` leaves it: burst 1, `YN`) or
+/// the state is retired first and the acquirer creates the next one under burst 2 (`YY`);
+/// the decisions and the final state are one fresh state's of that burst.
+#[test]
+fn set_quota_races_a_request_through_the_redirect() {
+    let outcomes = Outcomes::default();
+    let seen = outcomes.clone();
+    model(
+        "keyed set_quota vs acquire [1,1] through the redirect",
+        move || {
+            let keyed = loom_keyed(3);
+            keyed.set_quota_at(KEY, quota(1), NOW).expect("valid quota");
+            keyed
+                .try_acquire_n_at(&KEY, 1, NOW)
+                .expect("setup is admitted");
+            let at = race_time(1);
+            let keyed = loom::sync::Arc::new(keyed);
+            let setter = {
+                let keyed = keyed.clone();
+                loom::thread::spawn(move || keyed.set_quota_at(KEY, quota(2), at))
+            };
+            let acquirer = {
+                let keyed = keyed.clone();
+                loom::thread::spawn(move || {
+                    [
+                        keyed.try_acquire_n_at(&KEY, 1, at),
+                        keyed.try_acquire_n_at(&KEY, 1, at),
+                    ]
+                })
+            };
+            let results: Results = vec![acquirer.join().expect("acquirer panicked").to_vec()];
+            setter
+                .join()
+                .expect("setter panicked")
+                .expect("valid quota");
+
+            let burst = keyed.quota_for(&KEY).burst();
+            let state = key_state(&keyed, KEY, at);
+            const ASKS: &[&[u32]] = &[&[1, 1]];
+            if linearization(burst, ASKS, &results, at, |seq| {
+                gcra_state(seq, at) == state
+            })
+            .is_none()
+            {
+                panic!(
+                    "no sequential order on one fresh state of burst {burst} explains results \
+                     {results:?} and the key's final state {state:?}"
+                )
+            }
+            assert_eq!(keyed.len(), 1);
+            let mut pattern: Vec<bool> = results.iter().flatten().map(Result::is_ok).collect();
+            pattern.push(burst == 2);
+            seen.record_pattern(pattern);
+        },
+    );
+    outcomes.assert_exactly(&["YNN", "YYY"]);
+}
+
+/// The same race on the sliding log, whose slot is a state behind a lock (`Held`: a live
+/// log, `Retired` or `Redirect`): `set_quota_at(KEY, 1 per period, NOW)` against an
+/// acquirer asking `[1, 1]` at [`NOW`] on a fresh map whose default quota is 2 per period.
+/// Both requests land on one log: the default's (both admitted) or the key's own (one
+/// admitted); `quota_for` names it, and the log is full (`remaining` 0) either way.
+#[test]
+fn set_quota_races_a_first_request_on_a_sliding_log() {
+    use limitcore::rules::SlidingLogRule;
+    let outcomes = Outcomes::default();
+    let seen = outcomes.clone();
+    model(
+        "keyed sliding log: set_quota vs first requests [1,1]",
+        move || {
+            let per = |count| Quota::new(count, Duration::from_nanos(10 * T)).expect("valid quota");
+            let keyed: Keyed<u8, SlidingLogRule, ManualClock, LoomStore<u8>> =
+                Keyed::with_store(per(2), ManualClock::starting_at(NOW), LoomStore::new())
+                    .expect("valid quota")
+                    .with_sweep_interval(Duration::ZERO);
+            let keyed = loom::sync::Arc::new(keyed);
+            let setter = {
+                let keyed = keyed.clone();
+                loom::thread::spawn(move || keyed.set_quota_at(KEY, per(1), NOW))
+            };
+            let results = [
+                keyed.try_acquire_n_at(&KEY, 1, NOW),
+                keyed.try_acquire_n_at(&KEY, 1, NOW),
+            ];
+            setter
+                .join()
+                .expect("setter panicked")
+                .expect("valid quota");
+            let count = keyed.quota_for(&KEY).count();
+            let admitted = results.iter().filter(|r| r.is_ok()).count() as u32;
+            assert_eq!(admitted, count, "results {results:?} on a log of {count}");
+            assert_eq!(keyed.snapshot_at(&KEY, NOW).remaining, 0);
+            assert_eq!(keyed.len(), 1);
+            seen.record(&results);
+        },
+    );
+    outcomes.assert_exactly(&["YN", "YY"]);
+}

@@ -9,8 +9,75 @@
 //! is removed from the map, and an acquirer that meets a retired cell looks the key up
 //! again. The protocol and why `Relaxed` is enough are in [`cell`](crate::cell)'s
 //! "Orderings". The map (the [`Store`]) publishes its entries with its own
-//! release/acquire protocol, so a slot's initial state is visible to every thread that finds
-//! the slot; a store never retires a slot itself, it only removes retired ones.
+//! release/acquire protocol, so a slot's initial content (a fresh state, or the redirect
+//! marker) is visible to every thread that finds the slot; a store never retires a slot
+//! itself, it only removes retired ones.
+//!
+//! ## Keys with a quota of their own
+//!
+//! `Keyed` keeps three maps of one kind (`S`; the last two are built by the first
+//! `set_quota`, so a `Keyed` without per-key quotas has only the first):
+//!
+//! - `map`, the main map: per key, the cell of a state under the *default* rule, or the
+//!   reserved word `REDIRECT` ("this key's state lives in `own`");
+//! - `quotas`: the rule of each key given a quota of its own ([`Keyed::set_quota`]); an
+//!   entry is replaced by a later `set_quota`, never removed;
+//! - `own`: for a redirected key, its state's cell and the rule it was created under.
+//!
+//! (For a state behind a lock, the sliding log's, `REDIRECT` is the slot holding
+//! `Held::Redirect` and `RETIRED` the slot holding `Held::Retired`: `cell`'s "The redirect
+//! word".) The rules:
+//!
+//! 1. A request looks the key up in `map`. A live state there is used under the default
+//!    rule (even if the key was given a quota since: the quota applies to the key's next
+//!    fresh state). `RETIRED`: help remove it and look again. `REDIRECT`: look the key up
+//!    in `own`, creating a fresh state under `quotas`' rule for the key if it has none
+//!    (the same retirement protocol applies there).
+//! 2. A key absent from `map` gets, through one get-or-insert, either a fresh default state
+//!    (if the request saw no entry for it in `quotas`) or `REDIRECT` (if it did). Whichever
+//!    insert wins decides, and a loser uses what it finds, as in rule 1.
+//! 3. Eviction retires and removes idle states in `map` and in `own` alike. A `REDIRECT`
+//!    word is **never** retired: once a key is redirected, it stays redirected.
+//! 4. `set_quota` inserts the rule in `quotas` first, then retires and removes the key's
+//!    state (in `map`, or in `own`) if it is idle.
+//!
+//! **Invariant: a key never has a live default-rule state and a live state in `own` at
+//! the same time**, so every charge for a key lands on the one live state a sequential
+//! limiter would have.
+//!
+//! Proof. Take the history of `map`'s entry for key `k`: a sequence of insertions and
+//! removals, totally ordered by the map (its per-key linearizability; every store
+//! publishes an insertion with release and finds it with acquire). A default state is
+//! retired (by one CAS, after which no charge lands on it: `cell`'s "Orderings") before
+//! it is removed, so at most one default state of `k` is live at a time, and only while it
+//! is `map`'s entry. `own`'s entry for `k` is created only by a thread that has read
+//! `REDIRECT` in `map` (rule 1), so after a `REDIRECT` was inserted; from that insertion
+//! on, `map`'s entry for `k` is that `REDIRECT` for good (rule 3: it is never retired, so
+//! never removed, and rule 2's get-or-insert finds it), so no default state of `k` is
+//! inserted again. And when the `REDIRECT` was inserted, `k` had no entry in `map`, so its
+//! last default state had been retired already. Hence every live default state of `k` lies
+//! before the `REDIRECT` in `k`'s history, and every live `own` state after it. Within
+//! `own`, the retirement protocol keeps one live state per key as in `map`. ∎
+//!
+//! The proof uses nothing about how fresh a thread's view of `quotas` is: a request that
+//! read "no quota" just before a `set_quota` creates a default state, which is allowed
+//! (the request is ordered before the `set_quota`), or finds the `REDIRECT` another
+//! request inserted and follows it. Nor about when a thread first sees the side maps
+//! (`quotas` and `own` are built by the first `set_quota`, in a `OnceLock`): not seeing them
+//! yet is such a stale "no quota". A request that follows `REDIRECT` finds the side maps and
+//! the key's rule in `quotas`: the `REDIRECT`'s inserter read that entry before inserting,
+//! the map's release/acquire carries it (and the `OnceLock`'s initialisation before it) to
+//! every thread that finds the `REDIRECT`, and entries of `quotas` are never removed.
+//!
+//! Why rule 3 (a first design retired a `REDIRECT` whose key had no state in `own`): a
+//! request `A` reads "no quota" for `k` and is preempted; `set_quota(k)` runs, a request
+//! `B` inserts `REDIRECT` and, while an evictor has just found no `own` state for `k`,
+//! creates one and is charged; the evictor retires and removes the `REDIRECT`; `A` resumes
+//! and inserts a fresh default state. Now `k` has two live states, `B`'s charge sits on
+//! the unreachable one, and `k` is admitted `2·burst` in a burst. A redirected key costs
+//! one entry of `map` for good instead (its 8-byte word, or the log's lock), counted by
+//! [`Keyed::len`] and against `max_keys`; `quotas` keeps the key and its rule for good in
+//! any case.
 
 mod global;
 mod sketch;
@@ -18,30 +85,41 @@ mod store;
 
 pub use global::Global;
 pub use sketch::KeyedSketch;
-#[cfg(feature = "dashmap")]
-pub use store::DashMapStore;
-pub use store::{PapayaStore, Store};
+#[cfg(loom)]
+pub use store::LoomStore;
+pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
-use crate::cell::Attempt;
+use crate::cell::{Attempt, Gone};
 use crate::clock::duration_to_nanos;
 use crate::clock::{Clock, Nanos};
 use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
 use crate::limiters::{KeyedReserve, Reservation};
 use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, OnceLock, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
-use alloc::boxed::Box;
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::Hash;
 use core::time::Duration;
 
-/// One key's state in the store: its cell, and its own rule if the key has a quota of its
-/// own.
-struct Slot<R: Rule> {
-    state: <R::State as Cells>::Slot,
-    rule: Option<Box<R>>,
+/// A key's entry in the main map: the cell of a state under the default rule, or the
+/// redirect marker (see the module's "Orderings").
+type Cell<R> = <<R as Rule>::State as Cells>::Slot;
+
+/// The state of a key with a quota of its own: its cell and the rule it was created under.
+struct Own<R: Rule> {
+    state: Cell<R>,
+    rule: R,
+}
+
+/// The maps of keys with a quota of their own (module "Orderings"), built by the first
+/// `set_quota`: a `Keyed` that never gets one allocates nothing beside its main map.
+struct Side<K, R: Rule, S: Store<K>> {
+    /// The rule of each key given a quota of its own; never removed.
+    quotas: S::Map<R>,
+    /// The states of redirected keys, each with the rule it was created under.
+    own: S::Map<Own<R>>,
 }
 
 /// A refusal with the state it saw, for `decide_*`: the rule's denials carry it, the
@@ -65,7 +143,7 @@ impl From<Denied> for Refused {
 ///
 /// `R` is the rule run per key (see [`rules`](crate::rules); default [`GcraRule`]),
 /// `C` the clock, `S` the kind of concurrent map that holds the per-key states (see
-/// [`Store`]; default [`PapayaStore`]). Lookups take the key by any borrowed form
+/// [`Store`]; default [`DashMapStore`]). Lookups take the key by any borrowed form
 /// (`Keyed<String>` is queried with a `&str`), and `Keyed` implements
 /// [`KeyedRateLimiter`] and [`KeyedRefund`] for each of them.
 ///
@@ -89,22 +167,38 @@ impl From<Denied> for Refused {
 ///   is ever dropped to make room. The bound is soft by at most the number of threads
 ///   inserting at the same instant.
 /// - **The clock's last nanoseconds.** For a rule with a `u64` state, a transition whose new
-///   state would be the word `u64::MAX` (reserved to mark an evicted state) is refused with
+///   state would be one of the words `u64::MAX` and `u64::MAX − 1` (reserved: an evicted
+///   state, and a key whose state lives with its own quota) is refused with
 ///   `retry_after = Duration::MAX` where the rule alone would admit. It can only happen at
 ///   the very end of the clock's 584-year range.
 /// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
 ///   the key's next fresh state: at once for a key that is new or idle, otherwise once its
 ///   current state (decided under its old quota) goes idle and is evicted. A quota change
-///   never resets a limited key, and a live state is never read under another quota's rule.
+///   never resets a limited key, a live state is never read under another quota's rule,
+///   and a key never has two live states (even while `set_quota`, eviction and requests
+///   for the key race: the module's "Orderings"). A key given its own quota keeps one entry
+///   for good once it has been used (it holds the key and a redirect word when its state is
+///   evicted), counted by [`Keyed::len`] and against `max_keys`; the quota itself is kept
+///   for good in any case.
 /// - **Refunds** ([`KeyedRefund`]) go to the state that was charged (the key's, or the
 ///   overflow state). A key evicted since its charge is fresh already and gets nothing;
 ///   that is exact as long as the refund's time does not lag the sweep's clock by more than
 ///   the grace (the assumption eviction itself makes).
 ///
-/// The default map is `papaya`'s lock-free hash map ([`PapayaStore`]): a lookup takes no
-/// lock, global or sharded, the better choice when threads share keys. With the feature
-/// `dashmap`, `DashMapStore` (through [`Keyed::with_store`]) is faster for one thread over
-/// many keys; decisions are the same on either.
+/// # Memory
+///
+/// A key without a quota of its own costs one map entry holding the key and its state (for
+/// a `u64` state, one 8-byte word): 16 bytes of entry for a `u64` key, the same layout as
+/// governor's keyed limiter. Keys with their own quota add a rule per key and, while their
+/// state lives, a second small map's entry.
+///
+/// # Stores
+///
+/// The default map is [`DashMapStore`] hashing with [`KeyHasher`] (aHash under random keys:
+/// safe with keys an attacker picks), measured to be at least governor's keyed limiter in
+/// every throughput cell and at most its memory; [`PapayaStore`] (no lock on a lookup) is
+/// the faster when threads share keys, at more memory per key. See [`Store`], "Which to
+/// use"; decisions are the same on either.
 ///
 /// # Examples
 ///
@@ -127,12 +221,14 @@ impl From<Denied> for Refused {
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
-pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = PapayaStore<K>> {
-    map: S::Map<Slot<R>>,
+pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = DashMapStore<K>> {
+    /// Per key: a state under `default`, or the redirect marker (module "Orderings").
+    map: S::Map<Cell<R>>,
     default: R,
-    overrides: papaya::HashMap<K, R>,
-    /// Whether `overrides` may be non-empty (0 or 1), so the common case skips its lookup.
-    any_overrides: AtomicU64,
+    /// Set once, by the first `set_quota` (under loom: at construction, see `with_store`).
+    side: OnceLock<Side<K, R, S>>,
+    /// The kind of map, for the side maps.
+    store: S,
     max_keys: usize,
     /// The shared state of keys refused a slot of their own (default rule); never retired.
     overflow: <R::State as Cells>::Slot,
@@ -167,13 +263,13 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule> Keyed<K, R, DefaultClock> {
 
 impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock> Keyed<K, R, C> {
     /// Keyed limiters for `quota` reading time from `clock`, unbounded key count, on the
-    /// default store ([`PapayaStore`]).
+    /// default store ([`DashMapStore`] with [`KeyHasher`]).
     ///
     /// # Errors
     ///
     /// The [`QuotaError`] of `R` for this quota ([`Rule::new`]).
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        Keyed::with_store(quota, clock, PapayaStore::new())
+        Keyed::with_store(quota, clock, DashMapStore::new())
     }
 }
 
@@ -196,31 +292,34 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// # Examples
     ///
     /// ```
-    /// # #[cfg(feature = "dashmap")] {
-    /// use limitcore::{DashMapStore, Keyed, Quota};
+    /// use limitcore::{Keyed, PapayaStore, Quota};
     /// use limitcore::clock::MonotonicClock;
     /// use limitcore::rules::TokenBucketRule;
     ///
-    /// // One thread over many keys: dashmap's inline entries are one cache miss cheaper.
-    /// let per_user: Keyed<u64, TokenBucketRule, MonotonicClock, DashMapStore<u64>> =
-    ///     Keyed::with_store(Quota::per_second(100)?, MonotonicClock::new(), DashMapStore::new())?;
+    /// // Threads that share keys: papaya's lookups take no lock.
+    /// let per_user: Keyed<u64, TokenBucketRule, MonotonicClock, PapayaStore<u64>> =
+    ///     Keyed::with_store(Quota::per_second(100)?, MonotonicClock::new(), PapayaStore::new())?;
     /// assert!(per_user.try_acquire(&42).is_ok());
-    /// # }
     /// # Ok::<(), limitcore::QuotaError>(())
     /// ```
     pub fn with_store(quota: Quota, clock: C, store: S) -> Result<Self, QuotaError> {
         let default = R::new(&quota)?;
-        Ok(Keyed {
+        let keyed = Keyed {
             map: store.build(),
+            side: OnceLock::new(),
+            store,
             overflow: default.fresh().slot(),
             default,
-            overrides: papaya::HashMap::new(),
-            any_overrides: AtomicU64::new(0),
             max_keys: usize::MAX,
             sweep_every: 1_000_000_000,
             next_sweep: AtomicU64::new(0),
             clock,
-        })
+        };
+        // Under loom the side maps are built here, by the thread that builds the limiter:
+        // loom cannot see `OnceLock`'s own publication of them (std's, not loom's).
+        #[cfg(loom)]
+        keyed.side();
+        Ok(keyed)
     }
 
     /// Bound the number of keys with a state of their own (see "Bounded memory").
@@ -247,12 +346,13 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         &self.clock
     }
 
-    /// How many keys have a state of their own.
+    /// How many keys have an entry in the map: a state of their own, or (a key with its own
+    /// quota, once used) the redirect word its state is found through (see "Per-key quotas").
     pub fn len(&self) -> usize {
         S::len(&self.map)
     }
 
-    /// Whether no key has a state of its own.
+    /// Whether no key has an entry in the map (see [`Keyed::len`]).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -282,35 +382,56 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Clone,
     {
         let rule = R::new(&quota)?;
-        // Relaxed: a hint that only lets lookups skip an empty map; `overrides` publishes
-        // its entries itself.
-        self.any_overrides.store(1, Ordering::Relaxed);
-        self.overrides.pin().insert(key.clone(), rule);
-        if S::with_slot(&self.map, &key, |slot| self.retire_if_idle(slot, now)) == Some(true) {
-            S::remove_if(&self.map, &key, Self::retired);
+        let side = self.side();
+        S::insert(&side.quotas, key.clone(), rule);
+        // Only now (rule 4 of the module's "Orderings"): a request that finds the key gone
+        // finds its quota.
+        let idle = |rule: &R, state: &R::State| Self::idle(rule, state, now);
+        if S::with_slot(&self.map, &key, |cell| {
+            R::State::retire_if(cell, |s| idle(&self.default, s))
+        }) == Some(true)
+        {
+            S::remove_if(&self.map, &key, R::State::is_retired);
+        }
+        if S::with_slot(&side.own, &key, |own| {
+            R::State::retire_if(&own.state, |s| idle(&own.rule, s))
+        }) == Some(true)
+        {
+            S::remove_if(&side.own, &key, Self::own_retired);
         }
         Ok(())
     }
 
-    /// The rule `slot`'s state is decided under.
-    #[inline]
-    fn rule_of<'a>(&'a self, slot: &'a Slot<R>) -> &'a R {
-        slot.rule.as_deref().unwrap_or(&self.default)
-    }
-
-    fn retired(slot: &Slot<R>) -> bool {
-        R::State::is_retired(&slot.state)
-    }
-
-    /// Retire `slot` if its state is idle at `now`; whether the slot is retired now (by this
-    /// call, or earlier by a sweep or `set_quota` that has not removed it yet). The caller
-    /// then removes it from the store.
-    fn retire_if_idle(&self, slot: &Slot<R>, now: Nanos) -> bool {
-        let rule = self.rule_of(slot);
-        R::State::retire_if(&slot.state, |state| {
-            now.checked_sub(Self::EVICTION_GRACE_NS)
-                .is_some_and(|since| rule.fresh_since(state, since, now))
+    /// The side maps, built on first use. Every caller but `set_quota_at` and `with_store`
+    /// comes here through a redirect word, which is inserted only for a key found in
+    /// `quotas`, so after the maps were built.
+    fn side(&self) -> &Side<K, R, S> {
+        self.side.get_or_init(|| Side {
+            quotas: self.store.build_side(),
+            own: self.store.build_side(),
         })
+    }
+
+    fn own_retired(own: &Own<R>) -> bool {
+        R::State::is_retired(&own.state)
+    }
+
+    /// Whether `state`, under `rule`, is idle at `now`: indistinguishable from a fresh state
+    /// for every reading from `now` − the grace on.
+    fn idle(rule: &R, state: &R::State, now: Nanos) -> bool {
+        now.checked_sub(Self::EVICTION_GRACE_NS)
+            .is_some_and(|since| rule.fresh_since(state, since, now))
+    }
+
+    /// `key`'s own rule, if it was given one.
+    fn own_rule<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<R>
+    where
+        K: Borrow<Q>,
+    {
+        // Not built yet: no key has a quota of its own (module "Orderings": a request that
+        // misses a `set_quota` running meanwhile is ordered before it).
+        let side = self.side.get()?;
+        S::with_slot(&side.quotas, key, R::clone)
     }
 
     /// The rule a new state for `key` gets.
@@ -318,19 +439,14 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     where
         K: Borrow<Q>,
     {
-        // Relaxed: see `set_quota_at`.
-        if self.any_overrides.load(Ordering::Relaxed) != 0 {
-            if let Some(rule) = self.overrides.pin().get(key) {
-                return rule.clone();
-            }
-        }
-        self.default.clone()
+        self.own_rule(key).unwrap_or_else(|| self.default.clone())
     }
 
     /// The one path of every decision: `f` applied to `key`'s state under the key's rule,
     /// after the size check of `1 ≤ n`; a new key gets a fresh state (or, at the key bound,
-    /// the shared overflow state); a state retired under us is looked up again. Receipts of
-    /// the overflow state are marked so that a refund finds it.
+    /// the shared overflow state); a state retired under us is looked up again; a redirect
+    /// leads to the key's own state. Receipts of the overflow state are marked so that a
+    /// refund finds it.
     #[inline]
     fn with_state<Q, E: From<Denied>>(
         &self,
@@ -343,25 +459,36 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let attempt = |slot: &Slot<R>| {
-            let rule = self.rule_of(slot);
-            precheck(n, rule.capacity()).map_err(|d| Attempt::Failed(E::from(d)))?;
-            R::State::update_slot(&slot.state, |s| f(rule, s))
+        let capacity = self.default.capacity();
+        let attempt = |cell: &Cell<R>| {
+            R::State::update_slot(cell, |s| {
+                precheck(n, capacity)?;
+                f(&self.default, s)
+            })
         };
         loop {
             let outcome = match S::with_slot(&self.map, key, attempt) {
                 Some(outcome) => outcome,
                 None => {
-                    let rule = self.rule_for_new(key);
-                    precheck(n, rule.capacity())?;
+                    let redirect = match self.own_rule(key) {
+                        Some(rule) => {
+                            precheck(n, rule.capacity())?;
+                            true
+                        }
+                        None => {
+                            precheck(n, capacity)?;
+                            false
+                        }
+                    };
                     if !self.room_for_new_key(now) {
                         return self.with_overflow(n, &f);
                     }
-                    let own =
-                        (rule.quota() != self.default.quota()).then(|| Box::new(rule.clone()));
-                    let make = || Slot {
-                        state: rule.fresh().slot(),
-                        rule: own,
+                    let make = || {
+                        if redirect {
+                            R::State::redirect()
+                        } else {
+                            self.default.fresh().slot()
+                        }
                     };
                     S::with_slot_or_insert(&self.map, key, make, attempt)
                 }
@@ -370,12 +497,70 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                 Ok(receipt) => return Ok(receipt),
                 Err(Attempt::Failed(e)) => return Err(e),
                 Err(Attempt::Reserved) => return Err(E::from(Denied::NEVER)),
+                Err(Attempt::Redirect) => return self.with_own(key, n, &f),
                 // Help the evictor remove the dead entry, then look again.
                 Err(Attempt::Retired) => {
-                    S::remove_if(&self.map, key, Self::retired);
+                    S::remove_if(&self.map, key, R::State::is_retired);
                 }
             }
         }
+    }
+
+    /// [`Keyed::with_state`] for a redirected key: its state in `own`, created under its
+    /// rule in `quotas` if it has none.
+    #[cold]
+    #[inline(never)]
+    fn with_own<Q, E: From<Denied>>(
+        &self,
+        key: &Q,
+        n: u32,
+        f: &impl Fn(&R, &mut R::State) -> Result<Receipt, E>,
+    ) -> Result<Receipt, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let attempt = |own: &Own<R>| {
+            R::State::update_slot(&own.state, |s| {
+                precheck(n, own.rule.capacity())?;
+                f(&own.rule, s)
+            })
+        };
+        let own = &self.side().own;
+        loop {
+            let outcome = match S::with_slot(own, key, attempt) {
+                Some(outcome) => outcome,
+                None => {
+                    let rule = self.redirected_rule(key);
+                    precheck(n, rule.capacity())?;
+                    let make = || Own {
+                        state: rule.fresh().slot(),
+                        rule,
+                    };
+                    S::with_slot_or_insert(own, key, make, attempt)
+                }
+            };
+            match outcome {
+                Ok(receipt) => return Ok(receipt),
+                Err(Attempt::Failed(e)) => return Err(e),
+                // An own state is never a redirect.
+                Err(Attempt::Reserved | Attempt::Redirect) => return Err(E::from(Denied::NEVER)),
+                Err(Attempt::Retired) => {
+                    S::remove_if(own, key, Self::own_retired);
+                }
+            }
+        }
+    }
+
+    /// The rule of a key found redirected in the main map.
+    fn redirected_rule<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> R
+    where
+        K: Borrow<Q>,
+    {
+        // The redirect's inserter read this entry first, and entries of `quotas` are never
+        // removed (module "Orderings").
+        S::with_slot(&self.side().quotas, key, R::clone)
+            .expect("a redirected key has a quota of its own")
     }
 
     /// [`Keyed::with_state`] on the shared overflow state, for keys refused a slot.
@@ -391,8 +576,10 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
                 Ok(receipt)
             }
             Err(Attempt::Failed(e)) => Err(e),
-            // The overflow state is never retired.
-            Err(Attempt::Retired | Attempt::Reserved) => Err(E::from(Denied::NEVER)),
+            // The overflow state is never retired nor a redirect.
+            Err(Attempt::Retired | Attempt::Redirect | Attempt::Reserved) => {
+                Err(E::from(Denied::NEVER))
+            }
         }
     }
 
@@ -498,14 +685,23 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let seen = S::with_slot(&self.map, key, |slot| {
-            let rule = self.rule_of(slot);
-            R::State::read_slot(&slot.state, |s| rule.snapshot(s, now))
+        let seen = S::with_slot(&self.map, key, |cell| {
+            R::State::read_slot(cell, |s| self.default.snapshot(s, now))
         });
-        seen.flatten().unwrap_or_else(|| {
-            let rule = self.rule_for_new(key);
-            rule.snapshot(&rule.fresh(), now)
-        })
+        let rule = match seen {
+            Some(Ok(snapshot)) => return snapshot,
+            Some(Err(Gone::Redirect)) => {
+                let own = S::with_slot(&self.side().own, key, |own| {
+                    R::State::read_slot(&own.state, |s| own.rule.snapshot(s, now))
+                });
+                if let Some(Ok(snapshot)) = own {
+                    return snapshot;
+                }
+                self.redirected_rule(key)
+            }
+            Some(Err(Gone::Retired)) | None => self.rule_for_new(key),
+        };
+        rule.snapshot(&rule.fresh(), now)
     }
 
     /// The state of `key` now, consuming nothing.
@@ -547,10 +743,18 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
 
     /// As [`Keyed::evict_idle`], at the explicit time `now`.
     pub fn evict_idle_at(&self, now: Nanos) -> usize {
-        S::retire_each(
+        let main = S::retire_each(
             &self.map,
-            |slot| self.retire_if_idle(slot, now),
-            Self::retired,
+            |cell| R::State::retire_if(cell, |s| Self::idle(&self.default, s, now)),
+            R::State::is_retired,
+        );
+        let Some(side) = self.side.get() else {
+            return main;
+        };
+        main + S::retire_each(
+            &side.own,
+            |own| R::State::retire_if(&own.state, |s| Self::idle(&own.rule, s, now)),
+            Self::own_retired,
         )
     }
 }
@@ -577,8 +781,19 @@ where
     }
 
     fn quota_for(&self, key: &Q) -> Quota {
-        S::with_slot(&self.map, key, |slot| self.rule_of(slot).quota())
-            .unwrap_or_else(|| self.rule_for_new(key).quota())
+        match S::with_slot(&self.map, key, |cell| R::State::read_slot(cell, |_| ())) {
+            Some(Ok(())) => self.default.quota(),
+            Some(Err(Gone::Redirect)) => {
+                let own = S::with_slot(&self.side().own, key, |own| {
+                    R::State::read_slot(&own.state, |_| own.rule.quota())
+                });
+                match own {
+                    Some(Ok(quota)) => quota,
+                    _ => self.redirected_rule(key).quota(),
+                }
+            }
+            Some(Err(Gone::Retired)) | None => self.rule_for_new(key).quota(),
+        }
     }
 
     #[inline]
@@ -625,11 +840,15 @@ where
         };
         if receipt.overflow {
             let _ = R::State::update_slot(&self.overflow, |s| give_back(&self.default, s));
-        } else {
-            // A key no longer in the map was evicted: its state is fresh already.
-            S::with_slot(&self.map, key, |slot| {
-                let rule = self.rule_of(slot);
-                let _ = R::State::update_slot(&slot.state, |s| give_back(rule, s));
+            return;
+        }
+        // A key no longer in the map was evicted: its state is fresh already.
+        let main = S::with_slot(&self.map, key, |cell| {
+            R::State::update_slot(cell, |s| give_back(&self.default, s))
+        });
+        if let Some(Err(Attempt::Redirect)) = main {
+            S::with_slot(&self.side().own, key, |own| {
+                let _ = R::State::update_slot(&own.state, |s| give_back(&own.rule, s));
             });
         }
     }
@@ -638,16 +857,30 @@ where
         if n == 0 {
             return Ok(());
         }
-        let seen = S::with_slot(&self.map, key, |slot| {
-            let rule = self.rule_of(slot);
+        let check = |rule: &R, s: &R::State| {
             precheck(n, rule.capacity())?;
-            Ok(R::State::read_slot(&slot.state, |s| rule.check(s, now, n)))
+            rule.check(s, now, n)
+        };
+        let seen = S::with_slot(&self.map, key, |cell| {
+            R::State::read_slot(cell, |s| check(&self.default, s))
         });
         match seen {
-            Some(Ok(Some(answer))) => answer,
-            Some(Err(d)) => Err(d),
+            Some(Ok(answer)) => answer,
+            Some(Err(Gone::Redirect)) => {
+                let own = S::with_slot(&self.side().own, key, |own| {
+                    R::State::read_slot(&own.state, |s| check(&own.rule, s))
+                });
+                match own {
+                    Some(Ok(answer)) => answer,
+                    // Its next state: fresh under its own rule (it has its entry already).
+                    _ => {
+                        let rule = self.redirected_rule(key);
+                        check(&rule, &rule.fresh())
+                    }
+                }
+            }
             // Unknown or retired: a fresh state (or the overflow one, at the key bound).
-            Some(Ok(None)) | None => {
+            Some(Err(Gone::Retired)) | None => {
                 let rule = self.rule_for_new(key);
                 precheck(n, rule.capacity())?;
                 if self.max_keys != usize::MAX && self.len() >= self.max_keys {

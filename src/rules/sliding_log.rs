@@ -2,7 +2,8 @@
 //! times.
 
 use super::{window_quota, Receipt, Rule};
-use crate::cell::{locked, Attempt};
+use crate::cell::locked::{self, Held};
+use crate::cell::{Attempt, Gone};
 use crate::clock::Nanos;
 use crate::limiter::{Denied, Snapshot};
 use crate::sync::Mutex;
@@ -308,7 +309,7 @@ impl Rule for SlidingLogRule {
 
 impl crate::cell::sealed::Cells for Log {
     type Cell = Mutex<Log>;
-    type Slot = Mutex<Option<Log>>;
+    type Slot = Mutex<Held<Log>>;
 
     fn cell(self) -> Mutex<Log> {
         Mutex::new(self)
@@ -324,26 +325,30 @@ impl crate::cell::sealed::Cells for Log {
         locked::read(cell, f)
     }
 
-    fn slot(self) -> Mutex<Option<Log>> {
-        Mutex::new(Some(self))
+    fn slot(self) -> Mutex<Held<Log>> {
+        Mutex::new(Held::Live(self))
+    }
+
+    fn redirect() -> Mutex<Held<Log>> {
+        Mutex::new(Held::Redirect)
     }
 
     fn update_slot<T, E>(
-        slot: &Mutex<Option<Log>>,
+        slot: &Mutex<Held<Log>>,
         f: impl Fn(&mut Log) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
         locked::update_slot(slot, f)
     }
 
-    fn read_slot<T>(slot: &Mutex<Option<Log>>, f: impl FnOnce(&Log) -> T) -> Option<T> {
+    fn read_slot<T>(slot: &Mutex<Held<Log>>, f: impl FnOnce(&Log) -> T) -> Result<T, Gone> {
         locked::read_slot(slot, f)
     }
 
-    fn retire_if(slot: &Mutex<Option<Log>>, idle: impl FnOnce(&Log) -> bool) -> bool {
+    fn retire_if(slot: &Mutex<Held<Log>>, idle: impl FnOnce(&Log) -> bool) -> bool {
         locked::retire_if(slot, idle)
     }
 
-    fn is_retired(slot: &Mutex<Option<Log>>) -> bool {
+    fn is_retired(slot: &Mutex<Held<Log>>) -> bool {
         locked::is_retired(slot)
     }
 }

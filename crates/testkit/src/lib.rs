@@ -15,9 +15,9 @@
 //!
 //! # Features
 //!
-//! All on by default. `proptest` and `fuzz` pull in their decoding crates; `dashmap` makes
-//! [`fuzz::keyed_differential`] run every input on `DashMapStore` as well as on the default
-//! store. The loom models (`loom-tests`, built with `--cfg loom`) use this crate with none
+//! All on by default. `proptest` and `fuzz` pull in their decoding crates; `dashmap` is
+//! kept for builds that name it ([`fuzz::keyed_differential`] runs every input on both of
+//! `Keyed`'s stores, which come with limitcore's `keyed`). The loom models (`loom-tests`, built with `--cfg loom`) use this crate with none
 //! of them.
 //!
 //! # Examples

@@ -27,7 +27,7 @@
 //!   sweeps), with every reading inside what the rules and the eviction grace promise
 //!   exactness in.
 //!
-//! Every driver decides through [`reference::Model`](limitcore::reference::Model) where it
+//! Every driver decides through [`reference::Model`] where it
 //! drives a model. The last five have no clock: every call gets its time explicitly (the
 //! limiters are built on a clock that panics if read).
 //!

@@ -17,7 +17,7 @@ use limitcore::rules::{
 use limitcore::{Algorithm, Keyed, PapayaStore, Quota, QuotaError, Store};
 use shadow::{KeyedDiff, KeyedOp};
 use state::{twin, KeyState};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `Keyed`'s eviction grace, ns.
 const GRACE: u64 = Keyed::<u8>::EVICTION_GRACE_NS;
@@ -111,24 +111,28 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 /// behind the latest one (within it a stale reading is plausible; beyond it, eviction may
 /// show), and before every live state's wrap limit.
 ///
-/// One departure from "exactly the single limiter", stepped around: a transition to the
-/// word `u64::MAX` (`Keyed`'s retired marker, the last nanoseconds of the clock) is refused
-/// with `retry_after = Duration::MAX` where the single limiter admits, which is checked and
-/// ends the run.
+/// One departure from "exactly the single limiter", stepped around: a transition to one of
+/// the words `u64::MAX − 1` and `u64::MAX` (`Keyed`'s redirect and retired markers, the last
+/// nanoseconds of the clock; the harness runs each state's rule on its word to know) is
+/// refused with `retry_after = Duration::MAX` where the single limiter admits, which is
+/// checked and ends the run.
 ///
 /// Found by this target and fixed: a sweep at a stale reading evicted a busy token bucket
 /// with a burst of 2^31 or more (its 32-bit time field read `now −` grace as a wrap far
 /// ahead); kept as `fuzz/regressions/keyed_differential/bucket-w32-stale-sweep`.
 ///
-/// Every input runs twice, the same operations on each store: the default `PapayaStore` and
-/// (with this crate's feature `dashmap`, on by default) `DashMapStore`.
+/// Keys given a quota of their own (`set_quota_at`) are redirected for good once they get a
+/// state (`Keyed`'s main map keeps a redirect word for them, counted by `len()`); the shadow
+/// keeps that set too, and creates a redirected key's next state without a room check.
+///
+/// Every input runs twice, the same operations on each store: `PapayaStore` and the default
+/// `DashMapStore`.
 ///
 /// # Panics
 ///
 /// On any disagreement, with the run's history in the message.
 pub fn keyed_differential(data: &[u8]) {
     let _ = run_keyed(&mut Unstructured::new(data), PapayaStore::new);
-    #[cfg(feature = "dashmap")]
     let _ = run_keyed(&mut Unstructured::new(data), limitcore::DashMapStore::new);
 }
 
@@ -204,6 +208,7 @@ fn run_keyed_with<R: Rule, S: Store<u8>>(
         next_sweep: 0,
         slots: BTreeMap::new(),
         overrides: BTreeMap::new(),
+        redirects: BTreeSet::new(),
         overflow: KeyState::new(alg, default),
         forever: BTreeMap::new(),
         now: start,

@@ -1,6 +1,7 @@
 //! The shadow of a `Keyed`: which keys have a state of their own, created and evicted
-//! exactly when `Keyed` must, the overrides, the overflow state and the sweep schedule;
-//! and every operation of a keyed run checked against it.
+//! exactly when `Keyed` must, the overrides, the keys redirected to a state under their own
+//! quota, the overflow state and the sweep schedule; and every operation of a keyed run
+//! checked against it.
 
 use super::state::{twin, KeyState};
 use super::GRACE;
@@ -9,7 +10,7 @@ use core::fmt::Write as _;
 use core::time::Duration;
 use limitcore::rules::Rule;
 use limitcore::{Algorithm, Denied, Keyed, Quota, QuotaError, Snapshot, Store};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One operation of a keyed run, at the run's `now` unless it says otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +57,8 @@ struct Expected {
     /// The single limiter's (none for a decision by size alone).
     twin: Option<Result<(), Denied>>,
     place: Place,
-    /// The admission leaves the word `u64::MAX` (see [`KeyState::retired`]).
+    /// The admission leaves a word `Keyed` reserves (`u64::MAX − 1` or `u64::MAX`: see
+    /// [`KeyState::decide`]).
     retired: bool,
 }
 
@@ -86,8 +88,15 @@ pub(super) struct KeyedDiff<'a, R: Rule, S: Store<u8>> {
     pub(super) sweep_every: u64,
     /// The time from which the next automatic sweep may run.
     pub(super) next_sweep: u64,
+    /// The live states: a key's state under the default quota, or (for a key in
+    /// `redirects`) its state under its own quota (`Keyed` never has both for one key).
     pub(super) slots: BTreeMap<u8, KeyState>,
     pub(super) overrides: BTreeMap<u8, Quota>,
+    /// The keys whose entry in `Keyed`'s main map is the redirect word: every key that got a
+    /// state while it had an override. Kept for good (counted by `len()` and against
+    /// `max_keys`); a redirected key's next state is created under its override without a
+    /// room check (its entry exists).
+    pub(super) redirects: BTreeSet<u8>,
     pub(super) overflow: KeyState,
     /// Each key's model over its whole life, never evicted: every decision on the key's
     /// own state must equal it (eviction changes no decision). Restarted when the key gets
@@ -100,7 +109,7 @@ pub(super) struct KeyedDiff<'a, R: Rule, S: Store<u8>> {
     /// The last denial with a finite wait: `(key, n, retry_after in ns)`.
     pub(super) last_denied: Option<(u8, u32, u64)>,
     pub(super) history: Vec<(KeyedOp, u64, KeyedOutcome)>,
-    /// The run cannot go on (see `KeyState::retired`).
+    /// The run cannot go on (see `KeyState::decide`).
     pub(super) stopped: bool,
 }
 
@@ -139,9 +148,11 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
         let _ = writeln!(msg, "{detail}");
         let _ = writeln!(
             msg,
-            "  shadow map ({} keys): {:?}; overrides: {:?}; next sweep at {}",
-            self.slots.len(),
+            "  shadow map ({} keys): states {:?}, redirected {:?}; overrides: {:?}; next sweep \
+             at {}",
+            self.len(),
             self.slots.keys().collect::<Vec<_>>(),
+            self.redirects,
             self.overrides,
             self.next_sweep
         );
@@ -187,6 +198,16 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
         self.overrides.get(&key).copied().unwrap_or(self.default)
     }
 
+    /// `Keyed::len()`: the keys with an entry in the main map (a default state, or the
+    /// redirect word).
+    fn len(&self) -> usize {
+        self.slots
+            .keys()
+            .filter(|k| !self.redirects.contains(k))
+            .count()
+            + self.redirects.len()
+    }
+
     /// Remove the states idle at `now − grace`, as `Keyed::evict_idle_at(now)` must.
     fn shadow_evict(&mut self, now: u64) -> Vec<u8> {
         let Some(at) = now.checked_sub(GRACE) else {
@@ -207,12 +228,12 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
     /// `Keyed::room_for_new_key`, on the shadow: sweep first if one is due, then is there
     /// room for one more key?
     fn shadow_room(&mut self, now: u64) -> bool {
-        let full = self.slots.len() >= self.max_keys;
+        let full = self.len() >= self.max_keys;
         if (self.sweep_every > 0 || full) && now >= self.next_sweep {
             self.next_sweep = now.saturating_add(self.sweep_every.max(1_000_000));
             self.shadow_evict(now);
         }
-        self.slots.len() < self.max_keys
+        self.len() < self.max_keys
     }
 
     /// What `try_acquire_n_at(key, n, now)` must give.
@@ -243,8 +264,14 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
         if n > capacity {
             return by_size(Err(Denied::ExceedsCapacity { capacity }));
         }
-        if !self.shadow_room(now) {
-            return on(&mut self.overflow, Place::Overflow);
+        // A redirected key has its entry already: no room check.
+        if !self.redirects.contains(&key) {
+            if !self.shadow_room(now) {
+                return on(&mut self.overflow, Place::Overflow);
+            }
+            if self.overrides.contains_key(&key) {
+                self.redirects.insert(key);
+            }
         }
         let mut s = KeyState::new(self.alg, quota);
         let expected = on(&mut s, Place::New);
@@ -254,15 +281,18 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
 
     fn check_len(&self, op: KeyedOp) {
         let len = self.keyed.len();
-        if len != self.slots.len() || len > self.max_keys || self.keyed.is_empty() != (len == 0) {
+        // Redirected keys count too: a key gets its redirect only through the room check.
+        if len != self.len() || len > self.max_keys || self.keyed.is_empty() != (len == 0) {
             self.fail(
                 "len",
                 op,
                 &format!(
                     "  Keyed::len() = {len} (is_empty {}), but the shadow map holds {} keys \
-                     (max_keys {})",
+                     ({} states, {} redirected keys; max_keys {})",
                     self.keyed.is_empty(),
+                    self.len(),
                     self.slots.len(),
+                    self.redirects.len(),
                     self.max_keys
                 ),
             );
@@ -288,7 +318,7 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
                 || twin != Some(want)
             {
                 self.fail(
-                    "a transition to the word u64::MAX",
+                    "a transition to a reserved word (u64::MAX - 1 or u64::MAX)",
                     op,
                     &format!(
                         "  Keyed: {got:?} (expected never: retry_after = Duration::MAX)\n  model ({place:?}): \

@@ -5,7 +5,58 @@ use crate::fuzz::token_bucket::{stored_time_lower_bound, token_bucket_window};
 use crate::fuzz::windows::{Readings, SlidingReadings};
 use crate::fuzz::{saturating_nanos, NoClock, Reference};
 use core::time::Duration;
+use limitcore::rules::{
+    FixedWindowRule, GcraRule, LeakyBucketRule, Rule, SlidingWindowRule, TokenBucketRule,
+};
 use limitcore::{Algorithm, Denied, Quota, QuotaError, Refund, SlidingWindow, Snapshot};
+
+/// The first of the words `Keyed` reserves (`u64::MAX − 1`, a redirect; `u64::MAX`, a
+/// retired state): a transition to either is refused.
+const RESERVED: u64 = u64::MAX - 1;
+
+/// The rule's own word for one state, run beside the model: what `Keyed` holds, so that the
+/// harness knows when an admission would leave a reserved word. (The rule's decisions are
+/// checked through the twin and the model; this only tells the word.)
+enum Word {
+    Gcra(GcraRule, u64),
+    Bucket(TokenBucketRule, u64),
+    Fixed(FixedWindowRule, u64),
+    Sliding(SlidingWindowRule, u64),
+    Leaky(LeakyBucketRule, u64),
+}
+
+impl Word {
+    fn new(algorithm: Algorithm, quota: Quota) -> Word {
+        fn fresh<R: Rule<State = u64>>(quota: Quota, wrap: fn(R, u64) -> Word) -> Word {
+            let rule = R::new(&quota).expect("harness bug: a state for a quota its rule refuses");
+            let word = rule.fresh();
+            wrap(rule, word)
+        }
+        match algorithm {
+            Algorithm::Gcra => fresh(quota, Word::Gcra),
+            Algorithm::TokenBucket => fresh(quota, Word::Bucket),
+            Algorithm::FixedWindow => fresh(quota, Word::Fixed),
+            Algorithm::SlidingWindow => fresh(quota, Word::Sliding),
+            Algorithm::LeakyBucket => fresh(quota, Word::Leaky),
+            other => unreachable!("{other} does not run keyed here"),
+        }
+    }
+
+    /// `n` permits at `now` on the word (the model admitted them): the new word.
+    fn take(&mut self, n: u32, now: u64) -> u64 {
+        fn on<R: Rule<State = u64>>(rule: &R, word: &mut u64, n: u32, now: u64) -> u64 {
+            let _ = rule.take(word, now, n);
+            *word
+        }
+        match self {
+            Word::Gcra(r, w) => on(r, w, n, now),
+            Word::Bucket(r, w) => on(r, w, n, now),
+            Word::Fixed(r, w) => on(r, w, n, now),
+            Word::Sliding(r, w) => on(r, w, n, now),
+            Word::Leaky(r, w) => on(r, w, n, now),
+        }
+    }
+}
 
 /// The single limiter one key must behave exactly like (its "twin": for the sliding window
 /// a `SlidingWindow` with batch 0, which is the formula on exact counts), or the error
@@ -25,6 +76,8 @@ pub(super) struct KeyState {
     /// The state's reference model, driven through `reference::Model`.
     model: Reference,
     twin: Box<dyn Refund>,
+    /// The state's word, as `Keyed` holds it.
+    word: Word,
     /// After the first admission: the token bucket's lower bound of the stored refill time
     /// (see `stored_time_lower_bound`), the latest window admitted in (the windows), the
     /// end of the pacer's queue; `None` before (and always for GCRA).
@@ -39,12 +92,16 @@ impl KeyState {
             model: Reference::new(algorithm, quota),
             twin: twin(algorithm, quota)
                 .expect("harness bug: a state for a quota the algorithm refuses"),
+            word: Word::new(algorithm, quota),
             mark: None,
         }
     }
 
-    /// `n` permits at `now` on the model and on the twin: `(model, twin, retired)`, with
-    /// `retired` true if the admission leaves the word `u64::MAX` (see [`KeyState::retired`]).
+    /// `n` permits at `now` on the model and on the twin: `(model, twin, reserved)`, with
+    /// `reserved` true if the admission leaves one of the words `Keyed` reserves
+    /// (`u64::MAX − 1` or `u64::MAX`): `Keyed` refuses such a transition with
+    /// `retry_after = Duration::MAX` (its contract's "The clock's last nanoseconds"), where
+    /// the single limiter admits.
     pub(super) fn decide(
         &mut self,
         n: u32,
@@ -54,27 +111,40 @@ impl KeyState {
         let twin = self.twin.try_acquire_n_at(n, now);
         if want.is_ok() && n >= 1 {
             let (t, p) = (self.quota.emission_interval_ns(), self.quota.period_ns());
+            let word = self.word.take(n, now);
             let mark = match self.algorithm {
-                Algorithm::Gcra => return (want, twin, self.retired(now)),
-                Algorithm::TokenBucket => {
-                    stored_time_lower_bound(now, self.model.snapshot(now).full_after, t)
-                }
-                Algorithm::FixedWindow | Algorithm::SlidingWindow => now / p,
+                Algorithm::Gcra => None,
+                Algorithm::TokenBucket => Some(stored_time_lower_bound(
+                    now,
+                    self.model.snapshot(now).full_after,
+                    t,
+                )),
+                Algorithm::FixedWindow | Algorithm::SlidingWindow => Some(now / p),
                 // `try_acquire` admits only into a drained queue: the slots start now, and
                 // the model refused an end past `u64::MAX`.
-                Algorithm::LeakyBucket => now + u64::from(n) * t,
+                Algorithm::LeakyBucket => Some(now + u64::from(n) * t),
                 other => unreachable!("{other} does not run keyed here"),
             };
-            self.mark = Some(self.mark.map_or(mark, |old| old.max(mark)));
-            return (want, twin, self.retired(now));
+            if let Some(mark) = mark {
+                self.mark = Some(self.mark.map_or(mark, |old| old.max(mark)));
+            }
+            // The harness's own derivation of the word `u64::MAX` must agree with the rule's.
+            let retired = self.retired(now);
+            assert_eq!(
+                retired,
+                word == u64::MAX,
+                "harness bug: the model says the word is u64::MAX: {retired}, the rule's word is \
+                 {word:#x}"
+            );
+            return (want, twin, word >= RESERVED);
         }
         (want, twin, false)
     }
 
     /// After an admission at `now`: is the new word `u64::MAX`, the word `Keyed` reserves
-    /// for a state retired by eviction? `Keyed` refuses such a transition with
-    /// `retry_after = Duration::MAX` (its contract's "The clock's last nanoseconds"), where
-    /// the single limiter admits. It happens only in the last nanoseconds of the clock: a
+    /// for a state retired by eviction? Derived from the model, independently of the rule's
+    /// word, and checked against it at every admission. It happens only in the last
+    /// nanoseconds of the clock: a
     /// GCRA TAT or the end of the pacer's queue at `u64::MAX`, or a full fixed window
     /// numbered `u64::MAX >> b` with `count = 2^b − 1` (a token bucket's word never has all
     /// its token bits set after a take; a sliding window's never has both counts at
