@@ -195,22 +195,26 @@ impl sealed::Cells for u64 {
         slot: &AtomicU64,
         f: impl Fn(&mut u64) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
-        cas::apply(slot, #[inline(always)] move |word| {
-            if word >= REDIRECT {
-                return Err(if word == RETIRED {
-                    Attempt::Retired
-                } else {
-                    Attempt::Redirect
-                });
-            }
-            let mut next = word;
-            match f(&mut next) {
-                // The reserved words cannot be a state (see `RETIRED`, `REDIRECT`).
-                Ok(_) if next >= REDIRECT => Err(Attempt::Reserved),
-                Ok(value) => Ok((next, value)),
-                Err(e) => Err(Attempt::Failed(e)),
-            }
-        })
+        cas::apply(
+            slot,
+            #[inline(always)]
+            move |word| {
+                if word >= REDIRECT {
+                    return Err(if word == RETIRED {
+                        Attempt::Retired
+                    } else {
+                        Attempt::Redirect
+                    });
+                }
+                let mut next = word;
+                match f(&mut next) {
+                    // The reserved words cannot be a state (see `RETIRED`, `REDIRECT`).
+                    Ok(_) if next >= REDIRECT => Err(Attempt::Reserved),
+                    Ok(value) => Ok((next, value)),
+                    Err(e) => Err(Attempt::Failed(e)),
+                }
+            },
+        )
     }
 
     #[inline]
