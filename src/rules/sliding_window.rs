@@ -205,6 +205,7 @@ impl Counter {
 
     /// The exact wait from `now` until the formula admits `n` (requires `n ≤ count` and
     /// `available < n`), or [`Denied::NEVER`] past the clock's range.
+    #[inline(always)]
     pub(crate) fn retry_after(&self, w: &Window, now: Nanos, n: u64) -> Denied {
         let p = u128::from(self.period);
         let start = u128::from(w.k) * p;
