@@ -153,24 +153,34 @@ struct Breaker {
     threshold: u32,
 }
 
+/// Orderings: every field is an independent flag or counter that publishes no other memory
+/// (a call reads the breaker, then talks to Redis through its own connection), so `Relaxed`
+/// throughout; a stale read only delays opening or closing the breaker by one call, which
+/// the policy's bound does not depend on.
 impl Breaker {
     fn is_open(&self) -> bool {
+        // Relaxed: see the impl's note (partner: the stores in `success` and `failure`).
         self.opened.load(Ordering::Relaxed) != 0
     }
 
     fn success(&self) {
+        // Relaxed: see the impl's note; loads first so that the common case writes nothing.
         if self.failures.load(Ordering::Relaxed) != 0 {
             self.failures.store(0, Ordering::Relaxed);
         }
+        // Relaxed: as above.
         if self.opened.load(Ordering::Relaxed) != 0 {
             self.opened.store(0, Ordering::Relaxed);
         }
     }
 
     fn failure(&self) {
+        // Relaxed: a count of failures only; partner: `success`'s reset.
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        // Relaxed: see the impl's note.
         if failures >= self.threshold && self.opened.load(Ordering::Relaxed) == 0 {
             let at = self.base.elapsed().as_nanos() as u64 + 1;
+            // Relaxed: only one opening time wins; it publishes nothing else.
             let _ = self
                 .opened
                 .compare_exchange(0, at, Ordering::Relaxed, Ordering::Relaxed);
@@ -333,6 +343,8 @@ impl Redis {
             Value::Int(i) => i.clamp(1, i64::from(u32::MAX)) as u32,
             other => return Err(Error::Reply(format!("heartbeat: {other:?}"))),
         };
+        // Relaxed: the last node count heard, read by the fallback policy; nothing else is
+        // published with it.
         self.inner.nodes.store(count, Ordering::Relaxed);
         Ok(count)
     }
@@ -387,6 +399,7 @@ impl Redis {
             for (keys, args) in calls {
                 pipe.add_command(invocation(script, true, keys, args));
             }
+            // Relaxed: a statistics counter.
             self.inner
                 .commands
                 .fetch_add(calls.len() as u64, Ordering::Relaxed);
@@ -432,6 +445,7 @@ impl Redis {
     }
 
     async fn query(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        // Relaxed: a statistics counter.
         self.inner.commands.fetch_add(1, Ordering::Relaxed);
         match self.inner.conn.clone() {
             Conn::Single(mut c) => cmd.query_async(&mut c).await,

@@ -565,6 +565,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let decision = entry.counter.decide_n_at(n, now);
         match decision.result {
             Ok(()) => {
+                // Relaxed: the lease size is a tuning hint; a stale one only moves the refill.
                 if n > 0 && decision.state.remaining <= entry.size.load(Ordering::Relaxed) / 2 {
                     self.refill(entry, key, now, false);
                 }
@@ -599,6 +600,9 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         }
         let inner = &self.inner;
         let held = inner.rule.cells(&entry.counter.state(), now);
+        // Relaxed (these three): statistics of the key's last lease for the size estimate,
+        // written by the fetch task before its Release of `fetching`, which the Acquire swap
+        // above pairs with; a value from an older lease only skews the estimate.
         let installed_at = entry.installed_at.load(Ordering::Relaxed);
         let used = u64::from(
             entry
@@ -607,6 +611,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 .saturating_sub(held),
         );
         let elapsed = now.saturating_sub(installed_at);
+        // Relaxed: a tuning hint (see above).
         let size = u64::from(entry.size.load(Ordering::Relaxed));
         let mut next = if installed_at != 0 && elapsed > 0 {
             (u128::from(used) * inner.config.target.as_nanos()).div_ceil(u128::from(elapsed)) as u64
@@ -617,9 +622,11 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             next = next.max(size * 2);
         }
         let next = next.clamp(1, u64::from(inner.config.max_lease)) as u32;
+        // Relaxed: a tuning hint (see above).
         entry.size.store(next, Ordering::Relaxed);
         let want = next.saturating_sub(held);
         if want == 0 {
+            // Release: gives the fetch slot back; partner: the next refill's Acquire swap.
             entry.fetching.store(false, Ordering::Release);
             return;
         }
@@ -697,6 +704,8 @@ async fn fetch<C: Clock + Clone + 'static>(
     let rule = inner.rule;
     if let Ok(answer) = answer {
         let rtt = arrived.saturating_sub(sent);
+        // Relaxed: a moving average for `retry_after` estimates; concurrent updates from two
+        // keys' fetches may lose one sample, which only slows the average.
         let old = inner.rtt.load(Ordering::Relaxed);
         inner.rtt.store(old - old / 8 + rtt / 8, Ordering::Relaxed);
         if answer.granted > 0 {
@@ -709,8 +718,10 @@ async fn fetch<C: Clock + Clone + 'static>(
                     Ok::<_, ()>(rule.cells(w, arrived))
                 })
                 .unwrap_or(0);
+            // Relaxed: published by the Release of `fetching` below (see `refill`).
             entry.installed_at.store(arrived, Ordering::Relaxed);
             entry.installed_cells.store(held, Ordering::Relaxed);
+            // Relaxed: statistics counters.
             inner.leases.fetch_add(1, Ordering::Relaxed);
             inner
                 .granted
@@ -722,9 +733,12 @@ async fn fetch<C: Clock + Clone + 'static>(
                 rule.block(w, arrived, until);
                 Ok::<_, ()>(())
             });
+            // Relaxed: a statistics counter.
             inner.refusals.fetch_add(1, Ordering::Relaxed);
         }
     }
+    // Release: the lease statistics above are visible to the next refill, whose Acquire swap
+    // takes the slot; the word itself went through the core's CAS loop.
     entry.fetching.store(false, Ordering::Release);
     entry.arrived.notify_waiters();
 }

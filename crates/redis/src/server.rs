@@ -59,6 +59,7 @@ impl TempDir {
         let path = std::env::temp_dir().join(format!(
             "limitcore-redis-{label}-{}-{}",
             std::process::id(),
+            // Relaxed: a unique number for a directory name, nothing published with it.
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&path)?;
