@@ -1,7 +1,7 @@
 //! [`RateLimitLayer`] and its service [`RateLimit`].
 
 use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
-use crate::key::{KeyExtractor, MissingKey, PeerIp};
+use crate::key::{KeyExtractor, MissingKey, PeerIp, RequestHead};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
@@ -133,42 +133,94 @@ struct Shared<X: KeyExtractor, L> {
     dry_run: bool,
     status: StatusCode,
     fields: Fields,
+    /// Admissions carry the state fields ([`RateLimitHeaders::Always`]).
+    state_on_pass: bool,
+    /// Refusals carry the state fields (not [`RateLimitHeaders::Off`], not a dry run).
+    state_on_refusal: bool,
 }
 
-/// A verdict and the state the decision left.
+/// A verdict and the state the decision left, when a response will carry it.
 struct Verdict {
     outcome: Outcome,
-    state: Snapshot,
+    /// The state of the decision that made `outcome`: present whenever the response carries
+    /// state fields.
+    state: Option<Snapshot>,
 }
 
 impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
-    /// The decision for `key`, now: one `decide_n_at` (the state comes with it); in delay
-    /// mode, a refusal is followed by a reservation at the same instant.
+    /// The decision for `key`, now; in delay mode, a refusal is followed by a reservation at
+    /// the same instant.
+    ///
+    /// When the response to an admission carries no state fields (the default), the
+    /// decision is a `try_acquire_n_at`, which computes no state. Its refusal took nothing
+    /// (the limiter's contract), so when a refusal's response carries the fields, the
+    /// request is decided again at the same instant by `decide_n_at`, and that decision is
+    /// the request's: its result (an admission if the key's state moved in between) and its
+    /// own state make the response. Every response with fields thus reports the state of
+    /// the decision that made it, never a second read.
     #[inline]
     fn decide(&self, key: &X::Key) -> Verdict {
         let now = self.limiter.now();
+        if !self.state_on_pass {
+            match self.limiter.try_acquire_n_at(key, 1, now) {
+                Ok(()) => {
+                    return Verdict {
+                        outcome: Outcome::Passed,
+                        state: None,
+                    };
+                }
+                Err(denied) if !self.state_on_refusal => {
+                    return Verdict {
+                        outcome: self.report(self.refused(key, now, denied)),
+                        state: None,
+                    };
+                }
+                Err(_) => {}
+            }
+        }
+        self.decide_with_state(key, now)
+    }
+
+    /// One `decide_n_at` (the state comes with it), then as [`Shared::decide`].
+    #[inline]
+    fn decide_with_state(&self, key: &X::Key, now: Nanos) -> Verdict {
         let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
         let outcome = match result {
             Ok(()) => Outcome::Passed,
-            Err(denied) => match &self.delay {
-                Some(delay) if denied.retry_after().is_some() => {
-                    match (delay.reserve)(&self.limiter, key, now, delay.max_wait) {
-                        Ok(r) if r.delay().is_zero() => Outcome::Passed,
-                        Ok(r) => Outcome::Delayed { wait: r.delay() },
-                        Err(denied) => Outcome::Rejected {
-                            retry_after: denied.retry_after(),
-                        },
-                    }
-                }
-                _ => Outcome::Rejected {
-                    retry_after: denied.retry_after(),
-                },
-            },
+            Err(denied) => self.refused(key, now, denied),
         };
-        let outcome = if self.dry_run { outcome.dry() } else { outcome };
-        Verdict { outcome, state }
+        Verdict {
+            outcome: self.report(outcome),
+            state: Some(state),
+        }
     }
 
+    /// What a refusal of the limiter becomes: in delay mode, a reservation of the next slot
+    /// when waiting helps, at the same instant; else a rejection.
+    fn refused(&self, key: &X::Key, now: Nanos, denied: Denied) -> Outcome {
+        match &self.delay {
+            Some(delay) if denied.retry_after().is_some() => {
+                match (delay.reserve)(&self.limiter, key, now, delay.max_wait) {
+                    Ok(r) if r.delay().is_zero() => Outcome::Passed,
+                    Ok(r) => Outcome::Delayed { wait: r.delay() },
+                    Err(denied) => Outcome::Rejected {
+                        retry_after: denied.retry_after(),
+                    },
+                }
+            }
+            _ => Outcome::Rejected {
+                retry_after: denied.retry_after(),
+            },
+        }
+    }
+
+    /// `outcome` as reported: its dry-run form in a dry run.
+    #[inline]
+    fn report(&self, outcome: Outcome) -> Outcome {
+        if self.dry_run { outcome.dry() } else { outcome }
+    }
+
+    #[cold]
     fn refusal(
         &self,
         key: &X::Key,
@@ -176,19 +228,27 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
         retry_after: Option<Duration>,
     ) -> Response<Full<Bytes>> {
         let mut headers = HeaderMap::new();
-        let quota = self.limiter.quota_for(key);
+        let quota = verdict.state.as_ref().map(|_| self.limiter.quota_for(key));
         let body = self.fields.refusal(
             &mut headers,
             self.status,
             retry_after,
-            &quota,
-            &verdict.state,
+            quota.as_ref().zip(verdict.state.as_ref()),
         );
         let mut response = Response::new(Full::new(body));
         *response.status_mut() = self.status;
         *response.headers_mut() = headers;
         response.extensions_mut().insert(verdict.outcome);
         response
+    }
+
+    /// The state fields of an admission, when it carries them.
+    #[cold]
+    fn pass_fields(&self, key: &X::Key, state: &Snapshot) -> Box<HeaderMap> {
+        let mut headers = HeaderMap::new();
+        self.fields
+            .write_state(&mut headers, &self.limiter.quota_for(key), state);
+        Box::new(headers)
     }
 }
 
@@ -622,6 +682,8 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// [`InvalidPolicyName`] if the policy name is empty or not printable ASCII.
     pub fn build(self) -> Result<RateLimitLayer<X, L>, InvalidPolicyName> {
         let (policy_sf, policy_json) = quote_policy(&self.policy)?;
+        let state_on_pass = self.headers == RateLimitHeaders::Always;
+        let state_on_refusal = self.headers != RateLimitHeaders::Off && !self.dry_run;
         let missing = match self.missing {
             Some(answer) => answer,
             None => match self.extractor.shared_key() {
@@ -640,10 +702,11 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
                 fields: Fields {
                     policy_sf,
                     policy_json,
-                    ratelimit: self.headers,
                     legacy: self.legacy,
                     problem: self.problem,
                 },
+                state_on_pass,
+                state_on_refusal,
             }),
         })
     }
@@ -721,18 +784,15 @@ where
         self.inner.poll_ready(cx)
     }
 
+    #[inline]
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let shared = &*self.shared;
-        let (parts, body) = req.into_parts();
-        let extracted = shared.extractor.extract(&parts);
+        // The key is read from the request as it is (no split into parts and rebuild).
+        let extracted = shared.extractor.extract(RequestHead::from(&req));
         let key = match (&extracted, &shared.missing) {
             (Some(key), _) | (None, MissingKey::Shared(key)) => key,
             (None, MissingKey::Reject(status)) => {
-                let mut response =
-                    Response::new(Full::new(Bytes::from_static(b"no rate-limit key\n")));
-                *response.status_mut() = *status;
-                response.extensions_mut().insert(Outcome::MissingKey);
-                return ResponseFuture::done(response);
+                return ResponseFuture::done(missing_key(*status));
             }
         };
         let verdict = shared.decide(key);
@@ -741,15 +801,10 @@ where
         }
         let post = Post {
             outcome: verdict.outcome,
-            fields: (shared.fields.ratelimit == RateLimitHeaders::Always).then(|| {
-                let mut headers = HeaderMap::new();
-                shared.fields.write_state(
-                    &mut headers,
-                    &shared.limiter.quota_for(key),
-                    &verdict.state,
-                );
-                Box::new(headers)
-            }),
+            fields: match &verdict.state {
+                Some(state) if shared.state_on_pass => Some(shared.pass_fields(key, state)),
+                _ => None,
+            },
         };
         match verdict.outcome {
             Outcome::Delayed { wait } => {
@@ -759,19 +814,28 @@ where
                 ResponseFuture {
                     state: State::Wait {
                         sleep: Box::pin(tokio::time::sleep(wait)),
-                        call: Some(Box::new((ready, Request::from_parts(parts, body)))),
+                        call: Some(Box::new((ready, req))),
                     },
                     post,
                 }
             }
             _ => ResponseFuture {
                 state: State::Call {
-                    fut: self.inner.call(Request::from_parts(parts, body)),
+                    fut: self.inner.call(req),
                 },
                 post,
             },
         }
     }
+}
+
+/// The answer to a request with no usable key, refused with `status`.
+#[cold]
+fn missing_key(status: StatusCode) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(b"no rate-limit key\n")));
+    *response.status_mut() = status;
+    response.extensions_mut().insert(Outcome::MissingKey);
+    response
 }
 
 /// What a passed response gets on its way out.
