@@ -60,6 +60,7 @@
 //! `ngx_http_limit_req_module` (burst, delay, nodelay, dry run).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod body;
 mod forwarded;
 mod headers;
 pub mod key;
@@ -67,13 +68,12 @@ mod layer;
 mod limit_req;
 mod pace;
 
+pub use body::RefusalBody;
 pub use headers::{InvalidPolicyName, RateLimitHeaders, delay_seconds};
 pub use key::{
     FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix, KeyExtractor,
     MissingKey, PeerIp, RequestHead, SHARED_IP_KEY, Trust, peer_addr,
 };
-pub use layer::{
-    Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture,
-};
+pub use layer::{Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseFuture};
 pub use limit_req::LimitReq;
 pub use pace::{Pace, PaceFuture, PaceLayer};

@@ -271,7 +271,7 @@ async fn a_flood_of_fresh_addresses_stays_within_the_key_bound() {
     .build()
     .unwrap();
     let inner = tower::service_fn(|_req: Request<()>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(()))
+        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     });
     let mut svc = layer.layer(inner);
     let xff = http::HeaderName::from_static("x-forwarded-for");
