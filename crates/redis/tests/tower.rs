@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use limitcore::Quota;
 use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy};
-use limitcore_tower::{FnKey, RateLimitLayer};
+use limitcore_tower::{FnKey, RateLimitLayer, RequestHead};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,9 +34,8 @@ async fn the_leased_limiter_plugs_into_the_http_layer() {
     // request until its lease arrives, about one round trip).
     let first = leased.acquire("a", 1).await;
     assert!(first.is_admitted(), "{first:?}");
-    let tenant = FnKey::new(|parts: &http::request::Parts| {
-        parts
-            .headers
+    let tenant = FnKey::new(|head: RequestHead<'_>| {
+        head.headers()
             .get("x-tenant")
             .and_then(|v| v.to_str().ok())
             .map(String::from)

@@ -8,7 +8,7 @@
 # work, throughput and latency move with the neighbours' load, the CPU cost much less.
 #
 # Usage: crates/tower/bench/load.sh            (from anywhere in the repository)
-# Environment: ROUNDS (3), DURATION (10s), CONNECTIONS (32), QUOTA ("1000000/s"),
+# Environment: CONTENDERS (all four), ROUNDS (3), DURATION (10s), CONNECTIONS (32), QUOTA ("1000000/s"),
 #   PIN (1: server on CPU 0 with one tokio worker, wrk on CPU 1; 0: no pinning),
 #   CARGO_TARGET_DIR (where the example is built).
 # Installs wrk from Debian's packages if it is missing. Only 127.0.0.1 is loaded.
@@ -20,7 +20,9 @@ CONNECTIONS=${CONNECTIONS:-32}
 QUOTA=${QUOTA:-1000000/s}
 PIN=${PIN:-1}
 PORT=${PORT:-18181}
-CONTENDERS=(none limitcore governor)
+# limitcore: the layer's defaults (an Outcome extension on every response);
+# limitcore-no-outcome: the same without it (Builder::outcome_extension(false)).
+CONTENDERS=(${CONTENDERS:-none limitcore limitcore-no-outcome governor})
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 if ! command -v wrk >/dev/null; then
@@ -56,8 +58,12 @@ median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 
 for round in $(seq 1 "$ROUNDS"); do
     for who in "${CONTENDERS[@]}"; do
+        case $who in
+            limitcore-no-outcome) args=(--limiter limitcore --no-outcome) ;;
+            *) args=(--limiter "$who") ;;
+        esac
         "${SERVER_PIN[@]}" "$SERVER" --addr "127.0.0.1:$PORT" --quota "$QUOTA" --key peer \
-            --limiter "$who" >"$OUT/server.log" 2>&1 &
+            "${args[@]}" >"$OUT/server.log" 2>&1 &
         PID=$!
         for _ in $(seq 1 100); do
             grep -q "listening on" "$OUT/server.log" && break

@@ -4,7 +4,7 @@
 //! cargo run --release -p limitcore-tower --example server -- --addr 127.0.0.1:8080 --quota "5/s"
 //!     [--key global|peer|xff:<n>|header:<name>] [--mode reject|delay|dry-run]
 //!     [--max-wait-ms 1000] [--algorithm gcra|token-bucket|…] [--headers] [--max-keys N]
-//!     [--limiter limitcore|none|governor]
+//!     [--no-outcome] [--limiter limitcore|none|governor]
 //! ```
 //!
 //! `--key xff:<n>`: `n` trusted proxies stand in front of the server, so the client is the
@@ -14,6 +14,8 @@
 //! `crates/tower/bench/load.sh`.
 
 use axum::Router;
+use axum::extract::Request;
+use axum::response::Response;
 use axum::routing::get;
 use clap::Parser;
 use limitcore::rules::GcraRule;
@@ -22,10 +24,12 @@ use limitcore_tower::{
     Builder, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, KeyExtractor, PeerIp,
     RateLimitHeaders, RateLimitLayer, Trust,
 };
+use std::convert::Infallible;
 use std::hash::Hash;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
+use tower::{Layer, Service};
 
 #[derive(Parser, Debug)]
 #[command(about = "GET / answers \"ok\" behind a rate-limit layer")]
@@ -54,6 +58,9 @@ struct Args {
     /// The most keys with a state of their own.
     #[arg(long, default_value_t = limitcore_tower::DEFAULT_MAX_KEYS)]
     max_keys: usize,
+    /// No `Outcome` extension on responses (`Builder::outcome_extension(false)`).
+    #[arg(long)]
+    no_outcome: bool,
     /// limitcore | none | governor.
     #[arg(long, default_value = "limitcore")]
     limiter: String,
@@ -61,8 +68,47 @@ struct Args {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// `router` behind a layer of `limiter` keyed by `extractor`, configured by `args`.
-fn apply<X, L>(router: Router, builder: Builder<X, L>, args: &Args) -> Result<Router, Error>
+/// Serves `app` on `listener` until the process ends, the peer address of each connection
+/// in the requests' extensions (axum's `ConnectInfo`, and without the crate's `axum`
+/// feature also as the plain `SocketAddr` that `PeerIp` reads then).
+///
+/// A rate-limit layer wraps the whole `Router` here (`ServiceBuilder`, outside the
+/// routing), not each route (`Router::layer`): every request is limited, an unknown path
+/// too, and a request costs no per-route clone of the layer. Every contender of the load
+/// comparison is wired the same way.
+async fn serve<S>(listener: tokio::net::TcpListener, app: S) -> std::io::Result<()>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+{
+    #[cfg(not(feature = "axum"))]
+    let app = tower::ServiceBuilder::new()
+        .map_request(|mut req: Request| {
+            let peer = req
+                .extensions()
+                .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                .map(|c| c.0);
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(peer);
+            }
+            req
+        })
+        .service(app);
+    axum::serve(
+        listener,
+        axum::ServiceExt::<Request>::into_make_service_with_connect_info::<SocketAddr>(app),
+    )
+    .await
+}
+
+/// `router` behind a layer of `limiter` keyed by `extractor`, configured by `args`, served
+/// on `listener`.
+async fn apply<X, L>(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    builder: Builder<X, L>,
+    args: &Args,
+) -> Result<(), Error>
 where
     X: KeyExtractor,
     L: KeyedRateLimiter<X::Key> + 'static,
@@ -75,13 +121,19 @@ where
     let layer = builder
         .headers(headers)
         .dry_run(args.mode == "dry-run")
+        .outcome_extension(!args.no_outcome)
         .build()?;
-    Ok(router.layer(layer))
+    Ok(serve(listener, layer.layer(router)).await?)
 }
 
 /// The layer for a key type: GCRA per key (delay mode: with reservations), or another
 /// algorithm through `Algorithm::keyed`.
-fn limited<X>(router: Router, extractor: X, args: &Args) -> Result<Router, Error>
+async fn limited<X>(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    extractor: X,
+    args: &Args,
+) -> Result<(), Error>
 where
     X: KeyExtractor,
     X::Key: Hash + Eq + Clone,
@@ -96,34 +148,40 @@ where
             }
             let max_wait = Duration::from_millis(args.max_wait_ms);
             let builder = RateLimitLayer::builder(gcra()?, extractor).delay(max_wait);
-            apply(router, builder, args)
+            apply(listener, router, builder, args).await
         }
         "reject" | "dry-run" if args.algorithm == Algorithm::Gcra => {
-            apply(router, RateLimitLayer::builder(gcra()?, extractor), args)
+            let builder = RateLimitLayer::builder(gcra()?, extractor);
+            apply(listener, router, builder, args).await
         }
         "reject" | "dry-run" => {
             let clock = limitcore::DefaultClock::new();
             let limiter =
                 args.algorithm
                     .keyed::<X::Key, _>(args.quota, clock, Some(args.max_keys))?;
-            apply(router, RateLimitLayer::builder(limiter, extractor), args)
+            let builder = RateLimitLayer::builder(limiter, extractor);
+            apply(listener, router, builder, args).await
         }
         other => Err(format!("unknown mode {other:?}: reject, delay or dry-run").into()),
     }
 }
 
-fn with_limitcore(router: Router, args: &Args) -> Result<Router, Error> {
+async fn with_limitcore(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    args: &Args,
+) -> Result<(), Error> {
     match args.key.split_once(':') {
-        None if args.key == "global" => limited(router, GlobalKey, args),
-        None if args.key == "peer" => limited(router, PeerIp::new(), args),
+        None if args.key == "global" => limited(listener, router, GlobalKey, args).await,
+        None if args.key == "peer" => limited(listener, router, PeerIp::new(), args).await,
         Some(("xff", n)) => {
             let hops: usize = n.parse().map_err(|_| format!("xff:<n>: bad count {n:?}"))?;
             let extractor = ForwardedIp::new(ForwardHeader::XForwardedFor, Trust::Hops(hops));
-            limited(router, extractor, args)
+            limited(listener, router, extractor, args).await
         }
         Some(("header", name)) => {
             let name = http::HeaderName::from_bytes(name.as_bytes())?;
-            limited(router, HeaderKey::new(name), args)
+            limited(listener, router, HeaderKey::new(name), args).await
         }
         _ => Err(format!(
             "unknown key {:?}: global, peer, xff:<n> or header:<name>",
@@ -133,7 +191,11 @@ fn with_limitcore(router: Router, args: &Args) -> Result<Router, Error> {
     }
 }
 
-fn with_governor(router: Router, args: &Args) -> Result<Router, Error> {
+async fn with_governor(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    args: &Args,
+) -> Result<(), Error> {
     use tower_governor::GovernorLayer;
     use tower_governor::governor::GovernorConfigBuilder;
     use tower_governor::key_extractor::GlobalKeyExtractor;
@@ -144,49 +206,24 @@ fn with_governor(router: Router, args: &Args) -> Result<Router, Error> {
     config
         .period(args.quota.emission_interval())
         .burst_size(args.quota.burst());
-    Ok(match args.key.as_str() {
-        "peer" => router.layer(GovernorLayer::new(
-            config.finish().ok_or("governor config")?,
-        )),
-        "global" => router.layer(GovernorLayer::new(
-            config
-                .key_extractor(GlobalKeyExtractor)
-                .finish()
-                .ok_or("governor config")?,
-        )),
-        other => {
-            return Err(format!("governor: key {other:?} not supported (peer, global)").into());
+    match args.key.as_str() {
+        "peer" => {
+            let layer = GovernorLayer::new(config.finish().ok_or("governor config")?);
+            Ok(serve(listener, layer.layer(router)).await?)
         }
-    })
+        "global" => {
+            let config = config.key_extractor(GlobalKeyExtractor).finish();
+            let layer = GovernorLayer::new(config.ok_or("governor config")?);
+            Ok(serve(listener, layer.layer(router)).await?)
+        }
+        other => Err(format!("governor: key {other:?} not supported (peer, global)").into()),
+    }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args = Args::parse();
     let router = Router::new().route("/", get(|| async { "ok" }));
-    let app = match args.limiter.as_str() {
-        "none" => router,
-        "limitcore" => with_limitcore(router, &args)?,
-        "governor" => with_governor(router, &args)?,
-        other => {
-            return Err(format!("unknown limiter {other:?}: limitcore, none or governor").into());
-        }
-    };
-    // Without the crate's `axum` feature, `PeerIp` reads a plain `SocketAddr` extension:
-    // copy axum's `ConnectInfo` into one (outside the rate-limit layer, so it runs first).
-    #[cfg(not(feature = "axum"))]
-    let app = app.layer(axum::middleware::map_request(
-        |mut req: axum::extract::Request| async move {
-            let peer = req
-                .extensions()
-                .get::<axum::extract::ConnectInfo<SocketAddr>>()
-                .map(|c| c.0);
-            if let Some(peer) = peer {
-                req.extensions_mut().insert(peer);
-            }
-            req
-        },
-    ));
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     let addr = listener.local_addr()?;
     println!(
@@ -194,10 +231,10 @@ async fn main() -> Result<(), Error> {
         args.limiter, args.key, args.mode, args.quota
     );
     std::io::stdout().flush()?;
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await?;
-    Ok(())
+    match args.limiter.as_str() {
+        "none" => Ok(serve(listener, router).await?),
+        "limitcore" => with_limitcore(listener, router, &args).await,
+        "governor" => with_governor(listener, router, &args).await,
+        other => Err(format!("unknown limiter {other:?}: limitcore, none or governor").into()),
+    }
 }

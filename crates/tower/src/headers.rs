@@ -115,7 +115,6 @@ pub(crate) struct Fields {
     pub(crate) policy_sf: String,
     /// `"name"`, ready for JSON.
     pub(crate) policy_json: String,
-    pub(crate) ratelimit: RateLimitHeaders,
     pub(crate) legacy: bool,
     pub(crate) problem: bool,
 }
@@ -185,19 +184,19 @@ impl Fields {
     }
 
     /// The head and body of a refusal: `Retry-After` (when waiting helps), the state
-    /// fields (unless [`RateLimitHeaders::Off`]), and the body.
+    /// fields for the key's quota and the decision's state when given (the layer gives them
+    /// unless [`RateLimitHeaders::Off`]), and the body.
     pub(crate) fn refusal(
         &self,
         headers: &mut HeaderMap,
         status: http::StatusCode,
         retry_after: Option<Duration>,
-        quota: &Quota,
-        state: &Snapshot,
+        state: Option<(&Quota, &Snapshot)>,
     ) -> bytes::Bytes {
         if let Some(wait) = retry_after {
             headers.insert(RETRY_AFTER, number(delay_seconds(wait)));
         }
-        if self.ratelimit != RateLimitHeaders::Off {
+        if let Some((quota, state)) = state {
             self.write_state(headers, quota, state);
         }
         if self.problem {

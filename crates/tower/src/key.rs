@@ -1,7 +1,7 @@
 //! Keys: which bucket a request is charged to.
 //!
-//! A [`KeyExtractor`] reads a request's head and returns its key, or `None` when the
-//! request has no usable key (no peer address, a forwarding header that does not name a
+//! A [`KeyExtractor`] reads a request's head (a [`RequestHead`], borrowed from the request
+//! as it is) and returns its key, or `None` when the request has no usable key (no peer address, a forwarding header that does not name a
 //! client, a missing API-key header). What happens then is the layer's
 //! [`MissingKey`] answer: by default the extractor's own shared bucket
 //! ([`KeyExtractor::shared_key`]), else a refusal with a status of your choice. A missing
@@ -18,13 +18,100 @@
 use crate::forwarded::{entries_from_right, forwarded_for, parse_node};
 use http::header::{FORWARDED, HeaderName};
 use http::request::Parts;
-use http::{HeaderValue, StatusCode};
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use http::{Extensions, HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use ipnet::IpNet;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// A request's head, borrowed: its method, URI, version, headers and extensions. What a
+/// [`KeyExtractor`] reads; the layer makes it from the `&Request` it is given, without
+/// taking the request apart.
+///
+/// Made from a `&Request<B>` (any body) or from a `&Parts` with `From`.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_tower::RequestHead;
+///
+/// let req = http::Request::post("/items?page=2").header("x-api-key", "k-1").body(()).unwrap();
+/// let head = RequestHead::from(&req);
+/// assert_eq!(head.method(), http::Method::POST);
+/// assert_eq!(head.uri().path(), "/items");
+/// assert_eq!(head.headers()["x-api-key"], "k-1");
+///
+/// let (parts, ()) = req.into_parts();
+/// assert_eq!(RequestHead::from(&parts).uri().query(), Some("page=2"));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    method: &'a Method,
+    uri: &'a Uri,
+    version: Version,
+    headers: &'a HeaderMap<HeaderValue>,
+    extensions: &'a Extensions,
+}
+
+impl<'a> RequestHead<'a> {
+    /// The request's method.
+    #[inline]
+    pub fn method(&self) -> &'a Method {
+        self.method
+    }
+
+    /// The request's URI.
+    #[inline]
+    pub fn uri(&self) -> &'a Uri {
+        self.uri
+    }
+
+    /// The request's HTTP version.
+    #[inline]
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The request's header fields.
+    #[inline]
+    pub fn headers(&self) -> &'a HeaderMap<HeaderValue> {
+        self.headers
+    }
+
+    /// The request's extensions (the peer address a server put there, among others).
+    #[inline]
+    pub fn extensions(&self) -> &'a Extensions {
+        self.extensions
+    }
+}
+
+impl<'a, B> From<&'a Request<B>> for RequestHead<'a> {
+    #[inline]
+    fn from(req: &'a Request<B>) -> Self {
+        RequestHead {
+            method: req.method(),
+            uri: req.uri(),
+            version: req.version(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        }
+    }
+}
+
+impl<'a> From<&'a Parts> for RequestHead<'a> {
+    #[inline]
+    fn from(parts: &'a Parts) -> Self {
+        RequestHead {
+            method: &parts.method,
+            uri: &parts.uri,
+            version: parts.version,
+            headers: &parts.headers,
+            extensions: &parts.extensions,
+        }
+    }
+}
 
 /// Reads the key a request is limited by from its head (method, URI, headers,
-/// extensions).
+/// extensions), borrowed as a [`RequestHead`].
 ///
 /// Implemented by the extractors of this module and by your own types; [`FnKey`] wraps a
 /// closure.
@@ -32,8 +119,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 /// # Examples
 ///
 /// ```
-/// use http::request::Parts;
-/// use limitcore_tower::KeyExtractor;
+/// use limitcore_tower::{KeyExtractor, RequestHead};
 ///
 /// /// Limits by the first path segment (`/tenant-a/...`).
 /// #[derive(Debug)]
@@ -41,21 +127,21 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 ///
 /// impl KeyExtractor for Tenant {
 ///     type Key = String;
-///     fn extract(&self, parts: &Parts) -> Option<String> {
-///         let segment = parts.uri.path().split('/').nth(1)?;
+///     fn extract(&self, head: RequestHead<'_>) -> Option<String> {
+///         let segment = head.uri().path().split('/').nth(1)?;
 ///         (!segment.is_empty() && segment.len() <= 64).then(|| segment.to_owned())
 ///     }
 /// }
 ///
-/// let (parts, ()) = http::Request::get("/acme/items").body(()).unwrap().into_parts();
-/// assert_eq!(Tenant.extract(&parts).as_deref(), Some("acme"));
+/// let req = http::Request::get("/acme/items").body(()).unwrap();
+/// assert_eq!(Tenant.extract(RequestHead::from(&req)).as_deref(), Some("acme"));
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key type, as the limiter looks it up (`KeyedRateLimiter<Self::Key>`).
     type Key: Send + Sync + 'static;
 
     /// The request's key, or `None` if it has no usable one.
-    fn extract(&self, parts: &Parts) -> Option<Self::Key>;
+    fn extract(&self, head: RequestHead<'_>) -> Option<Self::Key>;
 
     /// The key of the bucket that requests with no usable key share, when the layer is not
     /// told otherwise ([`MissingKey`]); `None` (the default) makes such requests refused
@@ -91,9 +177,9 @@ pub enum MissingKey<K> {
 /// # Examples
 ///
 /// ```
-/// use limitcore_tower::{GlobalKey, KeyExtractor};
-/// let (parts, ()) = http::Request::new(()).into_parts();
-/// assert_eq!(GlobalKey.extract(&parts), Some(()));
+/// use limitcore_tower::{GlobalKey, KeyExtractor, RequestHead};
+/// let req = http::Request::new(());
+/// assert_eq!(GlobalKey.extract(RequestHead::from(&req)), Some(()));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobalKey;
@@ -102,7 +188,7 @@ impl KeyExtractor for GlobalKey {
     type Key = ();
 
     #[inline]
-    fn extract(&self, _parts: &Parts) -> Option<()> {
+    fn extract(&self, _head: RequestHead<'_>) -> Option<()> {
         Some(())
     }
 
@@ -161,15 +247,23 @@ impl IpPrefix {
     /// the prefix cleared.
     #[inline]
     pub fn key(&self, ip: IpAddr) -> IpAddr {
-        match ip.to_canonical() {
-            IpAddr::V4(v4) if self.v4 < 32 => {
-                // In range: checked by `new`.
-                Ipv4Net::new(v4, self.v4).map_or(IpAddr::V4(v4), |n| IpAddr::V4(n.network()))
+        self.key_of_canonical(ip.to_canonical())
+    }
+
+    /// [`IpPrefix::key`] of an address already in canonical form.
+    #[inline]
+    fn key_of_canonical(&self, ip: IpAddr) -> IpAddr {
+        // The lengths are at most 32 and 128 (checked by `new`): a shift by the bits past
+        // the prefix, none past the whole width (a /0 keeps no bit).
+        match ip {
+            IpAddr::V4(v4) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.v4)).unwrap_or(0);
+                IpAddr::V4(Ipv4Addr::from_bits(v4.to_bits() & mask))
             }
-            IpAddr::V6(v6) if self.v6 < 128 => {
-                Ipv6Net::new(v6, self.v6).map_or(IpAddr::V6(v6), |n| IpAddr::V6(n.network()))
+            IpAddr::V6(v6) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.v6)).unwrap_or(0);
+                IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & mask))
             }
-            other => other,
         }
     }
 }
@@ -218,13 +312,13 @@ pub const SHARED_IP_KEY: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 /// # Examples
 ///
 /// ```
-/// use limitcore_tower::{KeyExtractor, PeerIp};
+/// use limitcore_tower::{KeyExtractor, PeerIp, RequestHead};
 /// use std::net::{IpAddr, SocketAddr};
 ///
 /// let mut req = http::Request::new(());
 /// req.extensions_mut().insert("[2001:db8::5]:4000".parse::<SocketAddr>().unwrap());
-/// let (parts, ()) = req.into_parts();
-/// assert_eq!(PeerIp::new().extract(&parts), Some("2001:db8::".parse::<IpAddr>().unwrap()));
+/// let key = PeerIp::new().extract(RequestHead::from(&req));
+/// assert_eq!(key, Some("2001:db8::".parse::<IpAddr>().unwrap()));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PeerIp {
@@ -244,7 +338,7 @@ impl PeerIp {
     }
 }
 
-/// The peer's address from the request's extensions (see [`PeerIp`]), as it is.
+/// The peer's address from a request's extensions (see [`PeerIp`]), as it is.
 ///
 /// # Examples
 ///
@@ -254,26 +348,26 @@ impl PeerIp {
 /// let mut req = http::Request::new(());
 /// let peer: SocketAddr = "192.0.2.1:5000".parse().unwrap();
 /// req.extensions_mut().insert(peer);
-/// assert_eq!(limitcore_tower::peer_addr(&req.into_parts().0), Some(peer));
+/// assert_eq!(limitcore_tower::peer_addr(req.extensions()), Some(peer));
 /// ```
-pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+#[inline]
+pub fn peer_addr(extensions: &Extensions) -> Option<SocketAddr> {
     #[cfg(feature = "axum")]
-    if let Some(axum::extract::ConnectInfo(addr)) = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    if let Some(axum::extract::ConnectInfo(addr)) =
+        extensions.get::<axum::extract::ConnectInfo<SocketAddr>>()
     {
         return Some(*addr);
     }
-    parts.extensions.get::<SocketAddr>().copied()
+    extensions.get::<SocketAddr>().copied()
 }
 
 impl KeyExtractor for PeerIp {
     type Key = IpAddr;
 
     #[inline]
-    fn extract(&self, parts: &Parts) -> Option<IpAddr> {
-        let ip = peer_addr(parts)?.ip();
-        (!ip.to_canonical().is_unspecified()).then(|| self.prefix.key(ip))
+    fn extract(&self, head: RequestHead<'_>) -> Option<IpAddr> {
+        let ip = peer_addr(head.extensions())?.ip().to_canonical();
+        (!ip.is_unspecified()).then(|| self.prefix.key_of_canonical(ip))
     }
 
     fn shared_key(&self) -> Option<IpAddr> {
@@ -372,7 +466,7 @@ impl Trust {
 /// # Examples
 ///
 /// ```
-/// use limitcore_tower::{ForwardHeader, ForwardedIp, KeyExtractor, Trust};
+/// use limitcore_tower::{ForwardHeader, ForwardedIp, KeyExtractor, RequestHead, Trust};
 /// use std::net::IpAddr;
 ///
 /// let behind_one_proxy = ForwardedIp::new(ForwardHeader::XForwardedFor, Trust::Hops(1));
@@ -380,8 +474,8 @@ impl Trust {
 ///     // The client wrote "6.6.6.6"; the proxy appended the address it saw.
 ///     .header("x-forwarded-for", "6.6.6.6, 192.0.2.9")
 ///     .body(()).unwrap();
-/// let (parts, ()) = req.into_parts();
-/// assert_eq!(behind_one_proxy.extract(&parts), Some("192.0.2.9".parse::<IpAddr>().unwrap()));
+/// let key = behind_one_proxy.extract(RequestHead::from(&req));
+/// assert_eq!(key, Some("192.0.2.9".parse::<IpAddr>().unwrap()));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ForwardedIp {
@@ -411,7 +505,7 @@ impl ForwardedIp {
     /// # Examples
     ///
     /// ```
-    /// use limitcore_tower::{ForwardHeader, ForwardedIp, Trust};
+    /// use limitcore_tower::{ForwardHeader, ForwardedIp, RequestHead, Trust};
     /// use std::net::{IpAddr, SocketAddr};
     ///
     /// let proxies = Trust::networks(["10.0.0.0/8"]).unwrap();
@@ -420,21 +514,21 @@ impl ForwardedIp {
     ///     .header("forwarded", "for=203.0.113.1, for=\"[2001:db8::77]:5000\", for=10.1.2.3")
     ///     .body(()).unwrap();
     /// req.extensions_mut().insert("10.0.0.1:443".parse::<SocketAddr>().unwrap()); // a proxy
-    /// let (parts, ()) = req.into_parts();
     /// // From the right: 10.1.2.3 is a proxy, 2001:db8::77 is not: the client.
-    /// assert_eq!(fwd.client_ip(&parts), Some("2001:db8::77".parse::<IpAddr>().unwrap()));
+    /// let client = fwd.client_ip(RequestHead::from(&req));
+    /// assert_eq!(client, Some("2001:db8::77".parse::<IpAddr>().unwrap()));
     /// ```
-    pub fn client_ip(&self, parts: &Parts) -> Option<IpAddr> {
+    pub fn client_ip(&self, head: RequestHead<'_>) -> Option<IpAddr> {
         match &self.trust {
-            Trust::Hops(0) => peer_addr(parts).map(|a| a.ip()),
-            Trust::Hops(n) => self.nodes_from_right(parts).nth(n - 1).flatten(),
+            Trust::Hops(0) => peer_addr(head.extensions()).map(|a| a.ip()),
+            Trust::Hops(n) => self.nodes_from_right(head).nth(n - 1).flatten(),
             Trust::Networks(nets) => {
-                let peer = peer_addr(parts)?.ip();
+                let peer = peer_addr(head.extensions())?.ip();
                 if !Trust::trusts(nets, peer) {
                     return Some(peer);
                 }
                 let mut leftmost = None;
-                for node in self.nodes_from_right(parts) {
+                for node in self.nodes_from_right(head) {
                     let ip = node?;
                     if !Trust::trusts(nets, ip) {
                         return Some(ip);
@@ -450,13 +544,16 @@ impl ForwardedIp {
 
     /// The entries of the header, from the right, each parsed as a node (`None`: not an
     /// address).
-    fn nodes_from_right<'a>(&self, parts: &'a Parts) -> impl Iterator<Item = Option<IpAddr>> + 'a {
+    fn nodes_from_right<'a>(
+        &self,
+        head: RequestHead<'a>,
+    ) -> impl Iterator<Item = Option<IpAddr>> + 'a {
         let header = self.header;
         let name: &HeaderName = match header {
             ForwardHeader::XForwardedFor => &X_FORWARDED_FOR,
             ForwardHeader::Forwarded => &FORWARDED,
         };
-        entries_from_right(parts.headers.get_all(name)).map(move |entry| match header {
+        entries_from_right(head.headers().get_all(name)).map(move |entry| match header {
             ForwardHeader::XForwardedFor => parse_node(entry),
             ForwardHeader::Forwarded => forwarded_for(entry).and_then(parse_node),
         })
@@ -470,8 +567,8 @@ impl KeyExtractor for ForwardedIp {
     type Key = IpAddr;
 
     #[inline]
-    fn extract(&self, parts: &Parts) -> Option<IpAddr> {
-        self.client_ip(parts).map(|ip| self.prefix.key(ip))
+    fn extract(&self, head: RequestHead<'_>) -> Option<IpAddr> {
+        self.client_ip(head).map(|ip| self.prefix.key(ip))
     }
 
     fn shared_key(&self) -> Option<IpAddr> {
@@ -491,11 +588,11 @@ impl KeyExtractor for ForwardedIp {
 /// # Examples
 ///
 /// ```
-/// use limitcore_tower::{HeaderKey, KeyExtractor};
+/// use limitcore_tower::{HeaderKey, KeyExtractor, RequestHead};
 ///
 /// let by_api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
-/// let (parts, ()) = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap().into_parts();
-/// assert_eq!(by_api_key.extract(&parts).unwrap(), "k-123");
+/// let req = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap();
+/// assert_eq!(by_api_key.extract(RequestHead::from(&req)).unwrap(), "k-123");
 /// ```
 #[derive(Debug, Clone)]
 pub struct HeaderKey {
@@ -514,11 +611,11 @@ impl HeaderKey {
     /// # Examples
     ///
     /// ```
-    /// use limitcore_tower::{HeaderKey, KeyExtractor};
+    /// use limitcore_tower::{HeaderKey, KeyExtractor, RequestHead};
     ///
     /// let short = HeaderKey::new(http::HeaderName::from_static("x-api-key")).with_max_len(8);
-    /// let (parts, ()) = http::Request::get("/").header("x-api-key", "a-very-long-key").body(()).unwrap().into_parts();
-    /// assert_eq!(short.extract(&parts), None); // too long: the missing-key answer
+    /// let req = http::Request::get("/").header("x-api-key", "a-very-long-key").body(()).unwrap();
+    /// assert_eq!(short.extract(RequestHead::from(&req)), None); // too long: the missing-key answer
     /// ```
     pub fn with_max_len(mut self, max_len: usize) -> Self {
         self.max_len = max_len;
@@ -529,8 +626,9 @@ impl HeaderKey {
 impl KeyExtractor for HeaderKey {
     type Key = HeaderValue;
 
-    fn extract(&self, parts: &Parts) -> Option<HeaderValue> {
-        let mut values = parts.headers.get_all(&self.name).into_iter();
+    #[inline]
+    fn extract(&self, head: RequestHead<'_>) -> Option<HeaderValue> {
+        let mut values = head.headers().get_all(&self.name).into_iter();
         let value = values.next()?;
         if values.next().is_some() || value.is_empty() || value.len() > self.max_len {
             return None;
@@ -543,18 +641,18 @@ impl KeyExtractor for HeaderKey {
     }
 }
 
-/// A closure as the extractor: `Fn(&Parts) -> Option<K>`. No shared key: requests for which
-/// it returns `None` are refused with 400 Bad Request unless the layer is given a
+/// A closure as the extractor: `Fn(RequestHead<'_>) -> Option<K>`. No shared key: requests
+/// for which it returns `None` are refused with 400 Bad Request unless the layer is given a
 /// [`MissingKey::Shared`] key.
 ///
 /// # Examples
 ///
 /// ```
-/// use limitcore_tower::{FnKey, KeyExtractor};
+/// use limitcore_tower::{FnKey, KeyExtractor, RequestHead};
 ///
-/// let by_method = FnKey::new(|parts: &http::request::Parts| Some(parts.method.clone()));
-/// let (parts, ()) = http::Request::post("/").body(()).unwrap().into_parts();
-/// assert_eq!(by_method.extract(&parts), Some(http::Method::POST));
+/// let by_method = FnKey::new(|head: RequestHead<'_>| Some(head.method().clone()));
+/// let req = http::Request::post("/").body(()).unwrap();
+/// assert_eq!(by_method.extract(RequestHead::from(&req)), Some(http::Method::POST));
 /// ```
 #[derive(Clone)]
 pub struct FnKey<F> {
@@ -576,13 +674,13 @@ impl<F> fmt::Debug for FnKey<F> {
 
 impl<F, K> KeyExtractor for FnKey<F>
 where
-    F: Fn(&Parts) -> Option<K> + Send + Sync + 'static,
+    F: Fn(RequestHead<'_>) -> Option<K> + Send + Sync + 'static,
     K: Send + Sync + 'static,
 {
     type Key = K;
 
     #[inline]
-    fn extract(&self, parts: &Parts) -> Option<K> {
-        (self.f)(parts)
+    fn extract(&self, head: RequestHead<'_>) -> Option<K> {
+        (self.f)(head)
     }
 }

@@ -1,10 +1,10 @@
 //! [`RateLimitLayer`] and its service [`RateLimit`].
 
+use crate::body::RefusalBody;
 use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
-use crate::key::{KeyExtractor, MissingKey, PeerIp};
+use crate::key::{KeyExtractor, MissingKey, PeerIp, RequestHead};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
 use limitcore::clock::Nanos;
 use limitcore::rules::GcraRule;
 use limitcore::{
@@ -21,10 +21,6 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::time::Sleep;
 use tower::{Layer, Service};
-
-/// The body of a response from [`RateLimit`]: the inner service's body, or the layer's own
-/// refusal body.
-pub type ResponseBody<B> = Either<B, Full<Bytes>>;
 
 /// What the layer did with a request, put into the response's extensions for logging and
 /// metrics (as nginx's `$limit_req_status`: `PASSED`, `DELAYED`, `REJECTED`,
@@ -133,62 +129,126 @@ struct Shared<X: KeyExtractor, L> {
     dry_run: bool,
     status: StatusCode,
     fields: Fields,
+    /// Admissions carry the state fields ([`RateLimitHeaders::Always`]).
+    state_on_pass: bool,
+    /// Refusals carry the state fields (not [`RateLimitHeaders::Off`], not a dry run).
+    state_on_refusal: bool,
+    /// Responses carry the [`Outcome`] extension ([`Builder::outcome_extension`]).
+    outcome: bool,
 }
 
-/// A verdict and the state the decision left.
+/// A verdict and the state the decision left, when a response will carry it.
 struct Verdict {
     outcome: Outcome,
-    state: Snapshot,
+    /// The state of the decision that made `outcome`: present whenever the response carries
+    /// state fields.
+    state: Option<Snapshot>,
 }
 
 impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
-    /// The decision for `key`, now: one `decide_n_at` (the state comes with it); in delay
-    /// mode, a refusal is followed by a reservation at the same instant.
+    /// The decision for `key`, now; in delay mode, a refusal is followed by a reservation at
+    /// the same instant.
+    ///
+    /// When the response to an admission carries no state fields (the default), the
+    /// decision is a `try_acquire_n_at`, which computes no state. Its refusal took nothing
+    /// (the limiter's contract), so when a refusal's response carries the fields, the
+    /// request is decided again at the same instant by `decide_n_at`, and that decision is
+    /// the request's: its result (an admission if the key's state moved in between) and its
+    /// own state make the response. Every response with fields thus reports the state of
+    /// the decision that made it, never a second read.
     #[inline]
     fn decide(&self, key: &X::Key) -> Verdict {
         let now = self.limiter.now();
+        if !self.state_on_pass {
+            match self.limiter.try_acquire_n_at(key, 1, now) {
+                Ok(()) => {
+                    return Verdict {
+                        outcome: Outcome::Passed,
+                        state: None,
+                    };
+                }
+                Err(denied) if !self.state_on_refusal => {
+                    return Verdict {
+                        outcome: self.report(self.refused(key, now, denied)),
+                        state: None,
+                    };
+                }
+                Err(_) => {}
+            }
+        }
+        self.decide_with_state(key, now)
+    }
+
+    /// One `decide_n_at` (the state comes with it), then as [`Shared::decide`].
+    #[inline]
+    fn decide_with_state(&self, key: &X::Key, now: Nanos) -> Verdict {
         let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
         let outcome = match result {
             Ok(()) => Outcome::Passed,
-            Err(denied) => match &self.delay {
-                Some(delay) if denied.retry_after().is_some() => {
-                    match (delay.reserve)(&self.limiter, key, now, delay.max_wait) {
-                        Ok(r) if r.delay().is_zero() => Outcome::Passed,
-                        Ok(r) => Outcome::Delayed { wait: r.delay() },
-                        Err(denied) => Outcome::Rejected {
-                            retry_after: denied.retry_after(),
-                        },
-                    }
-                }
-                _ => Outcome::Rejected {
-                    retry_after: denied.retry_after(),
-                },
-            },
+            Err(denied) => self.refused(key, now, denied),
         };
-        let outcome = if self.dry_run { outcome.dry() } else { outcome };
-        Verdict { outcome, state }
+        Verdict {
+            outcome: self.report(outcome),
+            state: Some(state),
+        }
     }
 
+    /// What a refusal of the limiter becomes: in delay mode, a reservation of the next slot
+    /// when waiting helps, at the same instant; else a rejection.
+    fn refused(&self, key: &X::Key, now: Nanos, denied: Denied) -> Outcome {
+        match &self.delay {
+            Some(delay) if denied.retry_after().is_some() => {
+                match (delay.reserve)(&self.limiter, key, now, delay.max_wait) {
+                    Ok(r) if r.delay().is_zero() => Outcome::Passed,
+                    Ok(r) => Outcome::Delayed { wait: r.delay() },
+                    Err(denied) => Outcome::Rejected {
+                        retry_after: denied.retry_after(),
+                    },
+                }
+            }
+            _ => Outcome::Rejected {
+                retry_after: denied.retry_after(),
+            },
+        }
+    }
+
+    /// `outcome` as reported: its dry-run form in a dry run.
+    #[inline]
+    fn report(&self, outcome: Outcome) -> Outcome {
+        if self.dry_run { outcome.dry() } else { outcome }
+    }
+
+    #[cold]
     fn refusal(
         &self,
         key: &X::Key,
         verdict: &Verdict,
         retry_after: Option<Duration>,
-    ) -> Response<Full<Bytes>> {
+    ) -> Response<Bytes> {
         let mut headers = HeaderMap::new();
-        let quota = self.limiter.quota_for(key);
+        let quota = verdict.state.as_ref().map(|_| self.limiter.quota_for(key));
         let body = self.fields.refusal(
             &mut headers,
             self.status,
             retry_after,
-            &quota,
-            &verdict.state,
+            quota.as_ref().zip(verdict.state.as_ref()),
         );
-        let mut response = Response::new(Full::new(body));
+        let mut response = Response::new(body);
         *response.status_mut() = self.status;
         *response.headers_mut() = headers;
-        response.extensions_mut().insert(verdict.outcome);
+        if self.outcome {
+            response.extensions_mut().insert(verdict.outcome);
+        }
         response
+    }
+
+    /// The state fields of an admission, when it carries them.
+    #[cold]
+    fn pass_fields(&self, key: &X::Key, state: &Snapshot) -> Box<HeaderMap> {
+        let mut headers = HeaderMap::new();
+        self.fields
+            .write_state(&mut headers, &self.limiter.quota_for(key), state);
+        Box::new(headers)
     }
 }
 
@@ -219,7 +279,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
 ///   `max_wait` away, else refused; see [`LimitReq`](crate::LimitReq) for nginx's `burst`,
 ///   `delay=` and `nodelay`); dry run ([`Builder::dry_run`]: decide, report, never refuse
 ///   or delay).
-/// - **Outcome.** Every response the layer decided on carries an [`Outcome`] extension.
+/// - **Outcome.** Every response the layer decided on carries an [`Outcome`] extension
+///   (unless turned off with [`Builder::outcome_extension`]).
+/// - **Body.** The response type is the inner service's, `Response<B>`: a passed response
+///   goes out as the inner service made it. The layer writes its own responses in `B`
+///   ([`RefusalBody`]: axum's `Body`, `Full<Bytes>`, `String`, the boxed bodies; any other
+///   body mapped to `Either::Left`).
 ///
 /// # Fields
 ///
@@ -309,6 +374,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
             legacy: false,
             problem: false,
             policy: "default".to_owned(),
+            outcome: true,
         }
     }
 
@@ -410,6 +476,7 @@ pub struct Builder<X: KeyExtractor, L> {
     legacy: bool,
     problem: bool,
     policy: String,
+    outcome: bool,
 }
 
 impl<X: KeyExtractor, L> fmt::Debug for Builder<X, L> {
@@ -446,7 +513,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     ///     .on_missing_key(MissingKey::Reject(StatusCode::FORBIDDEN))
     ///     .build()?;
     /// let svc = layer.layer(service_fn(|_: Request<()>| async {
-    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     /// // No peer address in the request's extensions: no key.
     /// let response = svc.oneshot(Request::new(())).await?;
@@ -492,7 +559,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     ///     .delay(Duration::from_millis(120))
     ///     .build()?;
     /// let mut svc = layer.layer(service_fn(|_: Request<()>| async {
-    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     /// let mut pending = Vec::new();
     /// for _ in 0..4 {
@@ -539,7 +606,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     ///
     /// let layer = RateLimitLayer::global("1/min".parse()?)?.dry_run(true).build()?;
     /// let svc = layer.layer(service_fn(|_: Request<()>| async {
-    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     /// let _ = svc.clone().oneshot(Request::new(())).await?;
     /// let second = svc.oneshot(Request::new(())).await?;
@@ -583,7 +650,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     ///     .legacy_headers(true)
     ///     .build()?;
     /// let svc = layer.layer(service_fn(|_: Request<()>| async {
-    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     /// }));
     /// let response = svc.oneshot(Request::new(())).await?;
     /// let h = response.headers();
@@ -608,6 +675,37 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
         self
     }
 
+    /// Whether responses carry the [`Outcome`] extension (default `true`). Turned off, the
+    /// layer writes none, on any response: a passed response then costs no allocation of
+    /// the response's extension map (about 40 ns a request on this machine's 2 cores; see
+    /// BENCHMARKS.md), for services that do not log or count outcomes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::{Outcome, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let layer = RateLimitLayer::global("1/min".parse()?)?.outcome_extension(false).build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let passed = svc.clone().oneshot(Request::new(())).await?;
+    /// assert!(passed.extensions().get::<Outcome>().is_none());
+    /// let refused = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(refused.status(), http::StatusCode::TOO_MANY_REQUESTS);
+    /// assert!(refused.extensions().get::<Outcome>().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn outcome_extension(mut self, on: bool) -> Self {
+        self.outcome = on;
+        self
+    }
+
     /// The policy name in the `RateLimit` fields and the problem body (default
     /// `"default"`).
     pub fn policy_name(mut self, name: impl Into<String>) -> Self {
@@ -622,6 +720,8 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// [`InvalidPolicyName`] if the policy name is empty or not printable ASCII.
     pub fn build(self) -> Result<RateLimitLayer<X, L>, InvalidPolicyName> {
         let (policy_sf, policy_json) = quote_policy(&self.policy)?;
+        let state_on_pass = self.headers == RateLimitHeaders::Always;
+        let state_on_refusal = self.headers != RateLimitHeaders::Off && !self.dry_run;
         let missing = match self.missing {
             Some(answer) => answer,
             None => match self.extractor.shared_key() {
@@ -640,10 +740,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
                 fields: Fields {
                     policy_sf,
                     policy_json,
-                    ratelimit: self.headers,
                     legacy: self.legacy,
                     problem: self.problem,
                 },
+                state_on_pass,
+                state_on_refusal,
+                outcome: self.outcome,
             }),
         })
     }
@@ -709,10 +811,11 @@ impl<S: fmt::Debug, X: KeyExtractor, L> fmt::Debug for RateLimit<S, X, L> {
 impl<S, X, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, X, L>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ResBody: RefusalBody,
     X: KeyExtractor,
     L: KeyedRateLimiter<X::Key>,
 {
-    type Response = Response<ResponseBody<ResBody>>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, S, Request<ReqBody>>;
 
@@ -721,18 +824,15 @@ where
         self.inner.poll_ready(cx)
     }
 
+    #[inline]
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let shared = &*self.shared;
-        let (parts, body) = req.into_parts();
-        let extracted = shared.extractor.extract(&parts);
+        // The key is read from the request as it is (no split into parts and rebuild).
+        let extracted = shared.extractor.extract(RequestHead::from(&req));
         let key = match (&extracted, &shared.missing) {
             (Some(key), _) | (None, MissingKey::Shared(key)) => key,
             (None, MissingKey::Reject(status)) => {
-                let mut response =
-                    Response::new(Full::new(Bytes::from_static(b"no rate-limit key\n")));
-                *response.status_mut() = *status;
-                response.extensions_mut().insert(Outcome::MissingKey);
-                return ResponseFuture::done(response);
+                return ResponseFuture::done(missing_key(*status, shared.outcome));
             }
         };
         let verdict = shared.decide(key);
@@ -740,16 +840,11 @@ where
             return ResponseFuture::done(shared.refusal(key, &verdict, retry_after));
         }
         let post = Post {
-            outcome: verdict.outcome,
-            fields: (shared.fields.ratelimit == RateLimitHeaders::Always).then(|| {
-                let mut headers = HeaderMap::new();
-                shared.fields.write_state(
-                    &mut headers,
-                    &shared.limiter.quota_for(key),
-                    &verdict.state,
-                );
-                Box::new(headers)
-            }),
+            outcome: shared.outcome.then_some(verdict.outcome),
+            fields: match &verdict.state {
+                Some(state) if shared.state_on_pass => Some(shared.pass_fields(key, state)),
+                _ => None,
+            },
         };
         match verdict.outcome {
             Outcome::Delayed { wait } => {
@@ -759,14 +854,14 @@ where
                 ResponseFuture {
                     state: State::Wait {
                         sleep: Box::pin(tokio::time::sleep(wait)),
-                        call: Some(Box::new((ready, Request::from_parts(parts, body)))),
+                        call: Some(Box::new((ready, req))),
                     },
                     post,
                 }
             }
             _ => ResponseFuture {
                 state: State::Call {
-                    fut: self.inner.call(Request::from_parts(parts, body)),
+                    fut: self.inner.call(req),
                 },
                 post,
             },
@@ -774,9 +869,21 @@ where
     }
 }
 
+/// The answer to a request with no usable key, refused with `status`.
+#[cold]
+fn missing_key(status: StatusCode, outcome: bool) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from_static(b"no rate-limit key\n"));
+    *response.status_mut() = status;
+    if outcome {
+        response.extensions_mut().insert(Outcome::MissingKey);
+    }
+    response
+}
+
 /// What a passed response gets on its way out.
 struct Post {
-    outcome: Outcome,
+    /// The outcome, unless the layer writes none ([`Builder::outcome_extension`]).
+    outcome: Option<Outcome>,
     fields: Option<Box<HeaderMap>>,
 }
 
@@ -799,18 +906,18 @@ pin_project! {
     enum State<F, S, R> {
         Call { #[pin] fut: F },
         Wait { sleep: Pin<Box<Sleep>>, call: Option<Box<(S, R)>> },
-        Done { response: Option<Response<Full<Bytes>>> },
+        Done { response: Option<Response<Bytes>> },
     }
 }
 
 impl<F, S, R> ResponseFuture<F, S, R> {
-    fn done(response: Response<Full<Bytes>>) -> Self {
+    fn done(response: Response<Bytes>) -> Self {
         ResponseFuture {
             state: State::Done {
                 response: Some(response),
             },
             post: Post {
-                outcome: Outcome::Passed,
+                outcome: None,
                 fields: None,
             },
         }
@@ -829,20 +936,23 @@ impl<F, S, R, B, E> Future for ResponseFuture<F, S, R>
 where
     F: Future<Output = Result<Response<B>, E>>,
     S: Service<R, Future = F, Response = Response<B>, Error = E>,
+    B: RefusalBody,
 {
-    type Output = Result<Response<ResponseBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
             let this = self.as_mut().project();
             match this.state.project() {
                 StateProj::Call { fut } => {
-                    let mut response = ready!(fut.poll(cx))?.map(Either::Left);
+                    let mut response = ready!(fut.poll(cx))?;
                     let post = this.post;
                     if let Some(fields) = post.fields.take() {
                         crate::headers::merge(response.headers_mut(), *fields);
                     }
-                    response.extensions_mut().insert(post.outcome);
+                    if let Some(outcome) = post.outcome {
+                        response.extensions_mut().insert(outcome);
+                    }
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Wait { sleep, call } => {
@@ -858,7 +968,7 @@ where
                     let Some(response) = response.take() else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    return Poll::Ready(Ok(response.map(Either::Right)));
+                    return Poll::Ready(Ok(response.map(B::refusal)));
                 }
             }
         }

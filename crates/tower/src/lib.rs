@@ -11,10 +11,11 @@
 //!   `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers); modes reject, delay and
 //!   dry run, as nginx's `limit_req` ([`LimitReq`] for its `burst`, `delay=`, `nodelay`);
 //!   an [`Outcome`] in every response's extensions.
-//! - Keys ([`key`]): global, the peer address ([`PeerIp`]), the client behind trusted
-//!   proxies from `X-Forwarded-For` or `Forwarded` (RFC 7239) read from the right
-//!   ([`ForwardedIp`]), IPv6 by /64 ([`IpPrefix`]), a header ([`HeaderKey`]), a closure
-//!   ([`FnKey`]); a documented answer for requests with no usable key ([`MissingKey`]).
+//! - Keys ([`key`]), read from the request's head as it is ([`RequestHead`]): global, the
+//!   peer address ([`PeerIp`]), the client behind trusted proxies from `X-Forwarded-For` or
+//!   `Forwarded` (RFC 7239) read from the right ([`ForwardedIp`]), IPv6 by /64
+//!   ([`IpPrefix`]), a header ([`HeaderKey`]), a closure ([`FnKey`]); a documented answer
+//!   for requests with no usable key ([`MissingKey`]).
 //! - [`PaceLayer`]: the client side, each outgoing request started at its own slot.
 //!
 //! # Quick start (axum)
@@ -59,6 +60,7 @@
 //! `ngx_http_limit_req_module` (burst, delay, nodelay, dry run).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod body;
 mod forwarded;
 mod headers;
 pub mod key;
@@ -66,13 +68,12 @@ mod layer;
 mod limit_req;
 mod pace;
 
+pub use body::RefusalBody;
 pub use headers::{InvalidPolicyName, RateLimitHeaders, delay_seconds};
 pub use key::{
     FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix, KeyExtractor,
-    MissingKey, PeerIp, SHARED_IP_KEY, Trust, peer_addr,
+    MissingKey, PeerIp, RequestHead, SHARED_IP_KEY, Trust, peer_addr,
 };
-pub use layer::{
-    Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture,
-};
+pub use layer::{Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseFuture};
 pub use limit_req::LimitReq;
 pub use pace::{Pace, PaceFuture, PaceLayer};

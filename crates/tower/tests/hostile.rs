@@ -8,7 +8,7 @@ use limitcore::rules::GcraRule;
 use limitcore::{Keyed, KeyedRateLimiter, Quota};
 use limitcore_tower::{
     ForwardHeader, ForwardedIp, HeaderKey, IpPrefix, KeyExtractor, PeerIp, RateLimitLayer,
-    SHARED_IP_KEY, Trust,
+    RequestHead, SHARED_IP_KEY, Trust,
 };
 use proptest::prelude::*;
 use std::net::{IpAddr, SocketAddr};
@@ -77,13 +77,13 @@ proptest! {
     fn forwarding_headers_never_panic(lines in prop::collection::vec(field_line(), 0..6)) {
         for (name, extractor) in extractors() {
             let p = parts(name, &lines, Some("127.0.0.1:9"));
-            if let Some(key) = extractor.extract(&p) {
+            if let Some(key) = extractor.extract(RequestHead::from(&p)) {
                 prop_assert_ne!(key, SHARED_IP_KEY);
             }
-            let _ = extractor.client_ip(&p);
+            let _ = extractor.client_ip(RequestHead::from(&p));
         }
         let by_header = HeaderKey::new(http::HeaderName::from_static("x-forwarded-for"));
-        let _ = by_header.extract(&parts("x-forwarded-for", &lines, None));
+        let _ = by_header.extract(RequestHead::from(&parts("x-forwarded-for", &lines, None)));
     }
 
     /// Whatever the client wrote to the left, the key is the entry the trusted proxy
@@ -113,10 +113,30 @@ proptest! {
             }
             let p = parts(name, &lines, Some("10.0.0.1:443"));
             let one_proxy = ForwardedIp::new(header, Trust::Hops(1));
-            prop_assert_eq!(one_proxy.extract(&p), Some(ip(&proxy_saw)));
+            prop_assert_eq!(one_proxy.extract(RequestHead::from(&p)), Some(ip(&proxy_saw)));
             let trusted = ForwardedIp::new(header, Trust::networks(["10.0.0.0/8"]).unwrap());
-            prop_assert_eq!(trusted.extract(&p), Some(ip(&proxy_saw)));
+            prop_assert_eq!(trusted.extract(RequestHead::from(&p)), Some(ip(&proxy_saw)));
         }
+    }
+}
+
+proptest! {
+    /// An address's key is its canonical form's network at the prefix length, as `ipnet`
+    /// computes it, for every length (the layer masks the bits itself).
+    #[test]
+    fn prefix_keys_are_the_networks(bits in any::<u128>(), v4 in 0u8..=32, v6 in 0u8..=128) {
+        let prefix = IpPrefix::new(v4, v6).unwrap();
+        let v6_addr = std::net::Ipv6Addr::from(bits);
+        let v4_addr = std::net::Ipv4Addr::from(bits as u32);
+        let mapped = v4_addr.to_ipv6_mapped();
+        let net4 = ipnet::Ipv4Net::new(v4_addr, v4).unwrap().network();
+        prop_assert_eq!(prefix.key(IpAddr::V4(v4_addr)), IpAddr::V4(net4));
+        prop_assert_eq!(prefix.key(IpAddr::V6(mapped)), IpAddr::V4(net4));
+        let expected = match v6_addr.to_ipv4_mapped() {
+            Some(inner) => IpAddr::V4(ipnet::Ipv4Net::new(inner, v4).unwrap().network()),
+            None => IpAddr::V6(ipnet::Ipv6Net::new(v6_addr, v6).unwrap().network()),
+        };
+        prop_assert_eq!(prefix.key(IpAddr::V6(v6_addr)), expected);
     }
 }
 
@@ -124,11 +144,11 @@ proptest! {
 fn address_variants_have_documented_keys() {
     let one = ForwardedIp::new(ForwardHeader::XForwardedFor, Trust::Hops(1));
     let key = |entry: &str| {
-        one.extract(&parts(
+        one.extract(RequestHead::from(&parts(
             "x-forwarded-for",
             &[HeaderValue::from_str(entry).unwrap()],
             None,
-        ))
+        )))
     };
     // IPv4-mapped IPv6 is IPv4; IPv6 by /64; ports and brackets are accepted.
     assert_eq!(key("::ffff:192.0.2.1"), Some(ip("192.0.2.1")));
@@ -165,43 +185,54 @@ fn address_variants_have_documented_keys() {
     let mut lines = vec![junk; 1_000];
     lines.push(HeaderValue::from_static("203.0.113.9"));
     assert_eq!(
-        one.extract(&parts("x-forwarded-for", &lines, None)),
+        one.extract(RequestHead::from(&parts("x-forwarded-for", &lines, None))),
         Some(ip("203.0.113.9"))
     );
     // Fewer entries than trusted hops: no usable key, never a client entry.
     let two = ForwardedIp::new(ForwardHeader::XForwardedFor, Trust::Hops(2));
     assert_eq!(
-        two.extract(&parts(
+        two.extract(RequestHead::from(&parts(
             "x-forwarded-for",
             &[HeaderValue::from_static("203.0.113.9")],
             None
-        )),
+        ))),
         None
     );
     // Other prefixes.
     let coarse = PeerIp::new().with_prefix(IpPrefix::new(24, 48).unwrap());
     assert_eq!(
-        coarse.extract(&parts("x", &[], Some("192.0.2.77:1"))),
+        coarse.extract(RequestHead::from(&parts("x", &[], Some("192.0.2.77:1")))),
         Some(ip("192.0.2.0"))
     );
     assert_eq!(
-        coarse.extract(&parts("x", &[], Some("[2001:db8:1:2:3::1]:1"))),
+        coarse.extract(RequestHead::from(&parts(
+            "x",
+            &[],
+            Some("[2001:db8:1:2:3::1]:1")
+        ))),
         Some(ip("2001:db8:1::"))
     );
     assert_eq!(
-        coarse.extract(&parts("x", &[], Some("[::ffff:192.0.2.77]:1"))),
+        coarse.extract(RequestHead::from(&parts(
+            "x",
+            &[],
+            Some("[::ffff:192.0.2.77]:1")
+        ))),
         Some(ip("192.0.2.0"))
     );
-    assert_eq!(PeerIp::new().extract(&parts("x", &[], None)), None);
+    assert_eq!(
+        PeerIp::new().extract(RequestHead::from(&parts("x", &[], None))),
+        None
+    );
     assert!(IpPrefix::new(33, 64).is_err() && IpPrefix::new(32, 129).is_err());
     // Forwarded: a repeated `for` in one element, or a quoted value with escapes, is no address.
     let fwd = ForwardedIp::new(ForwardHeader::Forwarded, Trust::Hops(1));
     let fkey = |v: &str| {
-        fwd.extract(&parts(
+        fwd.extract(RequestHead::from(&parts(
             "forwarded",
             &[HeaderValue::from_str(v).unwrap()],
             None,
-        ))
+        )))
     };
     assert_eq!(fkey("for=192.0.2.1;for=192.0.2.2"), None);
     assert_eq!(fkey("for=\"192.0.2\\.1\""), None);
@@ -240,7 +271,7 @@ async fn a_flood_of_fresh_addresses_stays_within_the_key_bound() {
     .build()
     .unwrap();
     let inner = tower::service_fn(|_req: Request<()>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(()))
+        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
     });
     let mut svc = layer.layer(inner);
     let xff = http::HeaderName::from_static("x-forwarded-for");
@@ -320,6 +351,8 @@ fn peer_ip_reads_axum_connect_info() {
     ));
     req.extensions_mut()
         .insert("198.51.100.1:80".parse::<SocketAddr>().unwrap());
-    let (parts, ()) = req.into_parts();
-    assert_eq!(PeerIp::new().extract(&parts), Some(ip("192.0.2.5")));
+    assert_eq!(
+        PeerIp::new().extract(RequestHead::from(&req)),
+        Some(ip("192.0.2.5"))
+    );
 }

@@ -435,6 +435,39 @@ async fn plain_hyper_stack_keys_by_the_peer_extension() {
     assert_eq!(layer.limiter().len(), 1);
 }
 
+/// An inner service whose body the layer cannot write in (here `Empty`, as hyper's
+/// `Incoming` in a proxy) is mapped to `Either::Left`: passed
+/// responses keep the inner body, the layer's refusals are the `Either::Right` side.
+#[tokio::test]
+async fn any_inner_body_through_either() {
+    use http_body_util::{Either, Empty};
+    let clock = ManualClock::new();
+    let inner = tower::service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+        let mut response = http::Response::new(Empty::<bytes::Bytes>::new());
+        response
+            .headers_mut()
+            .insert("x-inner", "1".parse().unwrap());
+        Ok::<_, std::convert::Infallible>(response)
+    });
+    let layer = RateLimitLayer::builder(per_ip("1/s", &clock), PeerIp::new())
+        .build()
+        .unwrap();
+    let svc = tower::ServiceBuilder::new()
+        .layer(layer)
+        .map_response(|r: http::Response<Empty<bytes::Bytes>>| r.map(Either::Left))
+        .service(inner);
+    let addr = serve_hyper(svc).await;
+    let c = client();
+    let passed = fetch(&c, addr, "/", &[]).await;
+    assert_eq!(passed.status, StatusCode::OK);
+    assert_eq!(passed.header("x-inner"), Some("1"));
+    assert!(passed.body.is_empty());
+    let refused = fetch(&c, addr, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("x-inner"), None);
+    assert!(!refused.body.is_empty(), "the layer's refusal body");
+}
+
 /// Per client and global at once, all or nothing (`All` over `Keyed` and `Global`), keyed
 /// by the client address behind one trusted proxy.
 #[tokio::test]
