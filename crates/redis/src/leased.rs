@@ -76,7 +76,8 @@ use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::rules::{Receipt, Rule};
 use limitcore::{
-    Decision, Denied, KeyedRateLimiter, Limiter, Quota, QuotaError, RateLimiter, Snapshot,
+    Decision, Denied, KeyHasher, KeyedRateLimiter, Limiter, Quota, QuotaError, RateLimiter,
+    Snapshot,
 };
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -159,6 +160,7 @@ impl LeaseRule {
         }
     }
 
+    #[inline]
     fn unpack(word: u64) -> (u32, bool, u64) {
         (
             (word >> (TIME_BITS + 1)) as u32,
@@ -167,6 +169,7 @@ impl LeaseRule {
         )
     }
 
+    #[inline]
     fn pack(cells: u32, blocked: bool, until_ms: u64) -> u64 {
         debug_assert!(cells <= MAX_CELLS);
         (u64::from(cells.min(MAX_CELLS)) << (TIME_BITS + 1))
@@ -174,6 +177,7 @@ impl LeaseRule {
             | until_ms.min(TIME_MASK)
     }
 
+    #[inline]
     fn until_ns(&self, until_ms: u64) -> Nanos {
         self.epoch
             .saturating_add(until_ms.saturating_mul(NS_PER_MS))
@@ -190,6 +194,7 @@ impl LeaseRule {
     }
 
     /// Cells `word` holds that may be spent at `now`.
+    #[inline]
     pub fn cells(&self, word: &u64, now: Nanos) -> u32 {
         let (cells, _, until) = Self::unpack(*word);
         if now < self.until_ns(until) {
@@ -200,6 +205,7 @@ impl LeaseRule {
     }
 
     /// Whether `word` is blocked by a Redis refusal at `now`, and until when (ns).
+    #[inline]
     pub fn blocked_until(&self, word: &u64, now: Nanos) -> Option<Nanos> {
         let (_, blocked, until) = Self::unpack(*word);
         let until = self.until_ns(until);
@@ -266,6 +272,7 @@ impl Rule for LeaseRule {
         })
     }
 
+    #[inline]
     fn snapshot(&self, word: &u64, now: Nanos) -> Snapshot {
         let full_after = self
             .blocked_until(word, now)
@@ -367,15 +374,32 @@ impl Default for LeaseConfig {
     }
 }
 
-/// One key's local state.
-struct Entry<C: Clock> {
-    counter: Limiter<LeaseRule, C>,
-    fetching: AtomicBool,
+/// The clock of a key's [`Limiter`]: none. Every decision on a key's word is given its time
+/// (the [`LeasedLimiter`]'s clock is read once per decision, by the caller), so the per-key
+/// limiter carries no clock of its own: a zero-sized stand-in, never read.
+#[derive(Debug, Clone, Copy)]
+struct Given;
+
+impl Clock for Given {
+    fn now(&self) -> Nanos {
+        // `Entry::counter` is private and only ever given explicit times (`update`, `state`,
+        // `snapshot_at`): nothing reads this clock.
+        unreachable!("a key's lease word is only decided at explicit times")
+    }
+}
+
+/// One key's local state. `repr(C)`, the hot fields first: the word every decision
+/// compare-and-swaps (with the rule beside it), then the two that the refill check of an
+/// admission reads; the fetch's statistics and the waiters' `Notify` after them.
+#[repr(C)]
+struct Entry {
+    counter: Limiter<LeaseRule, Given>,
     /// Current lease size (cells), `1 ..= L`.
     size: AtomicU32,
+    fetching: AtomicBool,
     /// When the last lease was installed (ns) and the cells held right after.
-    installed_at: AtomicU64,
     installed_cells: AtomicU32,
+    installed_at: AtomicU64,
     arrived: tokio::sync::Notify,
 }
 
@@ -384,7 +408,10 @@ struct Inner<C: Clock> {
     rule: LeaseRule,
     clock: C,
     config: LeaseConfig,
-    keys: papaya::HashMap<String, Arc<Entry<C>>>,
+    /// Per key, its entry: papaya (lock-free lookups: threads deciding on one hot key share
+    /// no lock word) hashing with the core's [`KeyHasher`] (aHash under random keys; see
+    /// BENCHMARKS.md, "limitcore-redis", for the lookup's cost against SipHash and dashmap).
+    keys: papaya::HashMap<String, Arc<Entry>, KeyHasher>,
     runtime: tokio::runtime::Handle,
     fallback: Fallback,
     /// Round-trip estimate of lease fetches, ns (EWMA, 1/8).
@@ -504,7 +531,12 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             rule,
             clock,
             config,
-            keys: papaya::HashMap::new(),
+            // Resizes in one blocking step, as the core's `PapayaStore`: papaya's incremental
+            // mode can leave a table filled by `get_or_insert` mid-migration, with long probes.
+            keys: papaya::HashMap::builder()
+                .hasher(KeyHasher::new())
+                .resize_mode(papaya::ResizeMode::Blocking)
+                .build(),
             runtime: tokio::runtime::Handle::current(),
             fallback: Fallback::new(policy, quota, cooldown),
             // A first guess until a fetch is measured: a loopback round trip, at most.
@@ -556,45 +588,176 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// decision came from: [`Source::Lease`] (held cells or a local block) or
     /// [`Source::Fallback`] (Redis unreachable and no cells held).
     pub fn decide_verdict_at(&self, key: &str, n: u32, now: Nanos) -> Verdict {
-        let inner = &self.inner;
-        let guard = inner.keys.pin();
-        let entry = match guard.get(key) {
-            Some(entry) => entry,
-            None => guard.get_or_insert_with(key.to_owned(), || Arc::new(inner.entry())),
-        };
-        let decision = entry.counter.decide_n_at(n, now);
-        match decision.result {
-            Ok(()) => {
-                // Relaxed: the lease size is a tuning hint; a stale one only moves the refill.
-                if n > 0 && decision.state.remaining <= entry.size.load(Ordering::Relaxed) / 2 {
-                    self.refill(entry, key, now, false);
-                }
-            }
-            Err(Denied::RateLimited { retry_after }) if retry_after == Duration::MAX => {
-                if inner.gcra.redis().is_open() {
-                    return inner.fallback.decide(key, n, inner.gcra.redis().nodes());
-                }
-                self.refill(entry, key, now, true);
-                return Verdict {
+        let guard = self.inner.keys.pin();
+        let entry = self.entry(&guard, key);
+        let rule = &self.inner.rule;
+        match self.spend(entry, n, now) {
+            Ok(word) => {
+                self.after_admission(entry, key, n, &word, now);
+                Verdict {
                     decision: Decision {
-                        result: Err(Denied::RateLimited {
-                            retry_after: self.rtt().max(Duration::from_micros(1)),
-                        }),
-                        state: decision.state,
+                        result: Ok(()),
+                        state: rule.snapshot(&word, now),
                     },
                     source: Source::Lease,
-                };
+                }
             }
-            Err(_) => {}
+            Err((denied, word)) => {
+                let state = rule.snapshot(&word, now);
+                match self.needs_lease(entry, key, n, denied, now) {
+                    Ok(retry_after) => Verdict {
+                        decision: Decision {
+                            result: Err(Denied::RateLimited { retry_after }),
+                            state,
+                        },
+                        source: Source::Lease,
+                    },
+                    Err(Some(fallback)) => fallback,
+                    Err(None) => Verdict {
+                        decision: Decision {
+                            result: Err(denied),
+                            state,
+                        },
+                        source: Source::Lease,
+                    },
+                }
+            }
         }
-        Verdict {
-            decision,
-            source: Source::Lease,
+    }
+
+    /// [`LeasedLimiter::decide_verdict_at`]'s result alone: the same decision, with no
+    /// snapshot of the key's state computed (what [`KeyedRateLimiter::try_acquire_n_at`]
+    /// returns).
+    #[inline]
+    fn try_decide_at(&self, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
+        let guard = self.inner.keys.pin();
+        let entry = self.entry(&guard, key);
+        match self.spend(entry, n, now) {
+            Ok(word) => {
+                self.after_admission(entry, key, n, &word, now);
+                Ok(())
+            }
+            Err((denied, _)) => match self.needs_lease(entry, key, n, denied, now) {
+                Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
+                Err(Some(fallback)) => fallback.decision.result,
+                Err(None) => Err(denied),
+            },
+        }
+    }
+
+    /// `key`'s entry, created (with no cells) on its first request. A lookup borrows the
+    /// key (`&str`); only a first request allocates it.
+    #[inline]
+    fn entry<'g>(
+        &self,
+        guard: &'g papaya::HashMapRef<'_, String, Arc<Entry>, KeyHasher, papaya::LocalGuard<'_>>,
+        key: &str,
+    ) -> &'g Arc<Entry> {
+        match guard.get(key) {
+            Some(entry) => entry,
+            None => self.insert(guard, key),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn insert<'g>(
+        &self,
+        guard: &'g papaya::HashMapRef<'_, String, Arc<Entry>, KeyHasher, papaya::LocalGuard<'_>>,
+        key: &str,
+    ) -> &'g Arc<Entry> {
+        guard.get_or_insert_with(key.to_owned(), || Arc::new(self.inner.entry()))
+    }
+
+    /// Take `n` cells from `entry`'s word at `now`, in the core's compare-and-swap loop
+    /// ([`Limiter::update`]), with the size checks every shell makes first (`n = 0` admits
+    /// and writes nothing, `n` above the capacity is [`Denied::ExceedsCapacity`]): the word
+    /// it left on admission, or the refusal with the word it saw. The same decision as the
+    /// limiter's `decide_n_at`, without building a snapshot inside the loop.
+    #[inline]
+    fn spend(&self, entry: &Entry, n: u32, now: Nanos) -> Result<u64, (Denied, u64)> {
+        let rule = &self.inner.rule;
+        if n > rule.capacity || n == 0 {
+            let word = entry.counter.state();
+            return if n == 0 {
+                Ok(word)
+            } else {
+                Err((
+                    Denied::ExceedsCapacity {
+                        capacity: rule.capacity,
+                    },
+                    word,
+                ))
+            };
+        }
+        entry.counter.update(|word| {
+            let seen = *word;
+            match rule.take(word, now, n) {
+                Ok(_) => Ok(*word),
+                Err(denied) => Err((denied, seen)),
+            }
+        })
+    }
+
+    /// After an admission that left `word`: fetch the next lease in the background when at
+    /// most half the lease size is left.
+    #[inline]
+    fn after_admission(&self, entry: &Arc<Entry>, key: &str, n: u32, word: &u64, now: Nanos) {
+        // The cells left: the admission succeeded at `now`, so the word's cells are valid.
+        let (left, _, _) = LeaseRule::unpack(*word);
+        // Relaxed: the lease size is a tuning hint; a stale one only moves the refill.
+        if n > 0 && left <= entry.size.load(Ordering::Relaxed) / 2 {
+            self.refill(entry, key, now, false);
+        }
+    }
+
+    /// After a refusal: `Ok(retry_after)` if the word needs a lease (its refusal carries
+    /// `Duration::MAX`) and one is now being fetched, `Err(Some(_))` if the outage policy
+    /// decided instead (the breaker is open), `Err(None)` if the refusal stands as it is
+    /// (a local block, or `n` above the capacity).
+    #[inline]
+    fn needs_lease(
+        &self,
+        entry: &Arc<Entry>,
+        key: &str,
+        n: u32,
+        denied: Denied,
+        now: Nanos,
+    ) -> Result<Duration, Option<Verdict>> {
+        match denied {
+            Denied::RateLimited { retry_after } if retry_after == Duration::MAX => {
+                let redis = self.inner.gcra.redis();
+                if redis.is_open() {
+                    return Err(Some(self.inner.fallback.decide(key, n, redis.nodes())));
+                }
+                self.refill(entry, key, now, true);
+                Ok(self.rtt().max(Duration::from_micros(1)))
+            }
+            _ => Err(None),
         }
     }
 
     /// Fetch the next lease for `key` in the background unless one is in flight.
-    fn refill(&self, entry: &Arc<Entry<C>>, key: &str, now: Nanos, dry: bool) {
+    #[inline]
+    fn refill(&self, entry: &Arc<Entry>, key: &str, now: Nanos, dry: bool) {
+        // Relaxed: a look before the swap, so that the decisions made while a fetch is in
+        // flight (every admission below half the lease size) read the slot instead of
+        // writing it; the swap below is what takes the slot (its Acquire pairs with the
+        // Release that ends a fetch). A stale `true` skips one attempt, which the next
+        // admission (or the refusal of a dry word) makes again.
+        if entry.fetching.load(Ordering::Relaxed) {
+            return;
+        }
+        self.start_fetch(entry, key, now, dry);
+    }
+
+    /// [`LeasedLimiter::refill`]'s slow part: take the fetch slot, size the lease and spawn
+    /// its fetch.
+    #[cold]
+    #[inline(never)]
+    fn start_fetch(&self, entry: &Arc<Entry>, key: &str, now: Nanos, dry: bool) {
+        // Acquire: pairs with the Release that ends the previous fetch (in `fetch`), so the
+        // lease statistics it wrote are seen below.
         if entry.fetching.swap(true, Ordering::Acquire) {
             return;
         }
@@ -674,13 +837,10 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     }
 }
 
-impl<C: Clock> Inner<C>
-where
-    C: Clone,
-{
-    fn entry(&self) -> Entry<C> {
+impl<C: Clock> Inner<C> {
+    fn entry(&self) -> Entry {
         Entry {
-            counter: Limiter::from_rule(self.rule, self.clock.clone()),
+            counter: Limiter::from_rule(self.rule, Given),
             fetching: AtomicBool::new(false),
             size: AtomicU32::new((self.config.max_lease / 4).max(1)),
             installed_at: AtomicU64::new(0),
@@ -694,7 +854,7 @@ where
 /// key until Redis's wait has passed (counted from the reply's arrival).
 async fn fetch<C: Clock + Clone + 'static>(
     inner: Arc<Inner<C>>,
-    entry: Arc<Entry<C>>,
+    entry: Arc<Entry>,
     key: String,
     want: u32,
 ) {
@@ -795,7 +955,7 @@ async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
 impl<C: Clock + Clone + 'static, K: AsRef<str> + ?Sized> KeyedRateLimiter<K> for LeasedLimiter<C> {
     #[inline]
     fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
-        self.decide_verdict_at(key.as_ref(), n, now).decision.result
+        self.try_decide_at(key.as_ref(), n, now)
     }
 
     #[inline]
