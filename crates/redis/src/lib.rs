@@ -46,6 +46,14 @@
 //! rate divided by the last known number of nodes (nodes announce themselves with
 //! heartbeats). Each policy's bound is in [`Policy`]'s docs.
 //!
+//! ## Client
+//!
+//! Built on the `redis` crate (redis-rs): its reconnecting `ConnectionManager` fails a call
+//! in flight when the connection drops instead of sending it again (a script sent twice
+//! could charge one decision twice), it reports `NOSCRIPT` as its own error kind, and its
+//! cluster client is in the same crate. Measured beside `fred` (`benches/clients.rs`) the
+//! two are a tie on this project's machine; BENCHMARKS.md has the figures.
+//!
 //! ## Servers for tests
 //!
 //! [`server`] starts real `redis-server` processes (stand-alone or a 3-master cluster) on
