@@ -677,7 +677,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
 
     /// Whether responses carry the [`Outcome`] extension (default `true`). Turned off, the
     /// layer writes none, on any response: a passed response then costs no allocation of
-    /// the response's extension map (about 40 ns a request on this machine's 2 cores; see
+    /// the response's extension map (about 35 ns a request on this machine's 2 cores; see
     /// BENCHMARKS.md), for services that do not log or count outcomes.
     ///
     /// # Examples
