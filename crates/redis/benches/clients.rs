@@ -25,11 +25,12 @@ use limitcore_redis::server::RedisServer;
 use redis::aio::ConnectionManager;
 use std::future::Future;
 use std::hint::black_box;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How long each cell (client × workload × tasks) runs.
-const RUN: Duration = Duration::from_secs(2);
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod common;
+
+use common::{time_tasks, Timing, RUN};
 
 /// The per-call deadline both clients get (`benches/redis.rs`'s `RedisConfig` deadline).
 const DEADLINE: Duration = Duration::from_secs(1);
@@ -45,25 +46,12 @@ struct Row {
     workload: &'static str,
     /// Client tasks sharing the one client.
     tasks: usize,
-    /// Decisions (calls) per second over all tasks.
-    per_s: f64,
-    /// Median latency of a call, µs.
-    p50_us: f64,
-    /// 99th percentile latency of a call, µs.
-    p99_us: f64,
-}
-
-/// The `p` quantile (nearest rank) of sorted latencies, in µs.
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e6
+    /// Decisions/s and latencies.
+    timing: Timing,
 }
 
 /// Run `tasks` copies of `op` for [`RUN`] on the 2-worker runtime `rt`, after 200 calls of
-/// warm-up: calls/s over all tasks and the latency of each call.
+/// warm-up: one row of the table.
 fn measure<F, Fut>(
     rt: &tokio::runtime::Runtime,
     client: &'static str,
@@ -75,41 +63,11 @@ where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
-    let op = Arc::new(op);
-    let mut lat = rt.block_on(async {
-        // Warm-up (the lazy connection, the first replies).
-        for _ in 0..200 {
-            op().await;
-        }
-        let handles: Vec<_> = (0..tasks)
-            .map(|_| {
-                let op = Arc::clone(&op);
-                tokio::spawn(async move {
-                    let mut lat = Vec::with_capacity(200_000);
-                    let end = Instant::now() + RUN;
-                    while Instant::now() < end {
-                        let began = Instant::now();
-                        op().await;
-                        lat.push(began.elapsed());
-                    }
-                    lat
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for h in handles {
-            all.extend(h.await.unwrap());
-        }
-        all
-    });
-    lat.sort_unstable();
     Row {
         client,
         workload,
         tasks,
-        per_s: lat.len() as f64 / RUN.as_secs_f64(),
-        p50_us: pct(&lat, 0.5),
-        p99_us: pct(&lat, 0.99),
+        timing: time_tasks(rt, tasks, 1, move |_| op()),
     }
 }
 
@@ -255,11 +213,11 @@ fn main() {
     );
     println!("|---|---|---:|---:|---:|---:|---:|");
     for pair in rows.chunks(2) {
-        let ratio = pair[1].per_s / pair[0].per_s;
+        let ratio = pair[1].timing.per_s / pair[0].timing.per_s;
         for (r, ratio) in pair.iter().zip(["—".to_owned(), format!("{ratio:.2}×")]) {
             println!(
                 "| {} | {} | {} | {:.0} | {:.1} | {:.1} | {ratio} |",
-                r.client, r.workload, r.tasks, r.per_s, r.p50_us, r.p99_us
+                r.client, r.workload, r.tasks, r.timing.per_s, r.timing.p50_us, r.timing.p99_us
             );
         }
     }

@@ -21,27 +21,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const RUN: Duration = Duration::from_secs(2);
+mod common;
 
+use common::{time_tasks, Timing, RUN};
+
+/// One measured cell of the exact-mode table.
 struct Row {
     name: String,
     tasks: usize,
-    per_s: f64,
-    p50_us: f64,
-    p99_us: f64,
+    timing: Timing,
 }
 
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e6
-}
-
-/// Run `tasks` copies of `op` (each doing `batch` decisions per await) for RUN on a
-/// 2-worker runtime; decisions/s over all tasks and the latency of each decision (a
-/// batched decision's latency is its batch's).
+/// Run `tasks` copies of `op` (each doing `batch` decisions per await) for [`RUN`] on a
+/// 2-worker runtime: one row of the table.
 fn measure<F, Fut>(
     rt: &tokio::runtime::Runtime,
     name: &str,
@@ -53,43 +45,10 @@ where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let op = Arc::new(op);
-    let (count, mut lat) = rt.block_on(async {
-        // Warm-up (connection, script load).
-        for i in 0..200 {
-            op(i).await;
-        }
-        let handles: Vec<_> = (0..tasks)
-            .map(|t| {
-                let op = Arc::clone(&op);
-                tokio::spawn(async move {
-                    let mut lat = Vec::with_capacity(200_000);
-                    let end = Instant::now() + RUN;
-                    let mut i = (t as u64) << 40;
-                    while Instant::now() < end {
-                        let began = Instant::now();
-                        op(i).await;
-                        let took = began.elapsed();
-                        lat.extend(std::iter::repeat_n(took, batch));
-                        i += 1;
-                    }
-                    lat
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for h in handles {
-            all.extend(h.await.unwrap());
-        }
-        (all.len(), all)
-    });
-    lat.sort_unstable();
     Row {
         name: name.to_owned(),
         tasks,
-        per_s: count as f64 / RUN.as_secs_f64(),
-        p50_us: pct(&lat, 0.5),
-        p99_us: pct(&lat, 0.99),
+        timing: time_tasks(rt, tasks, batch, op),
     }
 }
 
@@ -126,13 +85,10 @@ fn raw_resp(port: u16, sha: &str) -> Row {
         }
         lat.push(began.elapsed());
     }
-    lat.sort_unstable();
     Row {
         name: "exact GCRA, raw RESP on a blocking socket (no client)".into(),
         tasks: 1,
-        per_s: lat.len() as f64 / RUN.as_secs_f64(),
-        p50_us: pct(&lat, 0.5),
-        p99_us: pct(&lat, 0.99),
+        timing: Timing::of(lat),
     }
 }
 
@@ -230,12 +186,12 @@ fn main() {
     for r in &rows {
         println!(
             "| {} | {} | {:.0} | {:.1} | {:.1} |",
-            r.name, r.tasks, r.per_s, r.p50_us, r.p99_us
+            r.name, r.tasks, r.timing.per_s, r.timing.p50_us, r.timing.p99_us
         );
     }
-    let exact_1 = rows[0].per_s;
-    let naive_best = rows[4].per_s.max(rows[5].per_s);
-    let exact_best = rows[0].per_s.max(rows[1].per_s);
+    let exact_1 = rows[0].timing.per_s;
+    let naive_best = rows[4].timing.per_s.max(rows[5].timing.per_s);
+    let exact_best = rows[0].timing.per_s.max(rows[1].timing.per_s);
 
     // Leased mode: one thread deciding locally on one key.
     let leased_cells = {
