@@ -2,7 +2,7 @@
 //! whole fleet shares one state per key and the contract is the core's, on Redis's clock.
 
 use crate::client::Redis;
-use crate::policy::{Fallback, Policy, Source, Verdict};
+use crate::policy::{Charge, Fallback, Policy, Source, Verdict};
 use crate::scripts::{scripts, Script};
 use crate::Error;
 use limitcore::{Decision, Denied, Quota, Snapshot};
@@ -38,6 +38,20 @@ pub struct Answer {
     /// The time the script decided at: Redis's `TIME` in µs since the Unix epoch, or the
     /// explicit time given.
     pub server_time_us: u64,
+}
+
+/// The verdict of a script call: Redis's answer, or the outage policy's (`fallback`) when
+/// Redis gave none.
+fn verdict(answer: Result<Answer, Error>, fallback: impl FnOnce() -> Verdict) -> Verdict {
+    match answer {
+        Ok(answer) => Verdict {
+            decision: answer.decision,
+            source: Source::Redis {
+                server_time_us: answer.server_time_us,
+            },
+        },
+        Err(_) => fallback(),
+    }
 }
 
 /// Parse a decision script's reply `{code, granted, retry_us, remaining, full_after_us,
@@ -224,15 +238,8 @@ impl RedisGcra {
     /// Decide `n` permits for `key` on Redis; when Redis cannot answer within the deadline
     /// (or the breaker is open) the outage policy decides.
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
-        match self.try_decide(key, n).await {
-            Ok(answer) => Verdict {
-                decision: answer.decision,
-                source: Source::Redis {
-                    server_time_us: answer.server_time_us,
-                },
-            },
-            Err(_) => self.fallback.decide(key, n, self.redis.nodes()),
-        }
+        let answer = self.try_decide(key, n).await;
+        verdict(answer, || self.fallback.decide(key, n, self.redis.nodes()))
     }
 
     /// Decide `n` permits for `key` on Redis, at Redis's `TIME`, with no fallback.
@@ -396,15 +403,8 @@ impl RedisSlidingLog {
     /// Decide `n` permits for `key` on Redis, or by the outage policy (whose local limit
     /// for a sliding log is a GCRA of the same rate share).
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
-        match self.call(key, n, None).await {
-            Ok(answer) => Verdict {
-                decision: answer.decision,
-                source: Source::Redis {
-                    server_time_us: answer.server_time_us,
-                },
-            },
-            Err(_) => self.fallback.decide(key, n, self.redis.nodes()),
-        }
+        let answer = self.call(key, n, None).await;
+        verdict(answer, || self.fallback.decide(key, n, self.redis.nodes()))
     }
 
     /// Decide on Redis at Redis's `TIME`, with no fallback.
@@ -487,6 +487,28 @@ impl RedisAll {
         })
     }
 
+    /// Every limit's outage policy on `n` permits for `tenant`, all or nothing: the first
+    /// refusal, after the charges of the limits that admitted before it are given back; else
+    /// the last limit's admission.
+    fn fallback(&self, tenant: &str, n: u32) -> Verdict {
+        let nodes = self.redis.nodes();
+        let mut charged = Vec::with_capacity(self.fallbacks.len());
+        let mut last = None;
+        for fallback in &self.fallbacks {
+            let (verdict, charge) = fallback.decide_refundable(tenant, n, nodes);
+            if !verdict.is_admitted() {
+                for charge in charged {
+                    Charge::refund(charge, tenant);
+                }
+                return verdict;
+            }
+            charged.extend(charge);
+            last = Some(verdict);
+        }
+        // `new` refuses an empty list of limits: one verdict at least.
+        last.unwrap_or_else(|| self.fallbacks[0].decide(tenant, n, nodes))
+    }
+
     /// The Redis keys of `tenant`'s limits, in order.
     ///
     /// # Errors
@@ -533,9 +555,9 @@ impl RedisAll {
     }
 
     /// Decide `n` permits for `tenant` against every limit, all or nothing. When Redis
-    /// cannot answer, each limit's outage policy ([`Policy`]) is asked in turn and the
-    /// first refusal is returned (the local limits asked before it keep their charge:
-    /// stricter, never looser).
+    /// cannot answer, each limit's outage policy ([`Policy`]) is asked in turn, still all
+    /// or nothing: the first refusal is returned, and the local limits that admitted before
+    /// it are given their charge back (`FailLocal`'s GCRA refund is exact).
     ///
     /// # Errors
     ///
@@ -549,18 +571,7 @@ impl RedisAll {
                 },
             }),
             Err(Error::Quota(why)) => Err(Error::Quota(why)),
-            Err(_) => {
-                let nodes = self.redis.nodes();
-                let mut last = None;
-                for fallback in &self.fallbacks {
-                    let verdict = fallback.decide(tenant, n, nodes);
-                    if !verdict.is_admitted() {
-                        return Ok(verdict);
-                    }
-                    last = Some(verdict);
-                }
-                Ok(last.unwrap_or_else(|| self.fallbacks[0].decide(tenant, n, nodes)))
-            }
+            Err(_) => Ok(self.fallback(tenant, n)),
         }
     }
 

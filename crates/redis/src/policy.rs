@@ -1,8 +1,9 @@
 //! What a node decides when Redis cannot: [`Policy`], and where a decision came from
 //! ([`Source`], [`Verdict`]).
 
-use limitcore::rules::GcraRule;
-use limitcore::{Decision, Denied, Keyed, KeyedRateLimiter, Quota, Snapshot};
+use limitcore::clock::Nanos;
+use limitcore::rules::{GcraRule, Receipt};
+use limitcore::{Decision, Denied, Keyed, KeyedRateLimiter, KeyedRefund, Quota, Snapshot};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,6 +99,22 @@ impl Verdict {
 /// `FailLocal`'s per-node limit.
 type LocalLimit = Keyed<String, GcraRule>;
 
+/// An admission by `FailLocal`'s local limit, and what gives it back: the limiter it
+/// charged (the one of the divisor at that time, whatever the divisor is now), the receipt
+/// and the time of the charge.
+pub(crate) struct Charge {
+    local: Arc<LocalLimit>,
+    receipt: Receipt,
+    at: Nanos,
+}
+
+impl Charge {
+    /// Give the admission back (GCRA's refund is exact: it never creates a permit).
+    pub(crate) fn refund(self, key: &str) {
+        self.local.refund(key, self.receipt, self.at);
+    }
+}
+
 /// The outage policy's state: for `FailLocal` the local limiter of the current divisor.
 pub(crate) struct Fallback {
     policy: Policy,
@@ -156,6 +173,42 @@ impl Fallback {
             },
         };
         Verdict { decision, source }
+    }
+
+    /// [`Fallback::decide`], and for an admission by `FailLocal`'s local limit what gives
+    /// it back ([`Charge::refund`]): the all-or-nothing of several limits on the local path
+    /// ([`RedisAll`](crate::RedisAll)), where a refusal by one limit must not keep the charge
+    /// of another.
+    pub(crate) fn decide_refundable(
+        &self,
+        key: &str,
+        n: u32,
+        nodes: u32,
+    ) -> (Verdict, Option<Charge>) {
+        let local = match self.policy {
+            Policy::FailLocal if n <= self.quota.burst() => self.local(nodes),
+            _ => None,
+        };
+        let Some(local) = local else {
+            return (self.decide(key, n, nodes), None);
+        };
+        let now = KeyedRateLimiter::<str>::now(&*local);
+        let (result, state) = local.decide_refundable_at(key, n, now);
+        let verdict = Verdict {
+            decision: Decision {
+                result: result.map(|_| ()),
+                state,
+            },
+            source: Source::Fallback {
+                policy: self.policy,
+            },
+        };
+        let charge = result.ok().map(|receipt| Charge {
+            local,
+            receipt,
+            at: now,
+        });
+        (verdict, charge)
     }
 
     fn closed(&self) -> Decision {

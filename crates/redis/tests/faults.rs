@@ -7,7 +7,9 @@ mod common;
 
 use common::proxy::Proxy;
 use limitcore::{KeyedRateLimiter, Quota};
-use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, RedisGcra, Source};
+use limitcore_redis::{
+    LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisConfig, RedisGcra, Source,
+};
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_millis(50);
@@ -228,4 +230,45 @@ async fn slow_and_dropped_connections_through_a_proxy() {
     assert!(times.len() > 100, "admitting again: {}", times.len());
     let bound = common::gcra_bound(20, 2_000, 1_000_000) + u64::from(l);
     assert!(common::max_in_window(&mut times, 1_000_000).0 as u64 <= bound);
+}
+
+/// Several limits of one tenant during an outage (`FailLocal`): still all or nothing. A
+/// refusal by the tight limit gives the loose limit its charge back, so refusals do not
+/// drain the loose limit (measured by what it admits once the tight one has refilled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_or_nothing_holds_on_the_local_fallback() {
+    let mut server = common::server();
+    let redis = Redis::connect(&server.url(), config()).await.unwrap();
+    // Listed loose first, so that it is charged before the tight one refuses.
+    let loose: Quota = "1/min burst 3".parse().unwrap();
+    let tight: Quota = "60/min burst 1".parse().unwrap();
+    let all = RedisAll::new(
+        redis.clone(),
+        &[("loose", loose), ("tight", tight)],
+        Policy::FailLocal,
+    )
+    .unwrap();
+    server.kill();
+    for _ in 0..3 {
+        let _ = all.decide("t", 1).await;
+    }
+    assert!(redis.is_open(), "the breaker is open: the fallback decides");
+    let fallback = Source::Fallback {
+        policy: Policy::FailLocal,
+    };
+    // Both admit once (loose: 2 left, tight: 0 left) — unless the calls above already did.
+    let first = all.decide("t", 1).await.unwrap();
+    assert_eq!(first.source, fallback);
+    // The tight limit refuses these; the loose one keeps what it had.
+    for _ in 0..10 {
+        let v = all.decide("t", 1).await.unwrap();
+        assert!(!v.is_admitted());
+        assert_eq!(v.source, fallback);
+    }
+    // One second later the tight limit admits one again, and the loose one still can: had
+    // the ten refusals kept their charges on it, it would be empty for a minute.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let after = all.decide("t", 1).await.unwrap();
+    assert!(after.is_admitted(), "{after:?}");
+    assert_eq!(after.source, fallback);
 }
