@@ -1,5 +1,5 @@
 //! The client comparison: redis-rs beside fred, in one run, against one real `redis-server`
-//! on loopback (the crate's own harness, [`RedisServer`]).
+//! on loopback (the crate's own harness, [`RedisServer`](limitcore_redis::server::RedisServer)).
 //!
 //! Each client keeps one connection, shared by every task: redis-rs through
 //! `redis::aio::ConnectionManager` (configured as `Redis::connect` configures it, with a
@@ -21,7 +21,6 @@
 
 use fred::prelude::{ClientLike, KeysInterface, LuaInterface, ReconnectPolicy};
 use limitcore_redis::scripts::{gcra_sha, gcra_source};
-use limitcore_redis::server::RedisServer;
 use redis::aio::ConnectionManager;
 use std::future::Future;
 use std::hint::black_box;
@@ -134,12 +133,7 @@ const NAIVE: &str = "fixed window (INCR + PEXPIRE, one pipeline)";
 /// Start the server, connect both clients, measure every cell, print the version line and
 /// the table.
 fn main() {
-    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e} (see .ci/redis-deps.sh)"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (server, rt) = common::server_and_runtime();
     let rs = rt.block_on(redis_rs_connect(&server.url()));
     let fr = rt.block_on(fred_connect(&server.url()));
 

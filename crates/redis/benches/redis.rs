@@ -13,7 +13,6 @@
 use limitcore::clock::{Clock, MonotonicClock};
 use limitcore::rules::GcraRule;
 use limitcore::{Gcra, KeyHasher, Keyed, KeyedRateLimiter, Quota, RateLimiter};
-use limitcore_redis::server::RedisServer;
 use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, RedisGcra};
 use std::hint::black_box;
 use std::io::{Read, Write};
@@ -114,12 +113,7 @@ fn ns_per(mut f: impl FnMut(u64)) -> f64 {
 }
 
 fn main() {
-    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e} (see .ci/redis-deps.sh)"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (server, rt) = common::server_and_runtime();
     let config = RedisConfig::default().deadline(Duration::from_secs(1));
     let redis = rt.block_on(Redis::connect(&server.url(), config)).unwrap();
     // A quota that keeps a mix of admissions and refusals on one hot key.

@@ -1,9 +1,22 @@
 //! What the Redis benchmarks share: how long a cell runs, and the timing of concurrent
 //! client tasks (calls/s over all tasks, p50 and p99 of each call's latency).
 
+use limitcore_redis::server::RedisServer;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A `redis-server` of the crate's harness on a loopback port, and the multi-thread tokio
+/// runtime with 2 workers (this machine's 2 cores) that the client tasks run on.
+pub(crate) fn server_and_runtime() -> (RedisServer, tokio::runtime::Runtime) {
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e} (see .ci/redis-deps.sh)"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    (server, rt)
+}
 
 /// How long each measured cell runs.
 pub(crate) const RUN: Duration = Duration::from_secs(2);
