@@ -193,6 +193,7 @@ impl Algorithm {
     /// Run `code` for this algorithm's rule: [`GcraRule`], [`TokenBucketRule`],
     /// [`FixedWindowRule`], [`SlidingWindowRule`] (the exact formula on one word, as
     /// `Keyed` runs it per key), [`SlidingLogRule`] (with `std`), [`LeakyBucketRule`].
+    /// [`WithRule`] has an example.
     ///
     /// # Panics
     ///

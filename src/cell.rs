@@ -78,9 +78,6 @@ impl<T: sealed::Cells> Shared for T {}
 pub(crate) mod sealed {
     use core::fmt;
 
-    #[allow(unused_imports)] // named by the docs
-    use super::{REDIRECT, RETIRED};
-
     /// The outcome of an update of a keyed slot that did not apply.
     #[derive(Debug)]
     pub enum Attempt<E> {
@@ -90,8 +87,9 @@ pub(crate) mod sealed {
         Retired,
         /// The slot holds the redirect marker: the key's state is elsewhere.
         Redirect,
-        /// The new state would have been a reserved word ([`RETIRED`] or [`REDIRECT`]);
-        /// refused as never conforming (`retry_after = Duration::MAX`).
+        /// The new state would have been a reserved word ([`RETIRED`](super::RETIRED) or
+        /// [`REDIRECT`](super::REDIRECT)); refused as never conforming
+        /// (`retry_after = Duration::MAX`).
         Reserved,
     }
 
@@ -102,15 +100,6 @@ pub(crate) mod sealed {
         Retired,
         /// The redirect marker.
         Redirect,
-    }
-
-    impl<E> From<Gone> for Attempt<E> {
-        fn from(gone: Gone) -> Self {
-            match gone {
-                Gone::Retired => Attempt::Retired,
-                Gone::Redirect => Attempt::Redirect,
-            }
-        }
     }
 
     /// The cells of a state type (see the module). The trait sits in a private module, so
@@ -257,7 +246,7 @@ impl sealed::Cells for u64 {
 #[cfg(feature = "std")]
 pub(crate) mod locked {
     use super::{Attempt, Gone};
-    use crate::sync::{Mutex, MutexGuard};
+    use crate::sync::{lock, Mutex};
 
     /// What a keyed slot behind a lock holds: a live state, nothing (retired by eviction), or
     /// the redirect marker (never a state; see the module's "The redirect word").
@@ -266,11 +255,6 @@ pub(crate) mod locked {
         Live(S),
         Retired,
         Redirect,
-    }
-
-    #[inline(always)]
-    fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
-        m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     #[inline(always)]

@@ -314,7 +314,7 @@ mod manual {
                 return;
             }
             let wakers = {
-                let mut list = self.watchers.list.lock().unwrap_or_else(|p| p.into_inner());
+                let mut list = crate::sync::lock(&self.watchers.list);
                 // Relaxed: written with `list` locked; read as described in this function's
                 // comment.
                 self.watchers.count.store(0, Ordering::Relaxed);
@@ -346,7 +346,7 @@ mod manual {
                 return SleepHint::Reached;
             }
             {
-                let mut list = self.watchers.list.lock().unwrap_or_else(|p| p.into_inner());
+                let mut list = crate::sync::lock(&self.watchers.list);
                 if !list.iter().any(|w| w.will_wake(waker)) {
                     list.push(waker.clone());
                 }

@@ -43,6 +43,18 @@ pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(all(feature = "std", loom))]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
+/// Lock `mutex`, ignoring poison. No lock of this crate is held across code that can
+/// unwind between two parts of one change (a rule's transition is computed before it is
+/// written; the throttler runs tasks and callers' closures with no lock held; the clock's
+/// waiters are a plain list), so a poisoned lock still guards consistent data.
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A value set once: `Keyed`'s side maps, built by the first `set_quota`. Std's under loom
 /// too, where `Keyed` builds them before any model thread can look (see `Keyed::with_store`).
 #[cfg(feature = "keyed")]

@@ -24,8 +24,8 @@
 
 use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
 use crate::limiter::Denied;
-use crate::rules::{window_quota, Log, SlidingLogRule};
-use crate::sync::{current_thread_id, Condvar, Mutex, MutexGuard, ThreadId};
+use crate::rules::{window_quota, Log, Rule, SlidingLogRule};
+use crate::sync::{current_thread_id, lock, Condvar, Mutex, MutexGuard, ThreadId};
 use crate::{DefaultClock, Quota, QuotaError};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
@@ -37,24 +37,26 @@ use std::sync::{Arc, Weak};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
 
-/// Lock `mutex`, ignoring poison: no lock of this module is held across the caller's code
-/// (closures, their drops, the clock), so a panic cannot leave a half-made change behind.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Wait on `condvar`, ignoring poison (see [`lock`]).
 fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     condvar.wait(guard).unwrap_or_else(|p| p.into_inner())
 }
 
-/// Wait on `condvar` until notified or `deadline` (ignoring poison); `None` if the deadline
-/// had already passed (the guard is dropped).
+/// The instant `timeout` from now; `None` (no deadline) past the range of `Instant`.
+fn deadline_in(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// Wait on `condvar` until notified or `deadline` (`None`: no deadline), ignoring poison;
+/// `None` if the deadline had already passed (the guard is dropped).
 fn wait_until<'a, T>(
     condvar: &Condvar,
     guard: MutexGuard<'a, T>,
-    deadline: Instant,
+    deadline: Option<Instant>,
 ) -> Option<MutexGuard<'a, T>> {
+    let Some(deadline) = deadline else {
+        return Some(wait(condvar, guard));
+    };
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return None;
@@ -230,15 +232,11 @@ impl<K: Hash + Eq> Throttler<K, DefaultClock> {
     }
 }
 
+/// The empty exact log of `quota`: the sliding log's own checks, with the throttler's name
+/// in a burst error.
 fn log_for(quota: &Quota) -> Result<Log, QuotaError> {
     window_quota(quota, "throttler")?;
-    if quota.count() > SlidingLogRule::MAX_ENTRIES {
-        return Err(QuotaError::CountTooLarge {
-            count: quota.count(),
-            max: SlidingLogRule::MAX_ENTRIES,
-        });
-    }
-    Ok(SlidingLogRule::log(quota.count(), quota.period_ns()))
+    Ok(SlidingLogRule::new(quota)?.fresh())
 }
 
 impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
@@ -644,6 +642,11 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
     ///
     /// Called from inside one of this throttler's own tasks, it returns `Err` at once.
     ///
+    /// # Errors
+    ///
+    /// `Err(cancelled)` if the worker had not stopped after `timeout` (a task still
+    /// running), or at once when called from one of the throttler's own tasks.
+    ///
     /// # Examples
     ///
     /// ```
@@ -667,8 +670,7 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
             return Ok(0);
         };
         let cancelled = shared.close();
-        // A deadline past the range of `Instant` is no deadline.
-        if shared.wait_stopped(Instant::now().checked_add(timeout)) {
+        if shared.wait_stopped(deadline_in(timeout)) {
             Ok(cancelled)
         } else {
             Err(cancelled)
@@ -774,12 +776,9 @@ impl Shared {
             return false;
         }
         while !queue.exited {
-            queue = match deadline {
-                None => wait(&self.stopped, queue),
-                Some(deadline) => match wait_until(&self.stopped, queue, deadline) {
-                    Some(queue) => queue,
-                    None => return false,
-                },
+            queue = match wait_until(&self.stopped, queue, deadline) {
+                Some(queue) => queue,
+                None => return false,
             };
         }
         true
@@ -1170,6 +1169,10 @@ impl<T> TaskHandle<T> {
     /// [`wait`](TaskHandle::wait), or `Err(self)` if the task has none yet after `timeout`
     /// (the handle, to wait again or cancel).
     ///
+    /// # Errors
+    ///
+    /// `Err(self)` if the task has no outcome after `timeout`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -1187,20 +1190,16 @@ impl<T> TaskHandle<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, Self> {
-        // A deadline past the range of `Instant` is no deadline.
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = deadline_in(timeout);
         {
             let mut stage = self.cell.lock();
             loop {
                 if let Some(outcome) = stage.take_outcome() {
                     return Ok(outcome);
                 }
-                stage = match deadline {
-                    None => wait(&self.cell.settled, stage),
-                    Some(deadline) => match wait_until(&self.cell.settled, stage, deadline) {
-                        Some(stage) => stage,
-                        None => break,
-                    },
+                stage = match wait_until(&self.cell.settled, stage, deadline) {
+                    Some(stage) => stage,
+                    None => break,
                 };
             }
         }

@@ -590,11 +590,6 @@ type LoomMap<K, V> = crate::sync::Mutex<
 >;
 
 #[cfg(loom)]
-fn loom_lock<T>(m: &crate::sync::Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[cfg(loom)]
 impl<K> sealed::Maps<K> for LoomStore<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -610,7 +605,7 @@ where
     }
 
     fn len<V: Send + Sync + 'static>(map: &Self::Map<V>) -> usize {
-        loom_lock(map).len()
+        crate::sync::lock(map).len()
     }
 
     fn with_slot<V, Q, T>(map: &Self::Map<V>, key: &Q, f: impl FnOnce(&V) -> T) -> Option<T>
@@ -619,7 +614,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let slot = loom_lock(map).get(key).cloned();
+        let slot = crate::sync::lock(map).get(key).cloned();
         slot.map(|slot| f(&slot))
     }
 
@@ -634,7 +629,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let slot = loom_lock(map)
+        let slot = crate::sync::lock(map)
             .entry(key.to_owned())
             .or_insert_with(|| std::sync::Arc::new(make()))
             .clone();
@@ -642,7 +637,7 @@ where
     }
 
     fn insert<V: Send + Sync + 'static>(map: &Self::Map<V>, key: K, value: V) {
-        loom_lock(map).insert(key, std::sync::Arc::new(value));
+        crate::sync::lock(map).insert(key, std::sync::Arc::new(value));
     }
 
     fn remove_if<V, Q>(map: &Self::Map<V>, key: &Q, retired: impl Fn(&V) -> bool) -> bool
@@ -651,7 +646,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let mut map = loom_lock(map);
+        let mut map = crate::sync::lock(map);
         let gone = map.get(key).is_some_and(|slot| retired(slot));
         if gone {
             map.remove(key);
@@ -664,7 +659,7 @@ where
         mut retire: impl FnMut(&V) -> bool,
         retired: impl Fn(&V) -> bool,
     ) -> usize {
-        let entries: Vec<(K, std::sync::Arc<V>)> = loom_lock(map)
+        let entries: Vec<(K, std::sync::Arc<V>)> = crate::sync::lock(map)
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();

@@ -242,12 +242,6 @@ pub struct SlidingLogRule {
 impl SlidingLogRule {
     /// The largest count the rule accepts: 2^24 (16 777 216) entries, 128 MiB of log.
     pub const MAX_ENTRIES: u32 = 1 << 24;
-
-    /// The empty log for a quota of `count` per `period` without the quota's checks (for the
-    /// throttler, which validates its quotas itself).
-    pub(crate) fn log(count: u32, period: Nanos) -> Log {
-        Log::new(count, period)
-    }
 }
 
 impl Rule for SlidingLogRule {

@@ -71,8 +71,7 @@ struct ReplayArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gcra,token-bucket,fixed-window,sliding-window,sliding-log,leaky-bucket",
-        value_parser = parse_algorithm
+        default_value = "gcra,token-bucket,fixed-window,sliding-window,sliding-log,leaky-bucket"
     )]
     algorithms: Vec<Algorithm>,
     /// Threads for the replay (default: every core).
@@ -127,10 +126,6 @@ struct PaceArgs {
     /// The governor limiter's burst (governor's `per_second(R)` alone has burst R).
     #[arg(long, default_value_t = 1)]
     governor_burst: u32,
-}
-
-fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
-    name.parse::<Algorithm>().map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -304,7 +304,11 @@ pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace,
         if text.as_deref().is_ok_and(|t| t.trim().is_empty()) {
             continue;
         }
-        raw.push((i + 1, text.map(|t| t.trim_end_matches('\r').to_owned())));
+        let text = text.map(|mut t| {
+            t.truncate(t.trim_end_matches('\r').len());
+            t
+        });
+        raw.push((i + 1, text));
     }
     let sample: Vec<&str> = raw
         .iter()
@@ -346,10 +350,17 @@ pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace,
                     });
                     continue;
                 };
-                let id = *ids.entry(name.to_owned()).or_insert_with(|| {
-                    clients.push(name.to_owned());
-                    (clients.len() - 1) as u32
-                });
+                // A client seen before costs no allocation; a new one, its name once each
+                // for the table and the list.
+                let id = match ids.get(name) {
+                    Some(&id) => id,
+                    None => {
+                        let id = clients.len() as u32;
+                        clients.push(name.to_owned());
+                        ids.insert(name.to_owned(), id);
+                        id
+                    }
+                };
                 stamped.push((ns, id));
             }
             Err(reason) => malformed.push(Malformed {
@@ -372,6 +383,10 @@ pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace,
 /// `stamped` holds (time, client) pairs, times in ns since the Unix epoch, each a whole
 /// second (a multiple of 10⁹, at most `u64::MAX - 999_999_999`). The `m` requests of one
 /// second are placed `10⁹ / m` ns apart from the second's start, in input order.
+///
+/// # Panics
+///
+/// In debug builds, on a time past `u64::MAX - 999_999_999` ([`read`] never gives one).
 ///
 /// # Examples
 ///

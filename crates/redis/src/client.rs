@@ -7,9 +7,9 @@ use crate::Error;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, ServerErrorKind, Value};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a [`Redis`] handle behaves when the server is slow or gone.
 ///
@@ -58,6 +58,8 @@ fn random_u64() -> u64 {
     std::collections::hash_map::RandomState::new().hash_one((
         std::time::SystemTime::now(),
         std::process::id(),
+        // Relaxed: only the value's uniqueness matters (the read-modify-write gives it);
+        // no other memory is published through it.
         SEQ.fetch_add(1, Ordering::Relaxed),
     ))
 }
@@ -143,13 +145,11 @@ enum Conn {
     Cluster(ClusterConnection),
 }
 
-/// The circuit breaker's state, lock-free: consecutive failures and when it opened.
+/// The circuit breaker's state, lock-free: consecutive failures and whether it is open.
 #[derive(Debug)]
 struct Breaker {
     failures: AtomicU32,
-    /// ns since `base` when the breaker opened, + 1 (0 = closed).
-    opened: AtomicU64,
-    base: Instant,
+    opened: AtomicBool,
     threshold: u32,
 }
 
@@ -160,7 +160,7 @@ struct Breaker {
 impl Breaker {
     fn is_open(&self) -> bool {
         // Relaxed: see the impl's note (partner: the stores in `success` and `failure`).
-        self.opened.load(Ordering::Relaxed) != 0
+        self.opened.load(Ordering::Relaxed)
     }
 
     fn success(&self) {
@@ -169,21 +169,17 @@ impl Breaker {
             self.failures.store(0, Ordering::Relaxed);
         }
         // Relaxed: as above.
-        if self.opened.load(Ordering::Relaxed) != 0 {
-            self.opened.store(0, Ordering::Relaxed);
+        if self.opened.load(Ordering::Relaxed) {
+            self.opened.store(false, Ordering::Relaxed);
         }
     }
 
     fn failure(&self) {
         // Relaxed: a count of failures only; partner: `success`'s reset.
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        // Relaxed: see the impl's note.
-        if failures >= self.threshold && self.opened.load(Ordering::Relaxed) == 0 {
-            let at = self.base.elapsed().as_nanos() as u64 + 1;
-            // Relaxed: only one opening time wins; it publishes nothing else.
-            let _ = self
-                .opened
-                .compare_exchange(0, at, Ordering::Relaxed, Ordering::Relaxed);
+        if failures >= self.threshold {
+            // Relaxed: see the impl's note (partner: `is_open`'s load).
+            self.opened.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -252,6 +248,11 @@ impl Redis {
     /// # Errors
     ///
     /// [`Error::Redis`] for an invalid URL.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (it spawns the heartbeat task and times calls with tokio's
+    /// timer).
     pub async fn connect(url: &str, config: RedisConfig) -> Result<Redis, Error> {
         let client = redis::Client::open(url)?;
         let manager_config = redis::aio::ConnectionManagerConfig::new()
@@ -266,11 +267,15 @@ impl Redis {
 
     /// Connect to a Redis Cluster through any of its nodes' URLs (the slot map is read from
     /// them). The same API as [`Redis::connect`]; every script touches keys of one hash
-    /// slot only.
+    /// slot only. Must be called inside a tokio runtime.
     ///
     /// # Errors
     ///
     /// [`Error::Redis`] if no node can be reached or the URLs are invalid.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as [`Redis::connect`].
     pub async fn connect_cluster(urls: &[&str], config: RedisConfig) -> Result<Redis, Error> {
         let client = redis::cluster::ClusterClient::builder(urls.iter().copied())
             .connection_timeout(config.deadline)
@@ -287,8 +292,7 @@ impl Redis {
                 conn,
                 breaker: Breaker {
                     failures: AtomicU32::new(0),
-                    opened: AtomicU64::new(0),
-                    base: Instant::now(),
+                    opened: AtomicBool::new(false),
                     threshold: config.failures,
                 },
                 config,
@@ -311,11 +315,14 @@ impl Redis {
     /// Commands sent to Redis so far by this handle (decisions, leases, reloads,
     /// heartbeats and probes; a pipeline counts each command in it).
     pub fn commands(&self) -> u64 {
+        // Relaxed: a statistics counter (partner: the `fetch_add`s of the calls).
         self.inner.commands.load(Ordering::Relaxed)
     }
 
     /// The live nodes announced in the heartbeat set, as last read (at least 1: this one).
     pub fn nodes(&self) -> u32 {
+        // Relaxed: a value on its own (partner: the store after each heartbeat); a stale
+        // count only moves `FailLocal`'s divisor by one heartbeat.
         self.inner.nodes.load(Ordering::Relaxed).max(1)
     }
 
@@ -453,10 +460,11 @@ impl Redis {
         }
     }
 
-    async fn query_pipeline(
+    /// `pipe` in one round trip on this handle's connection, its replies as `T`.
+    async fn query_pipeline<T: redis::FromRedisValue>(
         &self,
         pipe: &Pipeline,
-    ) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+    ) -> redis::RedisResult<T> {
         match self.inner.conn.clone() {
             Conn::Single(mut c) => pipe.query_async(&mut c).await,
             Conn::Cluster(mut c) => pipe.query_async(&mut c).await,
@@ -473,16 +481,11 @@ impl Redis {
         if self.inner.breaker.is_open() {
             return Err(Error::CircuitOpen);
         }
+        // Relaxed: a statistics counter.
         self.inner
             .commands
             .fetch_add(pipe.cmd_iter().count() as u64, Ordering::Relaxed);
-        let call = async {
-            match self.inner.conn.clone() {
-                Conn::Single(mut c) => pipe.query_async(&mut c).await,
-                Conn::Cluster(mut c) => pipe.query_async(&mut c).await,
-            }
-        };
-        self.guard(call).await
+        self.guard(self.query_pipeline(pipe)).await
     }
 
     /// Run a plain command (with the deadline and the breaker), for tests and tools:

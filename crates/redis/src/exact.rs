@@ -239,7 +239,7 @@ impl RedisGcra {
     /// (or the breaker is open) the outage policy decides.
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
         let answer = self.try_decide(key, n).await;
-        verdict(answer, || self.fallback.decide(key, n, self.redis.nodes()))
+        verdict(answer, || self.fall_back(key, n))
     }
 
     /// Decide `n` permits for `key` on Redis, at Redis's `TIME`, with no fallback.
@@ -249,6 +249,12 @@ impl RedisGcra {
     /// [`Error::CircuitOpen`], [`Error::Timeout`], [`Error::Redis`], [`Error::Reply`].
     pub async fn try_decide(&self, key: &str, n: u32) -> Result<Answer, Error> {
         self.call(key, n, false, None).await
+    }
+
+    /// The outage policy's decision on `n` permits for `key` (Redis unreachable or the
+    /// breaker open), with the fleet's last known size.
+    pub(crate) fn fall_back(&self, key: &str, n: u32) -> Verdict {
+        self.fallback.decide(key, n, self.redis.nodes())
     }
 
     /// Decide `n` permits for `key` at the explicit time `now_us` (µs, at most 2^52)
@@ -564,14 +570,8 @@ impl RedisAll {
     /// [`Error::Quota`] for a tenant with a brace.
     pub async fn decide(&self, tenant: &str, n: u32) -> Result<Verdict, Error> {
         match self.call(tenant, n, None).await {
-            Ok(answer) => Ok(Verdict {
-                decision: answer.decision,
-                source: Source::Redis {
-                    server_time_us: answer.server_time_us,
-                },
-            }),
             Err(Error::Quota(why)) => Err(Error::Quota(why)),
-            Err(_) => Ok(self.fallback(tenant, n)),
+            answer => Ok(verdict(answer, || self.fallback(tenant, n))),
         }
     }
 

@@ -70,8 +70,8 @@
 //! estimate). [`LeasedLimiter::acquire`] awaits that lease instead.
 
 use crate::client::Redis;
-use crate::exact::{gcra_micros, RedisGcra};
-use crate::policy::{Fallback, Policy, Source, Verdict};
+use crate::exact::RedisGcra;
+use crate::policy::{Policy, Source, Verdict};
 use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::rules::{Receipt, Rule};
@@ -193,7 +193,7 @@ impl LeaseRule {
             .min(TIME_MASK)
     }
 
-    /// Cells `word` holds that may be spent at `now`.
+    /// Cells `word` holds that may be spent at `now` (ns of the limiter's clock).
     #[inline]
     pub fn cells(&self, word: &u64, now: Nanos) -> u32 {
         let (cells, _, until) = Self::unpack(*word);
@@ -332,7 +332,7 @@ impl LeaseConfig {
         self
     }
 
-    /// The largest lease, `L` in the bound `GCRA + N·L`.
+    /// The largest lease, `L` in the bound `GCRA + N·L`, in cells (permits).
     #[must_use]
     pub fn max_lease(mut self, max_lease: u32) -> Self {
         self.max_lease = max_lease.max(1);
@@ -361,7 +361,7 @@ impl LeaseConfig {
         self
     }
 
-    /// `L`.
+    /// `L`, the largest lease, in cells (permits).
     pub fn get_max_lease(&self) -> u32 {
         self.max_lease
     }
@@ -386,6 +386,11 @@ impl Clock for Given {
         // `snapshot_at`): nothing reads this clock.
         unreachable!("a key's lease word is only decided at explicit times")
     }
+}
+
+/// `d` in nanoseconds, saturating at `u64::MAX` (585 years).
+fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// One key's local state. `repr(C)`, the hot fields first: the word every decision
@@ -413,7 +418,6 @@ struct Inner<C: Clock> {
     /// BENCHMARKS.md, "limitcore-redis", for the lookup's cost against SipHash and dashmap).
     keys: papaya::HashMap<String, Arc<Entry>, KeyHasher>,
     runtime: tokio::runtime::Handle,
-    fallback: Fallback,
     /// Round-trip estimate of lease fetches, ns (EWMA, 1/8).
     rtt: AtomicU64,
     leases: AtomicU64,
@@ -485,7 +489,7 @@ impl LeasedLimiter<MonotonicClock> {
     /// # Errors
     ///
     /// [`Error::Quota`] if the quota cannot be represented on Redis
-    /// ([`gcra_micros`]).
+    /// ([`gcra_micros`](crate::gcra_micros)).
     ///
     /// # Panics
     ///
@@ -517,15 +521,15 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         policy: Policy,
         clock: C,
     ) -> Result<Self, Error> {
-        gcra_micros(&quota)?;
-        let cooldown = redis.config().get_cooldown();
         let deadline = redis.config().get_deadline();
+        // Checks the quota (the same `Error::Quota` as `gcra_micros`) before anything else;
+        // its outage policy is the leased path's too.
+        let gcra = RedisGcra::new(redis, quota, policy)?.with_prefix(config.prefix.clone());
         let rule = LeaseRule::with_epoch(quota, clock.now(), config.max_lease);
         let config = LeaseConfig {
             max_lease: rule.capacity,
             ..config
         };
-        let gcra = RedisGcra::new(redis, quota, policy)?.with_prefix(config.prefix.clone());
         let inner = Arc::new(Inner {
             gcra,
             rule,
@@ -538,7 +542,6 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build(),
             runtime: tokio::runtime::Handle::current(),
-            fallback: Fallback::new(policy, quota, cooldown),
             // A first guess until a fetch is measured: a loopback round trip, at most.
             rtt: AtomicU64::new((deadline.as_nanos() / 4).min(1_000_000) as u64),
             leases: AtomicU64::new(0),
@@ -554,7 +557,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         &self.inner.config
     }
 
-    /// `L`, the largest lease (and the largest request).
+    /// `L`, the largest lease (and the largest request), in cells (permits).
     pub fn max_lease(&self) -> u32 {
         self.inner.config.max_lease
     }
@@ -566,21 +569,25 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
 
     /// Leases granted so far (one script call each).
     pub fn leases(&self) -> u64 {
+        // Relaxed: a statistics counter (partner: the `fetch_add` in `fetch`).
         self.inner.leases.load(Ordering::Relaxed)
     }
 
     /// Cells granted by Redis so far, over all keys (every admission spent one of them).
     pub fn granted(&self) -> u64 {
+        // Relaxed: a statistics counter (partner: the `fetch_add` in `fetch`).
         self.inner.granted.load(Ordering::Relaxed)
     }
 
     /// Lease requests Redis refused so far (the node then blocked the key locally).
     pub fn refusals(&self) -> u64 {
+        // Relaxed: a statistics counter (partner: the `fetch_add` in `fetch`).
         self.inner.refusals.load(Ordering::Relaxed)
     }
 
     /// The node's current round-trip estimate for lease fetches.
     pub fn rtt(&self) -> Duration {
+        // Relaxed: an estimate on its own (partner: the store in `fetch`).
         Duration::from_nanos(self.inner.rtt.load(Ordering::Relaxed))
     }
 
@@ -726,9 +733,9 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     ) -> Result<Duration, Option<Verdict>> {
         match denied {
             Denied::RateLimited { retry_after } if retry_after == Duration::MAX => {
-                let redis = self.inner.gcra.redis();
-                if redis.is_open() {
-                    return Err(Some(self.inner.fallback.decide(key, n, redis.nodes())));
+                let gcra = &self.inner.gcra;
+                if gcra.redis().is_open() {
+                    return Err(Some(gcra.fall_back(key, n)));
                 }
                 self.refill(entry, key, now, true);
                 Ok(self.rtt().max(Duration::from_micros(1)))
@@ -828,6 +835,10 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             let arrived = entry.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
+            // Acquire: pairs with the Release that ends `fetch`. The `Notified` is enabled
+            // before this load and `fetch` calls `notify_waiters` after its store, so a
+            // fetch that ends after this load wakes us, and one that ended before reads
+            // `false` here (its word is then already installed).
             if entry.fetching.load(Ordering::Acquire) {
                 let deadline = self.redis().config().get_deadline();
                 let _ = tokio::time::timeout(deadline, arrived).await;
@@ -869,7 +880,7 @@ async fn fetch<C: Clock + Clone + 'static>(
         let old = inner.rtt.load(Ordering::Relaxed);
         inner.rtt.store(old - old / 8 + rtt / 8, Ordering::Relaxed);
         if answer.granted > 0 {
-            let ttl = inner.config.ttl.as_nanos().min(u128::from(u64::MAX)) as u64;
+            let ttl = nanos(inner.config.ttl);
             let expires = arrived.saturating_add(ttl);
             let held = entry
                 .counter
@@ -887,7 +898,7 @@ async fn fetch<C: Clock + Clone + 'static>(
                 .granted
                 .fetch_add(u64::from(answer.granted), Ordering::Relaxed);
         } else if let Some(wait) = answer.decision.retry_after() {
-            let wait = wait.as_nanos().min(u128::from(u64::MAX)) as u64;
+            let wait = nanos(wait);
             let until = arrived.saturating_add(wait);
             let _ = entry.counter.update(|w| {
                 rule.block(w, arrived, until);
@@ -920,7 +931,7 @@ async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
         tokio::time::sleep(every).await;
         let Some(inner) = inner.upgrade() else { return };
         let now = inner.clock.now();
-        let ttl = inner.config.ttl.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let ttl = nanos(inner.config.ttl);
         let since = now.saturating_sub(ttl);
         let guard = inner.keys.pin();
         let idle: Vec<String> = guard

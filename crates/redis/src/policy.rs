@@ -144,7 +144,7 @@ impl Fallback {
 
     /// The quota of one of `nodes` nodes: the rate divided by `nodes`, burst `⌊B/nodes⌋`
     /// (at least 1). `None` if it cannot be represented (then the node fails closed).
-    pub(crate) fn share(quota: Quota, nodes: u32) -> Option<Quota> {
+    fn share(quota: Quota, nodes: u32) -> Option<Quota> {
         let period = quota.period().checked_mul(nodes)?;
         let burst = (quota.burst() / nodes).max(1);
         Quota::new_with_burst(quota.count(), period, burst).ok()
@@ -153,26 +153,7 @@ impl Fallback {
     /// The policy's decision on `n` permits for `key`, with `nodes` the fleet's last known
     /// size.
     pub(crate) fn decide(&self, key: &str, n: u32, nodes: u32) -> Verdict {
-        let source = Source::Fallback {
-            policy: self.policy,
-        };
-        let capacity = self.quota.burst();
-        let decision = match self.policy {
-            _ if n > capacity => Decision {
-                result: Err(Denied::ExceedsCapacity { capacity }),
-                state: Snapshot::new(0, Duration::ZERO),
-            },
-            Policy::FailOpen => Decision {
-                result: Ok(()),
-                state: Snapshot::new(capacity, Duration::ZERO),
-            },
-            Policy::FailClosed => self.closed(),
-            Policy::FailLocal => match self.local(nodes) {
-                Some(local) => local.decide_n(key, n),
-                None => self.closed(),
-            },
-        };
-        Verdict { decision, source }
+        self.decide_refundable(key, n, nodes).0
     }
 
     /// [`Fallback::decide`], and for an admission by `FailLocal`'s local limit what gives
@@ -185,30 +166,42 @@ impl Fallback {
         n: u32,
         nodes: u32,
     ) -> (Verdict, Option<Charge>) {
-        let local = match self.policy {
-            Policy::FailLocal if n <= self.quota.burst() => self.local(nodes),
-            _ => None,
-        };
-        let Some(local) = local else {
-            return (self.decide(key, n, nodes), None);
-        };
-        let now = KeyedRateLimiter::<str>::now(&*local);
-        let (result, state) = local.decide_refundable_at(key, n, now);
-        let verdict = Verdict {
-            decision: Decision {
-                result: result.map(|_| ()),
-                state,
+        let capacity = self.quota.burst();
+        let (decision, charge) = match self.policy {
+            _ if n > capacity => (
+                Decision {
+                    result: Err(Denied::ExceedsCapacity { capacity }),
+                    state: Snapshot::new(0, Duration::ZERO),
+                },
+                None,
+            ),
+            Policy::FailOpen => (
+                Decision {
+                    result: Ok(()),
+                    state: Snapshot::new(capacity, Duration::ZERO),
+                },
+                None,
+            ),
+            Policy::FailClosed => (self.closed(), None),
+            Policy::FailLocal => match self.local(nodes) {
+                None => (self.closed(), None),
+                Some(local) => {
+                    let now = KeyedRateLimiter::<str>::now(&*local);
+                    let (result, state) = local.decide_refundable_at(key, n, now);
+                    let charge = result.ok().map(|receipt| Charge {
+                        local,
+                        receipt,
+                        at: now,
+                    });
+                    let result = result.map(|_| ());
+                    (Decision { result, state }, charge)
+                }
             },
-            source: Source::Fallback {
-                policy: self.policy,
-            },
         };
-        let charge = result.ok().map(|receipt| Charge {
-            local,
-            receipt,
-            at: now,
-        });
-        (verdict, charge)
+        let source = Source::Fallback {
+            policy: self.policy,
+        };
+        (Verdict { decision, source }, charge)
     }
 
     fn closed(&self) -> Decision {

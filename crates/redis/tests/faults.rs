@@ -8,7 +8,7 @@ mod common;
 use common::proxy::Proxy;
 use limitcore::{KeyedRateLimiter, Quota};
 use limitcore_redis::{
-    LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisConfig, RedisGcra, Source,
+    LeaseConfig, LeasedLimiter, Policy, RedisAll, RedisConfig, RedisGcra, Source,
 };
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ struct Call {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_mode_survives_sigstop_sigkill_and_restart() {
     let mut server = common::server();
-    let redis = Redis::connect(&server.url(), config()).await.unwrap();
+    let redis = common::connect_with(&server.url(), config()).await;
     let q: Quota = "200/s burst 20".parse().unwrap();
     let limit = RedisGcra::new(redis.clone(), q, Policy::FailLocal).unwrap();
     let start = Instant::now();
@@ -108,7 +108,7 @@ async fn exact_mode_survives_sigstop_sigkill_and_restart() {
 #[tokio::test]
 async fn open_breaker_costs_no_latency_and_applies_each_policy() {
     let mut server = common::server();
-    let redis = Redis::connect(&server.url(), config()).await.unwrap();
+    let redis = common::connect_with(&server.url(), config()).await;
     let q: Quota = "10/s burst 2".parse().unwrap();
     let open = RedisGcra::new(redis.clone(), q, Policy::FailOpen).unwrap();
     let closed = RedisGcra::new(redis.clone(), q, Policy::FailClosed).unwrap();
@@ -166,7 +166,7 @@ async fn open_breaker_costs_no_latency_and_applies_each_policy() {
 async fn slow_and_dropped_connections_through_a_proxy() {
     let server = common::server();
     let proxy = Proxy::start(server.port()).await;
-    let redis = Redis::connect(&proxy.url(), config()).await.unwrap();
+    let redis = common::connect_with(&proxy.url(), config()).await;
     let q: Quota = "500/s burst 20".parse().unwrap();
     let l = 8;
     let leased =
@@ -238,7 +238,7 @@ async fn slow_and_dropped_connections_through_a_proxy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_or_nothing_holds_on_the_local_fallback() {
     let mut server = common::server();
-    let redis = Redis::connect(&server.url(), config()).await.unwrap();
+    let redis = common::connect_with(&server.url(), config()).await;
     // Listed loose first, so that it is charged before the tight one refuses.
     let loose: Quota = "1/min burst 3".parse().unwrap();
     let tight: Quota = "60/min burst 1".parse().unwrap();

@@ -140,9 +140,7 @@ where
                     .build()
                     .unwrap();
                 rt.block_on(async move {
-                    let redis = limitcore_redis::Redis::connect(&url, common::config())
-                        .await
-                        .unwrap();
+                    let redis = common::connect_with(&url, common::config()).await;
                     barrier.wait();
                     node(redis, Instant::now() + run).await
                 })
@@ -291,10 +289,5 @@ async fn leased_limiter_blocks_locally_until_the_time_redis_gave() {
     // Never early: at the reported time, Redis itself admits one cell.
     tokio::time::sleep_until(until.into()).await;
     let exact = RedisGcra::new(redis, q, Policy::FailClosed).unwrap();
-    assert!(exact
-        .try_decide("k", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&exact, "k", 1).await);
 }

@@ -173,20 +173,10 @@ async fn pttl(redis: &limitcore_redis::Redis, key: &str) -> i64 {
 async fn zero_excess_and_denials_write_nothing() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let limit = RedisGcra::new(
-        redis.clone(),
-        "10/s burst 2".parse().unwrap(),
-        Policy::FailClosed,
-    )
-    .unwrap();
+    let limit = common::gcra(&redis, "10/s burst 2");
     let key = limit.redis_key("k");
     // n = 0 on a fresh key: admitted, nothing created.
-    assert!(limit
-        .try_decide("k", 0)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&limit, "k", 0).await);
     assert_eq!(get(&redis, &key).await, Value::Nil);
     // n > burst: ExceedsCapacity, nothing created.
     let a = limit.try_decide("k", 3).await.unwrap();
@@ -196,12 +186,7 @@ async fn zero_excess_and_denials_write_nothing() {
     );
     assert_eq!(get(&redis, &key).await, Value::Nil);
     // Take the burst; then a denial leaves the stored TAT and its TTL as they were.
-    assert!(limit
-        .try_decide("k", 2)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&limit, "k", 2).await);
     let before = get(&redis, &key).await;
     let denied = limit.try_decide("k", 1).await.unwrap();
     let wait = denied.decision.retry_after().expect("rate limited");
@@ -212,24 +197,14 @@ async fn zero_excess_and_denials_write_nothing() {
     assert_eq!(get(&redis, &key).await, before);
     // After exactly the wait Redis gave (measured from before the call), it conforms.
     tokio::time::sleep(wait).await;
-    assert!(limit
-        .try_decide("k", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&limit, "k", 1).await);
 }
 
 #[tokio::test]
 async fn ttl_is_the_time_until_the_state_is_fresh() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let limit = RedisGcra::new(
-        redis.clone(),
-        "10/s burst 5".parse().unwrap(),
-        Policy::FailClosed,
-    )
-    .unwrap();
+    let limit = common::gcra(&redis, "10/s burst 5");
     let key = limit.redis_key("ttl");
     // 3 permits from fresh: TAT = now + 300 ms, so the key lives 300 ms (rounded up).
     let a = limit.try_decide("ttl", 3).await.unwrap();
@@ -273,7 +248,7 @@ async fn bounds_are_checked_before_any_arithmetic() {
     assert!(RedisGcra::new(redis.clone(), fast, Policy::FailClosed).is_err());
     // ...and the script refuses it again if called directly, as it refuses a time past
     // 2^52 µs or a fractional argument.
-    let limit = RedisGcra::new(redis.clone(), "10/s".parse().unwrap(), Policy::FailClosed).unwrap();
+    let limit = common::gcra(&redis, "10/s");
     assert!(limit.try_decide_at("b", 1, 1 << 53).await.is_err());
     let sha_call = redis
         .command(
@@ -310,41 +285,20 @@ async fn bounds_are_checked_before_any_arithmetic() {
 async fn noscript_is_reloaded_with_one_extra_command() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let limit =
-        RedisGcra::new(redis.clone(), "100/s".parse().unwrap(), Policy::FailClosed).unwrap();
-    assert!(limit
-        .try_decide("r", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    let limit = common::gcra(&redis, "100/s");
+    assert!(common::admits(&limit, "r", 1).await);
     let before = redis.commands();
-    assert!(limit
-        .try_decide("r", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&limit, "r", 1).await);
     assert_eq!(redis.commands() - before, 1, "EVALSHA alone once loaded");
     redis
         .command(redis::cmd("SCRIPT").arg("FLUSH"))
         .await
         .unwrap();
     let before = redis.commands();
-    assert!(limit
-        .try_decide("r", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&limit, "r", 1).await);
     assert_eq!(redis.commands() - before, 2, "EVALSHA, NOSCRIPT, then EVAL");
     let before = redis.commands();
-    assert!(limit
-        .try_decide("r", 1)
-        .await
-        .unwrap()
-        .decision
-        .is_admitted());
+    assert!(common::admits(&limit, "r", 1).await);
     assert_eq!(redis.commands() - before, 1, "loaded again");
     // A pipeline of decisions: one round trip, each its own script call.
     let answers = limit

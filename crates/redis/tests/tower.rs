@@ -76,9 +76,11 @@ async fn the_leased_limiter_plugs_into_the_http_layer() {
     }
     let elapsed = start.elapsed();
     // One node: at most the GCRA bound over the run plus one lease (N·L with N = 1).
-    let t = quota.emission_interval();
-    let windows = elapsed.as_nanos().div_ceil(t.as_nanos()) as u64;
-    let bound = u64::from(quota.burst()) + windows - 1 + u64::from(max_lease);
+    let bound = common::gcra_bound(
+        quota.burst(),
+        quota.emission_interval_ns(),
+        elapsed.as_nanos() as u64,
+    ) + u64::from(max_lease);
     assert!(
         admitted <= bound,
         "{admitted} admitted in {elapsed:?}, bound {bound}"

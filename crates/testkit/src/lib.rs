@@ -15,10 +15,10 @@
 //!
 //! # Features
 //!
-//! All on by default. `proptest` and `fuzz` pull in their decoding crates; `dashmap` is
-//! kept for builds that name it ([`fuzz::keyed_differential`] runs every input on both of
-//! `Keyed`'s stores, which come with limitcore's `keyed`). The loom models (`loom-tests`, built with `--cfg loom`) use this crate with none
-//! of them.
+//! Both on by default; `proptest` and `fuzz` pull in their decoding crates.
+//! [`fuzz::keyed_differential`] runs every input on both of `Keyed`'s stores, which come
+//! with limitcore's `keyed`. The loom models (`loom-tests`, built with `--cfg loom`) use
+//! this crate with neither.
 //!
 //! # Examples
 //!

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load comparison of the example server (crates/tower/examples/server.rs) with no layer,
-# with limitcore-tower (per client IP, a quota that admits everything) and with
-# tower_governor on the same quota, under wrk, in the same run: ROUNDS rounds, the three
+# with limitcore-tower (per client IP, a quota that admits everything; with and without its
+# Outcome extension) and with
+# tower_governor on the same quota, under wrk, in the same run: ROUNDS rounds, the four
 # contenders interleaved in each, medians of requests/s and p99 latency, and of the
 # server's CPU time per request (all its threads' run time from /proc/PID/task/*/schedstat
 # over the wrk run, divided by the requests wrk completed): on a machine shared with other

@@ -155,7 +155,8 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
     /// request is decided again at the same instant by `decide_n_at`, and that decision is
     /// the request's: its result (an admission if the key's state moved in between) and its
     /// own state make the response. Every response with fields thus reports the state of
-    /// the decision that made it, never a second read.
+    /// the decision that made it, never a second read. In delay mode the reservation comes
+    /// before that second decision, which only a request the reservation also refuses needs.
     #[inline]
     fn decide(&self, key: &X::Key) -> Verdict {
         let now = self.limiter.now();
@@ -171,6 +172,28 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
                     return Verdict {
                         outcome: self.report(self.refused(key, now, denied)),
                         state: None,
+                    };
+                }
+                Err(denied) if self.delay.is_some() => {
+                    // Delay mode: the reservation first (usually the answer, and a delayed
+                    // response carries no state here); only a request it still refuses is
+                    // decided with its state.
+                    let outcome = self.refused(key, now, denied);
+                    if !matches!(outcome, Outcome::Rejected { .. }) {
+                        return Verdict {
+                            outcome: self.report(outcome),
+                            state: None,
+                        };
+                    }
+                    let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
+                    let outcome = if result.is_ok() {
+                        Outcome::Passed
+                    } else {
+                        outcome
+                    };
+                    return Verdict {
+                        outcome: self.report(outcome),
+                        state: Some(state),
                     };
                 }
                 Err(_) => {}
@@ -226,12 +249,15 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
         retry_after: Option<Duration>,
     ) -> Response<Bytes> {
         let mut headers = HeaderMap::new();
-        let quota = verdict.state.as_ref().map(|_| self.limiter.quota_for(key));
+        let fields = verdict
+            .state
+            .as_ref()
+            .map(|state| (self.limiter.quota_for(key), state));
         let body = self.fields.refusal(
             &mut headers,
             self.status,
             retry_after,
-            quota.as_ref().zip(verdict.state.as_ref()),
+            fields.as_ref().map(|(quota, state)| (quota, *state)),
         );
         let mut response = Response::new(body);
         *response.status_mut() = self.status;
@@ -243,7 +269,6 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
     }
 
     /// The state fields of an admission, when it carries them.
-    #[cold]
     fn pass_fields(&self, key: &X::Key, state: &Snapshot) -> Box<HeaderMap> {
         let mut headers = HeaderMap::new();
         self.fields
@@ -677,8 +702,8 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
 
     /// Whether responses carry the [`Outcome`] extension (default `true`). Turned off, the
     /// layer writes none, on any response: a passed response then costs no allocation of
-    /// the response's extension map (about 35 ns a request on this machine's 2 cores; see
-    /// BENCHMARKS.md), for services that do not log or count outcomes.
+    /// the response's extension map (measured in BENCHMARKS.md, "HTTP layer"), for services
+    /// that do not log or count outcomes.
     ///
     /// # Examples
     ///

@@ -10,7 +10,8 @@
 //!   default) with `Retry-After` (seconds, rounded up) and the IETF `RateLimit-Policy` /
 //!   `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers); modes reject, delay and
 //!   dry run, as nginx's `limit_req` ([`LimitReq`] for its `burst`, `delay=`, `nodelay`);
-//!   an [`Outcome`] in every response's extensions. Responses keep the inner service's
+//!   an [`Outcome`] in every response's extensions (unless
+//!   [`Builder::outcome_extension`] turns it off). Responses keep the inner service's
 //!   body type ([`RefusalBody`]: axum's `Body` passes through untouched).
 //! - Keys ([`key`]), read from the request's head as it is ([`RequestHead`]): global, the
 //!   peer address ([`PeerIp`]), the client behind trusted proxies from `X-Forwarded-For` or

@@ -4,7 +4,7 @@
 pub mod proxy;
 
 use limitcore_redis::server::RedisServer;
-use limitcore_redis::{Redis, RedisConfig};
+use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra};
 use std::time::Duration;
 
 /// A fresh server on a free loopback port. Fails (never skips) when redis-server is
@@ -23,14 +23,31 @@ pub fn config() -> RedisConfig {
         .heartbeat(Duration::from_millis(100))
 }
 
+/// A handle on `server` with the test configuration.
 pub async fn connect(server: &RedisServer) -> Redis {
-    connect_with(server, config()).await
+    connect_with(&server.url(), config()).await
 }
 
-pub async fn connect_with(server: &RedisServer, config: RedisConfig) -> Redis {
-    Redis::connect(&server.url(), config)
+/// A handle on the server at `url` (a test server, or a proxy in front of one).
+pub async fn connect_with(url: &str, config: RedisConfig) -> Redis {
+    Redis::connect(url, config)
         .await
         .expect("connect to the test server")
+}
+
+/// An exact GCRA of `quota` on `redis`, failing closed.
+pub fn gcra(redis: &Redis, quota: &str) -> RedisGcra {
+    RedisGcra::new(redis.clone(), quota.parse().unwrap(), Policy::FailClosed).unwrap()
+}
+
+/// Whether Redis admits `n` permits for `key` now (an unreachable Redis fails the test).
+pub async fn admits(limit: &RedisGcra, key: &str, n: u32) -> bool {
+    limit
+        .try_decide(key, n)
+        .await
+        .unwrap()
+        .decision
+        .is_admitted()
 }
 
 /// Wall-clock µs since the Unix epoch: the clock Redis's `TIME` reads on this machine.

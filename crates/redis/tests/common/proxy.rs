@@ -47,6 +47,7 @@ impl Proxy {
     }
 
     pub fn set_latency(&self, latency: Duration) {
+        // Relaxed: pairs with the relaxed load in `pump`; only the value travels.
         self.latency_ms
             .store(latency.as_millis() as u64, Ordering::Relaxed);
     }
@@ -80,6 +81,9 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        // Relaxed: a setting the test changes between phases; pairs with the relaxed store in
+        // `set_latency`; a chunk read around the change may see the old delay, which no test
+        // depends on.
         let delay = latency_ms.load(Ordering::Relaxed);
         if delay > 0 {
             tokio::select! {

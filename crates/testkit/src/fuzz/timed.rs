@@ -56,8 +56,6 @@ pub(crate) struct Trace {
     pub(crate) name: String,
     pub(crate) model: &'static str,
     quota: Quota,
-    /// Anything else that identifies the run (batch, ...).
-    setup: String,
     /// The readings allowed at the last admission (a window run's).
     pub(crate) readings: Option<Readings>,
     /// `now` when the run started.
@@ -79,7 +77,6 @@ impl Trace {
             name: name.to_owned(),
             model,
             quota,
-            setup: String::new(),
             readings: None,
             start,
             phase: 1,
@@ -115,9 +112,6 @@ impl Trace {
             q.emission_interval_ns(),
             q.burst()
         );
-        if !self.setup.is_empty() {
-            let _ = writeln!(msg, "  setup: {}", self.setup);
-        }
         if let Some(r) = self.readings {
             let _ = writeln!(msg, "  readings: {r:?}, allowed in {:?}", r.bounds());
         }
