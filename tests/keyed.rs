@@ -342,11 +342,12 @@ fn threads_on_many_and_hot_keys<S: Store<u32> + Send + Sync + 'static>(store: fn
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(
-        sweeper.join().unwrap(),
-        0,
-        "nothing is idle with a frozen clock"
-    );
+    // With a frozen clock no charged key is idle, but a slot another thread has just
+    // inserted fresh is, until its first charge: a sweep may retire it (papaya inserts, then
+    // charges; dashmap does both under one shard lock), and that request then charges a new
+    // slot. Harmless; the counts below show that no charged key was reset (a reset hot key
+    // would admit more than its burst).
+    let _retired = sweeper.join().unwrap();
     for k in 0..1_000 {
         assert!(admitted[k].load(Ordering::Relaxed) <= 50, "key {k}");
         assert!(admitted_sw[k].load(Ordering::Relaxed) <= 50, "key {k}");
