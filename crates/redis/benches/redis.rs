@@ -5,7 +5,8 @@
 //! - the naive fixed window (`INCR` + `PEXPIRE` in one pipeline, the envoy approach);
 //! - a raw RESP client on a blocking socket, the floor any client pays (client overhead);
 //! - leased mode: local decisions/s on one thread and Redis commands per 1,000 decisions,
-//!   admitted (cells available) and saturated (the key refused locally);
+//!   admitted (cells available) and saturated (the key refused locally), through the
+//!   keyed trait and through a handle on the key (`LeasedKey`);
 //! - the in-process core (`Gcra`, `Keyed<String, GcraRule>`) beside the leased decision.
 //!
 //! Run: `cargo bench -p limitcore-redis --bench redis` (prints Markdown tables).
@@ -188,10 +189,11 @@ fn main() {
     let exact_best = rows[0].timing.per_s.max(rows[1].timing.per_s);
 
     // Leased mode: one thread deciding locally on one key.
-    let leased_cells = {
-        // The admitted path: a lease of 25,000 cells held (1,000,000/s burst 100,000,
-        // L = 100,000, first lease L/4), 20,000 decisions timed on each of 50 keys, all
-        // served from held cells (the refill at half runs in the background).
+    // The admitted path: a lease of 25,000 cells held (1,000,000/s burst 100,000,
+    // L = 100,000, first lease L/4), 20,000 decisions timed on each of 50 keys, all served
+    // from held cells (the refill at half runs in the background); through the keyed trait
+    // or through a handle on each key (`LeasedKey`, no lookup).
+    let leased_cells = |by_handle: bool| {
         let q: Quota = "1000000/s burst 100000".parse().unwrap();
         let _guard = rt.enter();
         let l = LeasedLimiter::new(
@@ -205,10 +207,17 @@ fn main() {
         let before = redis.commands();
         for k in 0..50 {
             let key = format!("cells-{k}");
+            let handle = l.key(&key);
             assert!(rt.block_on(l.acquire(&key, 1)).is_admitted());
             let began = Instant::now();
-            for _ in 0..20_000 {
-                admitted += u64::from(black_box(l.try_acquire(&key).is_ok()));
+            if by_handle {
+                for _ in 0..20_000 {
+                    admitted += u64::from(black_box(handle.try_acquire().is_ok()));
+                }
+            } else {
+                for _ in 0..20_000 {
+                    admitted += u64::from(black_box(l.try_acquire(&key).is_ok()));
+                }
             }
             spent += began.elapsed();
             total += 20_000;
@@ -223,6 +232,8 @@ fn main() {
             total,
         )
     };
+    let leased_cells_handle = leased_cells(true);
+    let leased_cells = leased_cells(false);
     let leased_saturated = {
         let _guard = rt.enter();
         let l = LeasedLimiter::new(
@@ -239,7 +250,7 @@ fn main() {
         });
         (ns, redis.commands() - before, NS_PER_CALLS)
     };
-    let leased_refused = {
+    let (leased_refused, leased_refused_handle) = {
         // The refused path: Redis refused the key's lease (1/min burst 1, its one cell
         // spent), so the node refuses locally, with the exact wait, until Redis's wait ends.
         let q: Quota = "1/min burst 1".parse().unwrap();
@@ -265,8 +276,15 @@ fn main() {
         let ns = ns_per(|_| {
             black_box(l.try_acquire("blocked").is_ok());
         });
+        let by_key = (ns, redis.commands() - before, NS_PER_CALLS);
+        let handle = l.key("blocked");
+        let before = redis.commands();
+        let ns = ns_per(|_| {
+            black_box(handle.try_acquire().is_ok());
+        });
+        let by_handle = (ns, redis.commands() - before, NS_PER_CALLS);
         assert!(blocked(), "every timed decision was a local refusal");
-        (ns, redis.commands() - before, NS_PER_CALLS)
+        (by_key, by_handle)
     };
     // The in-process core, on the same clock (`MonotonicClock`): admitted (a quota that
     // never refuses within the run: every call compare-and-swaps), refused (1/min burst 1,
@@ -336,6 +354,14 @@ fn main() {
             "leased, saturated (1000/s burst 50, L = 16: mostly local refusals)",
             leased_saturated,
         ),
+        (
+            "leased, one key's handle (`LeasedKey`), admitted from held cells",
+            leased_cells_handle,
+        ),
+        (
+            "leased, one key's handle (`LeasedKey`), refused locally (blocked)",
+            leased_refused_handle,
+        ),
     ] {
         println!(
             "| {name} | {ns:.1} | {:.0} | {:.4} |",
@@ -397,22 +423,32 @@ fn main() {
     );
     for (what, leased, core) in [
         (
-            "leased admission ≤ 2× in-process unkeyed `Gcra` admission",
+            "leased handle admission ≤ 2× in-process unkeyed `Gcra` admission",
+            leased_cells_handle.0,
+            gcra_admitted,
+        ),
+        (
+            "leased handle refusal ≤ 2× in-process unkeyed `Gcra` refusal",
+            leased_refused_handle.0,
+            gcra_refused,
+        ),
+        (
+            "leased keyed admission ≤ 2× in-process unkeyed `Gcra` admission",
             leased_cells.0,
             gcra_admitted,
         ),
         (
-            "leased refusal ≤ 2× in-process unkeyed `Gcra` refusal",
+            "leased keyed refusal ≤ 2× in-process unkeyed `Gcra` refusal",
             leased_refused.0,
             gcra_refused,
         ),
         (
-            "leased admission ≤ 2× in-process keyed GCRA admission",
+            "leased keyed admission ≤ 2× in-process keyed GCRA admission",
             leased_cells.0,
             keyed_admitted,
         ),
         (
-            "leased refusal ≤ 2× in-process keyed GCRA refusal",
+            "leased keyed refusal ≤ 2× in-process keyed GCRA refusal",
             leased_refused.0,
             keyed_refused,
         ),

@@ -97,7 +97,7 @@ pub mod server;
 
 pub use client::{Redis, RedisConfig};
 pub use exact::{gcra_micros, Answer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US};
-pub use leased::{LeaseConfig, LeaseRule, LeasedLimiter, MAX_CELLS};
+pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, MAX_CELLS};
 pub use policy::{Policy, Source, Verdict};
 
 use std::fmt;

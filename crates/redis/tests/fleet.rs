@@ -7,7 +7,7 @@ mod common;
 
 use limitcore::reference::GcraModel;
 use limitcore::rules::Rule;
-use limitcore::{KeyedRateLimiter, Quota};
+use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
 use limitcore_redis::{gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -200,15 +200,22 @@ fn four_nodes_leased_mode_stay_within_gcra_plus_n_l() {
             let limiter =
                 LeasedLimiter::new(redis, q, LeaseConfig::new(l), Policy::FailClosed).unwrap();
             assert_eq!(limiter.max_lease(), l);
-            // The hammer is synchronous (the trait's path) on its own thread; the lease
-            // fetches run on this runtime's worker meanwhile.
+            // The hammer is synchronous on its own thread, by turns through the keyed trait
+            // and through a handle on the key (the same word); the lease fetches run on
+            // this runtime's worker meanwhile.
             let hammer = limiter.clone();
+            let handle = limiter.key("hot");
             let hammer = std::thread::spawn(move || {
                 let (mut times, mut decisions) = (Vec::new(), 0u64);
                 while Instant::now() < end {
-                    for _ in 0..64 {
+                    for i in 0..64 {
                         decisions += 1;
-                        if hammer.try_acquire("hot").is_ok() {
+                        let admitted = if i % 2 == 0 {
+                            hammer.try_acquire("hot").is_ok()
+                        } else {
+                            handle.try_acquire().is_ok()
+                        };
+                        if admitted {
                             times.push(common::wall_us());
                         }
                     }

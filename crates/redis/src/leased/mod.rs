@@ -74,224 +74,19 @@ use crate::exact::RedisGcra;
 use crate::policy::{Policy, Source, Verdict};
 use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
-use limitcore::rules::{Receipt, Rule};
+use limitcore::rules::Rule;
 use limitcore::{
-    Decision, Denied, KeyHasher, KeyedRateLimiter, Limiter, Quota, QuotaError, RateLimiter,
-    Snapshot,
+    Decision, Denied, KeyHasher, KeyedRateLimiter, Limiter, Quota, RateLimiter, Snapshot,
 };
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-const CELL_BITS: u32 = 24;
-const TIME_BITS: u32 = 39;
-const BLOCKED: u64 = 1 << TIME_BITS;
-const TIME_MASK: u64 = BLOCKED - 1;
-const NS_PER_MS: u64 = 1_000_000;
+mod key;
+mod rule;
 
-/// The local counter of a leased key: cells held and until when, in one `u64`.
-///
-/// # Word
-///
-/// ```text
-///  63             40  39  38                                   0
-/// +-----------------+---+--------------------------------------+
-/// | cells (24 bits) | B | until: ms since the rule's epoch     |
-/// +-----------------+---+--------------------------------------+
-/// ```
-///
-/// - `cells`: cells of the current lease not yet spent (at most 2^24 − 1).
-/// - `B = 0` (leased): the cells may be spent until `until` (the lease's expiry, rounded
-///   *down* to the ms: never later than the lease allows); at or after it, or with no
-///   cells, the key needs a new lease.
-/// - `B = 1` (blocked): Redis refused a lease; the leftover cells may still be spent, and
-///   after them every request is refused until `until` (rounded *up* to the ms: never
-///   earlier than Redis's wait), when a new lease may be fetched.
-/// - `until` counts ms from the rule's epoch (the limiter's creation): 39 bits are 17
-///   years; later times saturate (a lease then expires early, a block lasts longer: both
-///   stricter).
-///
-/// The fresh word, 0, holds no cells and needs a lease.
-///
-/// # Decisions
-///
-/// [`Rule::take`] admits `n` iff the word holds `n` cells valid at `now`, and spends them.
-/// It refuses a blocked word with the exact time until `until`, and a word that needs a
-/// lease with `retry_after = Duration::MAX` (from this word alone nothing is ever
-/// admitted again: only a new lease, installed by [`LeaseRule::install`], can change
-/// that). The [`LeasedLimiter`] turns the latter into a lease fetch. There is no refund:
-/// [`Rule::refund`] gives nothing back (unspent cells expire instead).
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::rules::Rule;
-/// use limitcore::Quota;
-/// use limitcore_redis::LeaseRule;
-///
-/// let rule = LeaseRule::new(&Quota::per_second(100)?)?;
-/// let mut word = rule.fresh();
-/// assert!(rule.take(&mut word, 0, 1).is_err());            // no lease yet
-/// rule.install(&mut word, 5, 0, 1_000_000_000);            // 5 cells until 1 s
-/// assert!(rule.take(&mut word, 10, 3).is_ok());
-/// assert_eq!(rule.cells(&word, 10), 2);
-/// assert!(rule.take(&mut word, 1_000_000_000, 1).is_err()); // expired
-/// # Ok::<(), limitcore::QuotaError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseRule {
-    quota: Quota,
-    epoch: Nanos,
-    capacity: u32,
-}
-
-/// The largest number of cells a [`LeaseRule`] word holds.
-pub const MAX_CELLS: u32 = (1 << CELL_BITS) - 1;
-
-impl LeaseRule {
-    /// The rule for `quota` with its ms field counted from `epoch` (ns on the caller's
-    /// clock) and at most `capacity` cells per request and per lease (clamped to
-    /// `1 ..= min(burst, MAX_CELLS)`).
-    pub fn with_epoch(quota: Quota, epoch: Nanos, capacity: u32) -> Self {
-        LeaseRule {
-            quota,
-            epoch,
-            capacity: capacity.clamp(1, quota.burst().min(MAX_CELLS)),
-        }
-    }
-
-    #[inline]
-    fn unpack(word: u64) -> (u32, bool, u64) {
-        (
-            (word >> (TIME_BITS + 1)) as u32,
-            word & BLOCKED != 0,
-            word & TIME_MASK,
-        )
-    }
-
-    #[inline]
-    fn pack(cells: u32, blocked: bool, until_ms: u64) -> u64 {
-        debug_assert!(cells <= MAX_CELLS);
-        (u64::from(cells.min(MAX_CELLS)) << (TIME_BITS + 1))
-            | if blocked { BLOCKED } else { 0 }
-            | until_ms.min(TIME_MASK)
-    }
-
-    #[inline]
-    fn until_ns(&self, until_ms: u64) -> Nanos {
-        self.epoch
-            .saturating_add(until_ms.saturating_mul(NS_PER_MS))
-    }
-
-    fn ms_down(&self, t: Nanos) -> u64 {
-        (t.saturating_sub(self.epoch) / NS_PER_MS).min(TIME_MASK)
-    }
-
-    fn ms_up(&self, t: Nanos) -> u64 {
-        t.saturating_sub(self.epoch)
-            .div_ceil(NS_PER_MS)
-            .min(TIME_MASK)
-    }
-
-    /// Cells `word` holds that may be spent at `now` (ns of the limiter's clock).
-    #[inline]
-    pub fn cells(&self, word: &u64, now: Nanos) -> u32 {
-        let (cells, _, until) = Self::unpack(*word);
-        if now < self.until_ns(until) {
-            cells
-        } else {
-            0
-        }
-    }
-
-    /// Whether `word` is blocked by a Redis refusal at `now`, and until when (ns).
-    #[inline]
-    pub fn blocked_until(&self, word: &u64, now: Nanos) -> Option<Nanos> {
-        let (_, blocked, until) = Self::unpack(*word);
-        let until = self.until_ns(until);
-        (blocked && now < until).then_some(until)
-    }
-
-    /// Install a lease of `granted` cells that arrived at `now` and expires at `expires`
-    /// (ns): the word then holds its still-valid cells plus `granted` (capped at
-    /// [`MAX_CELLS`]), valid until `expires` rounded down to the ms.
-    pub fn install(&self, word: &mut u64, granted: u32, now: Nanos, expires: Nanos) {
-        let cells = self.cells(word, now).saturating_add(granted).min(MAX_CELLS);
-        *word = Self::pack(cells, false, self.ms_down(expires));
-    }
-
-    /// Block the word until `until` (ns, rounded up to the ms) after a Redis refusal that
-    /// arrived at `now`: cells still valid stay spendable until then.
-    pub fn block(&self, word: &mut u64, now: Nanos, until: Nanos) {
-        let cells = self.cells(word, now);
-        *word = Self::pack(cells, true, self.ms_up(until));
-    }
-}
-
-impl Rule for LeaseRule {
-    type State = u64;
-
-    /// The rule with epoch 0 and capacity `min(burst, MAX_CELLS)`.
-    ///
-    /// # Errors
-    ///
-    /// None.
-    fn new(quota: &Quota) -> Result<Self, QuotaError> {
-        Ok(LeaseRule::with_epoch(*quota, 0, quota.burst()))
-    }
-
-    fn quota(&self) -> Quota {
-        self.quota
-    }
-
-    fn capacity(&self) -> u32 {
-        self.capacity
-    }
-
-    fn fresh(&self) -> u64 {
-        0
-    }
-
-    #[inline]
-    fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let (cells, blocked, until) = Self::unpack(*word);
-        let until_ns = self.until_ns(until);
-        if now < until_ns {
-            if cells >= n {
-                *word = Self::pack(cells - n, blocked, until);
-                return Ok(Receipt::new(n, now));
-            }
-            if blocked {
-                return Err(Denied::RateLimited {
-                    retry_after: Duration::from_nanos(until_ns - now),
-                });
-            }
-        }
-        Err(Denied::RateLimited {
-            retry_after: Duration::MAX,
-        })
-    }
-
-    #[inline]
-    fn snapshot(&self, word: &u64, now: Nanos) -> Snapshot {
-        let full_after = self
-            .blocked_until(word, now)
-            .map_or(Duration::ZERO, |until| Duration::from_nanos(until - now));
-        Snapshot::new(self.cells(word, now), full_after)
-    }
-
-    /// Nothing is given back: unspent cells expire instead (see the type).
-    fn refund(&self, _word: &mut u64, _receipt: &Receipt, _at: Nanos) -> bool {
-        false
-    }
-
-    /// A word whose `until` has passed by `since` decides as the fresh word (a lease is
-    /// needed) at every later time.
-    fn fresh_since(&self, word: &u64, since: Nanos, _now: Nanos) -> bool {
-        let (_, _, until) = Self::unpack(*word);
-        self.until_ns(until) <= since
-    }
-}
+pub use key::LeasedKey;
+pub use rule::{LeaseRule, MAX_CELLS};
 
 /// The leased mode's settings.
 ///
@@ -405,7 +200,49 @@ struct Entry {
     /// When the last lease was installed (ns) and the cells held right after.
     installed_cells: AtomicU32,
     installed_at: AtomicU64,
+    /// The [`LeasedKey`] handles on this entry, or [`RETIRED`] once the sweep has removed it
+    /// (see [`Entry::pin`]).
+    pins: AtomicUsize,
     arrived: tokio::sync::Notify,
+}
+
+/// [`Entry::pins`] of an entry the sweep retired: no handle may pin it again, and it never
+/// holds a cell again (the sweep also keeps its fetch slot).
+const RETIRED: usize = usize::MAX;
+
+impl Entry {
+    /// Pin the entry for a [`LeasedKey`]: `false` if the sweep has retired it (the caller
+    /// then looks the key up again). While pinned the sweep does not retire it.
+    ///
+    /// One word decides between the two: the sweep retires with a compare-and-swap
+    /// `0 → RETIRED`, a pin adds one to any other value, so either the sweep sees the pin
+    /// (and keeps the entry) or the pin sees `RETIRED` (and takes another entry).
+    fn pin(&self) -> bool {
+        // Relaxed (the three operations on `pins`): the choice between a pin and the
+        // retirement rests on this one word's modification order alone (each is a
+        // read-modify-write, which reads the latest value), and nothing else is published
+        // through it: the lease word has its own compare-and-swap, and the fetch slot,
+        // which the sweep holds while it decides, keeps cells from arriving meanwhile.
+        self.pins
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |pins| {
+                (pins < RETIRED - 1).then(|| pins + 1)
+            })
+            .is_ok()
+    }
+
+    /// Undo one [`Entry::pin`] (a handle dropped).
+    fn unpin(&self) {
+        // Relaxed: see `pin`.
+        self.pins.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Retire an idle entry (the sweep, holding its fetch slot): `false` if a handle pins it.
+    fn retire(&self) -> bool {
+        // Relaxed: see `pin`.
+        self.pins
+            .compare_exchange(0, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
 }
 
 struct Inner<C: Clock> {
@@ -527,7 +364,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let gcra = RedisGcra::new(redis, quota, policy)?.with_prefix(config.prefix.clone());
         let rule = LeaseRule::with_epoch(quota, clock.now(), config.max_lease);
         let config = LeaseConfig {
-            max_lease: rule.capacity,
+            max_lease: rule.capacity(),
             ..config
         };
         let inner = Arc::new(Inner {
@@ -596,40 +433,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// [`Source::Fallback`] (Redis unreachable and no cells held).
     pub fn decide_verdict_at(&self, key: &str, n: u32, now: Nanos) -> Verdict {
         let guard = self.inner.keys.pin();
-        let entry = self.entry(&guard, key);
-        let rule = &self.inner.rule;
-        match self.spend(entry, n, now) {
-            Ok(word) => {
-                self.after_admission(entry, key, n, &word, now);
-                Verdict {
-                    decision: Decision {
-                        result: Ok(()),
-                        state: rule.snapshot(&word, now),
-                    },
-                    source: Source::Lease,
-                }
-            }
-            Err((denied, word)) => {
-                let state = rule.snapshot(&word, now);
-                match self.needs_lease(entry, key, n, denied, now) {
-                    Ok(retry_after) => Verdict {
-                        decision: Decision {
-                            result: Err(Denied::RateLimited { retry_after }),
-                            state,
-                        },
-                        source: Source::Lease,
-                    },
-                    Err(Some(fallback)) => fallback,
-                    Err(None) => Verdict {
-                        decision: Decision {
-                            result: Err(denied),
-                            state,
-                        },
-                        source: Source::Lease,
-                    },
-                }
-            }
-        }
+        self.decide_entry(self.entry(&guard, key), key, n, now)
     }
 
     /// [`LeasedLimiter::decide_verdict_at`]'s result alone: the same decision, with no
@@ -638,17 +442,60 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     #[inline]
     fn try_decide_at(&self, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
         let guard = self.inner.keys.pin();
-        let entry = self.entry(&guard, key);
+        self.try_entry(self.entry(&guard, key), key, n, now)
+    }
+
+    /// The decision on `key`'s `entry` (looked up or pinned by a [`LeasedKey`]), with its
+    /// state and source.
+    fn decide_entry(&self, entry: &Arc<Entry>, key: &str, n: u32, now: Nanos) -> Verdict {
+        let rule = &self.inner.rule;
+        let lease = |result, state| Verdict {
+            decision: Decision { result, state },
+            source: Source::Lease,
+        };
+        match self.spend(entry, n, now) {
+            Ok(word) => {
+                self.after_admission(entry, key, n, &word, now);
+                lease(Ok(()), rule.snapshot(&word, now))
+            }
+            Err((denied, word)) => {
+                let state = rule.snapshot(&word, now);
+                match self.needs_lease(entry, key, n, denied, now) {
+                    Ok(retry_after) => lease(Err(Denied::RateLimited { retry_after }), state),
+                    Err(Some(fallback)) => fallback,
+                    Err(None) => lease(Err(denied), state),
+                }
+            }
+        }
+    }
+
+    /// [`LeasedLimiter::decide_entry`]'s result alone, with no snapshot computed.
+    #[inline]
+    fn try_entry(&self, entry: &Arc<Entry>, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
         match self.spend(entry, n, now) {
             Ok(word) => {
                 self.after_admission(entry, key, n, &word, now);
                 Ok(())
             }
-            Err((denied, _)) => match self.needs_lease(entry, key, n, denied, now) {
-                Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
-                Err(Some(fallback)) => fallback.decision.result,
-                Err(None) => Err(denied),
-            },
+            Err((denied, _)) => self.after_refusal(entry, key, n, denied, now),
+        }
+    }
+
+    /// The answer to a refusal of the word: a lease fetch started, the outage policy's
+    /// decision, or the refusal as it stands.
+    #[inline]
+    fn after_refusal(
+        &self,
+        entry: &Arc<Entry>,
+        key: &str,
+        n: u32,
+        denied: Denied,
+        now: Nanos,
+    ) -> Result<(), Denied> {
+        match self.needs_lease(entry, key, n, denied, now) {
+            Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
+            Err(Some(fallback)) => fallback.decision.result,
+            Err(None) => Err(denied),
         }
     }
 
@@ -684,14 +531,14 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     #[inline]
     fn spend(&self, entry: &Entry, n: u32, now: Nanos) -> Result<u64, (Denied, u64)> {
         let rule = &self.inner.rule;
-        if n > rule.capacity || n == 0 {
+        if n > rule.capacity() || n == 0 {
             let word = entry.counter.state();
             return if n == 0 {
                 Ok(word)
             } else {
                 Err((
                     Denied::ExceedsCapacity {
-                        capacity: rule.capacity,
+                        capacity: rule.capacity(),
                     },
                     word,
                 ))
@@ -813,38 +660,56 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// the node holds none for this key: the asynchronous entry point, which never refuses
     /// a key's first request only because its lease has not arrived yet.
     pub async fn acquire(&self, key: &str, n: u32) -> Verdict {
-        let verdict = self.decide_verdict_at(key, n, self.inner.clock.now());
-        if verdict.is_admitted() || verdict.source != Source::Lease {
-            return verdict;
-        }
-        let entry = {
+        self.acquire_by(|| {
             let guard = self.inner.keys.pin();
-            guard.get(key).map(Arc::clone)
-        };
-        if let Some(entry) = entry {
+            let entry = self.entry(&guard, key);
             let now = self.inner.clock.now();
-            if self
-                .inner
-                .rule
-                .blocked_until(&entry.counter.state(), now)
-                .is_some()
-            {
-                // Redis refused: the local block is the answer, with its exact wait.
+            (self.decide_entry(entry, key, n, now), Arc::clone(entry))
+        })
+        .await
+    }
+
+    /// Decide by `decide` (a decision and the entry it was made on) until it admits, or
+    /// refuses for any reason but a lease not yet arrived (a Redis refusal's local block,
+    /// `n` above the capacity, the outage policy), or the Redis deadline has passed; between
+    /// decisions, wait for the entry's lease fetch.
+    async fn acquire_by(&self, mut decide: impl FnMut() -> (Verdict, Arc<Entry>)) -> Verdict {
+        let deadline = tokio::time::Instant::now() + self.redis().config().get_deadline();
+        loop {
+            let (verdict, entry) = decide();
+            let waits = verdict.source == Source::Lease
+                && matches!(verdict.decision.result, Err(Denied::RateLimited { .. }));
+            if !waits || !self.await_lease(&entry, deadline).await {
                 return verdict;
             }
-            let arrived = entry.arrived.notified();
-            tokio::pin!(arrived);
-            arrived.as_mut().enable();
-            // Acquire: pairs with the Release that ends `fetch`. The `Notified` is enabled
-            // before this load and `fetch` calls `notify_waiters` after its store, so a
-            // fetch that ends after this load wakes us, and one that ended before reads
-            // `false` here (its word is then already installed).
-            if entry.fetching.load(Ordering::Acquire) {
-                let deadline = self.redis().config().get_deadline();
-                let _ = tokio::time::timeout(deadline, arrived).await;
-            }
         }
-        self.decide_verdict_at(key, n, self.inner.clock.now())
+    }
+
+    /// After a refusal of `entry`'s word: wait until its lease fetch in flight ends, if
+    /// one is (the sweep's brief hold of the fetch slot counts as one). `false` if the key
+    /// is blocked by a Redis refusal instead (the refusal, with its exact wait, is then the
+    /// answer) or `deadline` has passed.
+    async fn await_lease(&self, entry: &Entry, deadline: tokio::time::Instant) -> bool {
+        let now = self.inner.clock.now();
+        if self
+            .inner
+            .rule
+            .blocked_until(&entry.counter.state(), now)
+            .is_some()
+        {
+            return false;
+        }
+        let arrived = entry.arrived.notified();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        // Acquire: pairs with the Release that ends `fetch` (or the sweep's hold). The
+        // `Notified` is enabled before this load and both call `notify_waiters` after their
+        // store, so one that ends after this load wakes us, and one that ended before reads
+        // `false` here (a fetch's word is then already installed).
+        if entry.fetching.load(Ordering::Acquire) {
+            return tokio::time::timeout_at(deadline, arrived).await.is_ok();
+        }
+        tokio::time::Instant::now() < deadline
     }
 }
 
@@ -856,6 +721,7 @@ impl<C: Clock> Inner<C> {
             size: AtomicU32::new((self.config.max_lease / 4).max(1)),
             installed_at: AtomicU64::new(0),
             installed_cells: AtomicU32::new(0),
+            pins: AtomicUsize::new(0),
             arrived: tokio::sync::Notify::new(),
         }
     }
@@ -915,13 +781,15 @@ async fn fetch<C: Clock + Clone + 'static>(
 }
 
 /// Drop the local state of keys whose lease or block ended more than a lease TTL ago and
-/// that have no fetch in flight. Ends with the limiter.
+/// that have no fetch in flight and no [`LeasedKey`] handle. Ends with the limiter.
 ///
 /// A removed entry may still be held by a decision that looked it up just before (an
 /// `Arc`). So that such a decision can never spend cells beside the key's next entry, the
 /// sweep first takes the entry's fetch slot (`fetching`, false → true) and keeps it for
 /// good: cells only ever arrive by a fetch, so the entry, idle when checked under the slot,
 /// never holds a cell again, and a late decision on it is refused (stricter, never more).
+/// It then retires the entry ([`Entry::retire`]), which fails while a [`LeasedKey`] pins
+/// it: a handle's entry stays the key's only one for as long as the handle lives.
 async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
     loop {
         let every = match inner.upgrade() {
@@ -934,29 +802,33 @@ async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
         let ttl = nanos(inner.config.ttl);
         let since = now.saturating_sub(ttl);
         let guard = inner.keys.pin();
-        let idle: Vec<String> = guard
+        let idle: Vec<(String, Arc<Entry>)> = guard
             .iter()
             .filter(|(_, e)| {
                 // Acquire on success: pairs with the Release that ends a fetch, so the
                 // installed word is seen below; the slot, once ours, is never given back
-                // for an idle entry.
+                // for a retired entry.
                 if e.fetching
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_err()
                 {
                     return false;
                 }
-                let idle = inner.rule.fresh_since(&e.counter.state(), since, now);
+                let idle = inner.rule.fresh_since(&e.counter.state(), since, now) && e.retire();
                 if !idle {
                     // Release: pairs with the Acquire of the next refill's swap.
                     e.fetching.store(false, Ordering::Release);
+                    // A request that waited on the slot meanwhile (`await_lease`) looks again.
+                    e.arrived.notify_waiters();
                 }
                 idle
             })
-            .map(|(k, _)| k.clone())
+            .map(|(k, e)| (k.clone(), Arc::clone(e)))
             .collect();
-        for key in idle {
-            guard.remove(&key);
+        for (key, entry) in idle {
+            // Only the entry retired above: a handle that met it retired may already have
+            // put a fresh one in its place.
+            let _ = guard.remove_if(&key, |_, e| Arc::ptr_eq(e, &entry));
         }
     }
 }

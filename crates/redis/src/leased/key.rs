@@ -1,0 +1,206 @@
+//! One key of a [`LeasedLimiter`] looked up once: [`LeasedKey`].
+
+use super::{Entry, LeasedLimiter};
+use crate::policy::Verdict;
+use limitcore::clock::{Clock, MonotonicClock, Nanos};
+use limitcore::{Decision, Denied, Quota, RateLimiter, Snapshot};
+use std::sync::Arc;
+
+/// One key of a [`LeasedLimiter`], looked up once: its decisions go straight to the key's
+/// lease word (a clock read and one compare-and-swap), with no map lookup. For a limit the
+/// fleet shares under one key (an upstream's quota, a global cap) or a hot tenant that a
+/// service resolves once. Implements the core's unkeyed [`RateLimiter`].
+///
+/// # Sharing
+///
+/// The handle and the limiter's keyed decisions on the same key use the same word: the
+/// node still holds at most `L` cells for the key, and the fleet bound
+/// `B + ⌈Δ/T⌉ − 1 + N·L` ([`LeasedLimiter`]) is unchanged. Clones share it too.
+///
+/// # Memory
+///
+/// While a handle (or a clone of it) lives, the idle-key sweep keeps the key's entry (about
+/// 100 bytes); a dropped handle's key is swept as any other once idle.
+///
+/// # Capacity
+///
+/// At most `min(burst, L)` permits a request, as the limiter.
+///
+/// # Examples
+///
+/// ```no_run
+/// use limitcore::RateLimiter;
+/// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+/// let limiter = LeasedLimiter::new(redis, "1000/s burst 50".parse()?, LeaseConfig::new(16), Policy::FailLocal)?;
+/// let upstream = limiter.key("upstream-api");
+/// upstream.acquire(1).await;              // waits for the first lease
+/// let admitted = upstream.try_acquire();  // local: no lookup, no round trip
+/// # let _ = admitted;
+/// # Ok(()) }
+/// ```
+pub struct LeasedKey<C: Clock + Clone + 'static = MonotonicClock> {
+    limiter: LeasedLimiter<C>,
+    entry: Arc<Entry>,
+    key: Box<str>,
+}
+
+impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
+    /// A handle on `key` whose decisions skip the lookup ([`LeasedKey`]). It shares the
+    /// key's local state with this limiter's keyed decisions.
+    pub fn key(&self, key: &str) -> LeasedKey<C> {
+        loop {
+            let guard = self.inner.keys.pin();
+            let entry = Arc::clone(self.entry(&guard, key));
+            if entry.pin() {
+                return LeasedKey {
+                    limiter: self.clone(),
+                    entry,
+                    key: key.into(),
+                };
+            }
+            // The sweep retired this entry and is about to remove it: remove it now (only
+            // it: the sweep's own removal is conditional in the same way) and look again.
+            let _ = guard.remove_if(key, |_, e| Arc::ptr_eq(e, &entry));
+        }
+    }
+}
+
+impl<C: Clock + Clone + 'static> LeasedKey<C> {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The limiter the handle belongs to.
+    pub fn limiter(&self) -> &LeasedLimiter<C> {
+        &self.limiter
+    }
+
+    /// Decide `n` permits at `now` (ns of the limiter's clock), with where the decision came
+    /// from: as [`LeasedLimiter::decide_verdict_at`] for this key.
+    pub fn decide_verdict_at(&self, n: u32, now: Nanos) -> Verdict {
+        self.limiter.decide_entry(&self.entry, &self.key, n, now)
+    }
+
+    /// Decide `n` permits now, waiting (up to the Redis deadline) for a lease if the node
+    /// holds none: as [`LeasedLimiter::acquire`] for this key.
+    pub async fn acquire(&self, n: u32) -> Verdict {
+        self.limiter
+            .acquire_by(|| {
+                let verdict = self.decide_verdict_at(n, self.now());
+                (verdict, Arc::clone(&self.entry))
+            })
+            .await
+    }
+}
+
+impl<C: Clock + Clone + 'static> Clone for LeasedKey<C> {
+    fn clone(&self) -> Self {
+        // This handle's pin keeps the entry from retirement, so the new pin cannot fail.
+        let pinned = self.entry.pin();
+        debug_assert!(pinned, "a pinned entry is never retired");
+        LeasedKey {
+            limiter: self.limiter.clone(),
+            entry: Arc::clone(&self.entry),
+            key: self.key.clone(),
+        }
+    }
+}
+
+impl<C: Clock + Clone + 'static> Drop for LeasedKey<C> {
+    fn drop(&mut self) {
+        self.entry.unpin();
+    }
+}
+
+impl<C: Clock + Clone + 'static> std::fmt::Debug for LeasedKey<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasedKey")
+            .field("key", &self.key)
+            .field("state", &self.snapshot())
+            .finish()
+    }
+}
+
+impl<C: Clock + Clone + 'static> RateLimiter for LeasedKey<C> {
+    #[inline]
+    fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
+        self.limiter.try_entry(&self.entry, &self.key, n, now)
+    }
+
+    #[inline]
+    fn decide_n_at(&self, n: u32, now: Nanos) -> Decision {
+        self.decide_verdict_at(n, now).decision
+    }
+
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.limiter.inner.clock.now()
+    }
+
+    fn snapshot_at(&self, now: Nanos) -> Snapshot {
+        self.entry.counter.snapshot_at(now)
+    }
+
+    fn quota(&self) -> Quota {
+        self.limiter.inner.gcra.quota()
+    }
+
+    /// `min(burst, L)`: a lease never holds more.
+    fn capacity(&self) -> u32 {
+        self.limiter.max_lease()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::RedisServer;
+    use crate::{LeaseConfig, Policy, Redis, RedisConfig};
+    use std::sync::atomic::Ordering;
+
+    /// The sweep's race with a new handle, step by step: an entry the sweep has retired
+    /// (but not yet removed) is never pinned; the handle puts a fresh entry in its place,
+    /// which the sweep's conditional removal then leaves alone; a pinned entry cannot be
+    /// retired, and once its last handle is gone it can.
+    #[tokio::test]
+    async fn a_handle_never_pins_a_retired_entry() {
+        let server = RedisServer::start().expect("a real redis-server (.ci/redis-deps.sh)");
+        let redis = Redis::connect(&server.url(), RedisConfig::default())
+            .await
+            .unwrap();
+        let quota = "100/s burst 10".parse().unwrap();
+        let limiter =
+            LeasedLimiter::new(redis, quota, LeaseConfig::new(4), Policy::FailClosed).unwrap();
+        let old = {
+            let guard = limiter.inner.keys.pin();
+            Arc::clone(limiter.entry(&guard, "k"))
+        };
+        // The sweep's first steps on the idle entry: its fetch slot, then retirement.
+        assert!(old
+            .fetching
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok());
+        assert!(old.retire());
+        let handle = limiter.key("k");
+        assert!(!Arc::ptr_eq(&handle.entry, &old), "pinned a retired entry");
+        let guard = limiter.inner.keys.pin();
+        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &handle.entry));
+        // The sweep's removal of the entry it retired leaves the new one.
+        assert!(guard.remove_if("k", |_, e| Arc::ptr_eq(e, &old)).is_err());
+        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &handle.entry));
+        drop(guard);
+        // Pinned (twice, by a clone): not retired; free again after both are dropped.
+        let clone = handle.clone();
+        assert!(!handle.entry.retire());
+        drop(handle);
+        assert!(!clone.entry.retire());
+        assert!(clone.acquire(1).await.is_admitted());
+        let entry = Arc::clone(&clone.entry);
+        drop(clone);
+        assert!(entry.retire());
+    }
+}

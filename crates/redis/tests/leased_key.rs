@@ -1,0 +1,104 @@
+//! [`LeasedKey`] handles on a real server: they share the key's word with the keyed path,
+//! keep their key through the idle-key sweep, and never end up on an entry the sweep
+//! retired.
+
+mod common;
+
+use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
+use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_handle_shares_the_keyed_word() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    // 10/s burst 8, L = 8: one lease holds the whole burst and Redis refuses the next one.
+    let q: Quota = "10/s burst 8".parse().unwrap();
+    let limiter = LeasedLimiter::new(redis, q, LeaseConfig::new(8), Policy::FailClosed).unwrap();
+    let handle = limiter.key("k");
+    assert_eq!(handle.key(), "k");
+    assert_eq!(handle.capacity(), 8);
+    assert!(handle.acquire(1).await.is_admitted());
+    // The two paths see one state.
+    let now = handle.now();
+    assert_eq!(handle.snapshot_at(now), limiter.snapshot_at("k", now));
+    // Spend by turns until both refuse: never more than Redis granted, over both paths.
+    let mut admitted = 1u64;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && limiter.refusals() == 0 {
+        admitted += u64::from(handle.try_acquire().is_ok());
+        admitted += u64::from(limiter.try_acquire("k").is_ok());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(limiter.refusals() > 0, "Redis refused a lease within 2 s");
+    // Blocked, the cells still held may be spent: spend them (through the handle).
+    let now = handle.now();
+    while handle.try_acquire_n_at(1, now).is_ok() {
+        admitted += 1;
+    }
+    assert!(
+        admitted <= limiter.granted(),
+        "{admitted} admitted > {} granted",
+        limiter.granted()
+    );
+    assert!(admitted > 1, "both paths spent cells: {admitted}");
+    // Then both refuse with the same exact wait, and a clone shares it too.
+    let by_key = limiter.try_acquire_n_at("k", 1, now).unwrap_err();
+    let by_handle = handle.clone().try_acquire_n_at(1, now).unwrap_err();
+    assert_eq!(by_key, by_handle);
+    assert!(by_handle.retry_after().unwrap() > Duration::ZERO);
+}
+
+#[tokio::test]
+async fn a_handle_keeps_its_key_through_the_sweep() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let q: Quota = "100000/s burst 1000".parse().unwrap();
+    // Leases live 5 ms and the sweep runs every 5 ms: an idle key is swept within 15 ms.
+    let config = LeaseConfig::new(4).ttl(Duration::from_millis(5));
+    let limiter = LeasedLimiter::new(redis, q, config, Policy::FailClosed).unwrap();
+    let handle = limiter.key("pinned");
+    assert!(handle.acquire(1).await.is_admitted());
+    assert!(limiter.acquire("unpinned", 1).await.is_admitted());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Twenty sweeps later: the unpinned key's entry is gone, the pinned one's is not.
+    let shown = format!("{limiter:?}");
+    assert!(shown.contains("keys: 1"), "{shown}");
+    // The handle's entry still takes leases (a retired one never would: the sweep keeps
+    // its fetch slot), and its keyed decisions are the handle's.
+    assert!(handle.acquire(1).await.is_admitted());
+    let leases = limiter.leases();
+    drop(handle);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let shown = format!("{limiter:?}");
+    assert!(
+        shown.contains("keys: 0"),
+        "a dropped handle's key is swept: {shown}"
+    );
+    assert!(limiter.acquire("pinned", 1).await.is_admitted());
+    assert!(limiter.leases() > leases);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_made_while_the_sweep_runs_always_take_leases() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let q: Quota = "1000000/s burst 1000".parse().unwrap();
+    // Leases live 1 ms and the sweep runs every 1 ms: handles are made and dropped while
+    // the key goes idle and the sweep retires its entry, again and again.
+    let config = LeaseConfig::new(2).ttl(Duration::from_millis(1));
+    let limiter = LeasedLimiter::new(redis, q, config, Policy::FailClosed).unwrap();
+    let end = Instant::now() + Duration::from_millis(1_500);
+    let mut rounds = 0u32;
+    while Instant::now() < end {
+        let handle = limiter.key("k");
+        let verdict = handle.acquire(1).await;
+        // A handle pinned to a retired entry would wait out the deadline and be refused.
+        assert!(verdict.is_admitted(), "round {rounds}: {verdict:?}");
+        drop(handle);
+        tokio::time::sleep(Duration::from_micros(500 + 700 * u64::from(rounds % 5))).await;
+        rounds += 1;
+    }
+    assert!(rounds > 100, "{rounds} rounds");
+    assert!(limiter.leases() >= 100, "{} leases", limiter.leases());
+}
