@@ -35,7 +35,7 @@ use common::{time_tasks, Timing, RUN};
 const DEADLINE: Duration = Duration::from_secs(1);
 
 /// The GCRA script's arguments: interval 1,000 µs, burst 50, n 1, `upto` off.
-const GCRA_ARGS: [&str; 4] = ["1000", "50", "1", "0"];
+const GCRA_ARGS: [&str; 5] = ["1000", "50", "0", "", "1"];
 
 /// One measured cell.
 struct Row {

@@ -54,41 +54,102 @@ fn verdict(answer: Result<Answer, Error>, fallback: impl FnOnce() -> Verdict) ->
     }
 }
 
-/// Parse a decision script's reply `{code, granted, retry_us, remaining, full_after_us,
-/// now_us}` (see [`scripts`](crate::scripts)).
+/// Parse a sliding-log or all-or-nothing script's reply `{code, granted, retry_us,
+/// remaining, full_after_us, now_us}` (see [`scripts`](crate::scripts)).
 pub(crate) fn parse(value: Value, capacity: u32) -> Result<Answer, Error> {
     let bad = |v: &Value| Error::Reply(format!("unexpected script reply {v:?}"));
-    let Value::Array(items) = &value else {
-        return Err(bad(&value));
-    };
-    let mut ints = [0i64; 6];
-    if items.len() != 6 {
-        return Err(bad(&value));
-    }
-    for (slot, item) in ints.iter_mut().zip(items) {
-        match item {
-            Value::Int(i) => *slot = *i,
-            _ => return Err(bad(&value)),
-        }
-    }
-    let [code, granted, retry, remaining, full, now] = ints;
-    let us = |x: i64| Duration::from_micros(x.max(0) as u64);
+    let [code, granted, retry, remaining, full, now] =
+        ints::<6>(&value).ok_or_else(|| bad(&value))?;
     let result = match code {
         1 => Ok(()),
         0 => Err(Denied::RateLimited {
-            retry_after: us(retry),
+            retry_after: micros(retry),
         }),
         -1 => Err(Denied::ExceedsCapacity { capacity }),
         _ => return Err(bad(&value)),
     };
-    Ok(Answer {
+    Ok(answer(result, remaining, full, granted, now))
+}
+
+/// Parse the GCRA script's reply to `count` requests on one key: `{now_us, granted,
+/// retry_us, backlog_us, …}` (see [`scripts`](crate::scripts)), the permits remaining
+/// computed from each backlog as the script would (`⌊(burst·T − backlog)/T⌋`).
+fn parse_gcra(value: Value, burst: u32, t_us: u64, count: usize) -> Result<Vec<Answer>, Error> {
+    let bad = |v: &Value| Error::Reply(format!("unexpected script reply {v:?}"));
+    let Value::Array(items) = &value else {
+        return Err(bad(&value));
+    };
+    if items.len() != 1 + 3 * count {
+        return Err(bad(&value));
+    }
+    let int = |v: &Value| match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    };
+    let now = int(&items[0]).ok_or_else(|| bad(&value))?;
+    let span = u64::from(burst) * t_us;
+    items[1..]
+        .chunks_exact(3)
+        .map(|group| {
+            let (Some(granted), Some(retry), Some(backlog)) =
+                (int(&group[0]), int(&group[1]), int(&group[2]))
+            else {
+                return Err(bad(&value));
+            };
+            let result = match retry {
+                0 => Ok(()),
+                -1 => Err(Denied::ExceedsCapacity { capacity: burst }),
+                r if r > 0 => Err(Denied::RateLimited {
+                    retry_after: micros(r),
+                }),
+                _ => return Err(bad(&value)),
+            };
+            let remaining = span.saturating_sub(backlog.max(0) as u64) / t_us.max(1);
+            Ok(answer(result, remaining as i64, backlog, granted, now))
+        })
+        .collect()
+}
+
+/// The first `N` integers of an array reply of exactly `N`.
+fn ints<const N: usize>(value: &Value) -> Option<[i64; N]> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    if items.len() != N {
+        return None;
+    }
+    let mut out = [0i64; N];
+    for (slot, item) in out.iter_mut().zip(items) {
+        let Value::Int(i) = item else { return None };
+        *slot = *i;
+    }
+    Some(out)
+}
+
+/// A non-negative number of µs as a duration (negatives, which no script returns, as 0).
+fn micros(us: i64) -> Duration {
+    Duration::from_micros(us.max(0) as u64)
+}
+
+/// An answer from its parts (µs and counts as the scripts return them).
+fn answer(
+    result: Result<(), Denied>,
+    remaining: i64,
+    full_us: i64,
+    granted: i64,
+    now_us: i64,
+) -> Answer {
+    Answer {
         decision: Decision {
             result,
-            state: Snapshot::new(remaining.clamp(0, i64::from(u32::MAX)) as u32, us(full)),
+            state: Snapshot::new(
+                remaining.clamp(0, i64::from(u32::MAX)) as u32,
+                micros(full_us),
+            ),
         },
         granted: granted.clamp(0, i64::from(u32::MAX)) as u32,
-        server_time_us: now.max(0) as u64,
-    })
+        server_time_us: now_us.max(0) as u64,
+    }
 }
 
 /// The GCRA numbers of a quota on Redis: the emission interval in whole µs, rounded up
@@ -216,23 +277,31 @@ impl RedisGcra {
         &self.redis
     }
 
-    fn args(&self, n: u32, upto: bool, now_us: Option<u64>) -> Vec<String> {
-        vec![
+    /// The GCRA script's arguments for the requests `ns` (in order) on one key.
+    fn args(
+        &self,
+        ns: impl IntoIterator<Item = u32>,
+        upto: bool,
+        now_us: Option<u64>,
+    ) -> Vec<String> {
+        let mut args = vec![
             self.interval_us.to_string(),
             self.quota.burst().to_string(),
-            n.to_string(),
             if upto { "1" } else { "0" }.to_owned(),
             now_us.map(|t| t.to_string()).unwrap_or_default(),
-        ]
+        ];
+        args.extend(ns.into_iter().map(|n| n.to_string()));
+        args
     }
 
     async fn call(&self, key: &str, n: u32, upto: bool, now: Option<u64>) -> Result<Answer, Error> {
         let redis_key = self.redis_key(key);
         let reply = self
             .redis
-            .eval(&scripts().gcra, &[&redis_key], &self.args(n, upto, now))
+            .eval(&scripts().gcra, &[&redis_key], &self.args([n], upto, now))
             .await?;
-        parse(reply, self.quota.burst())
+        let mut answers = parse_gcra(reply, self.quota.burst(), self.interval_us, 1)?;
+        Ok(answers.remove(0))
     }
 
     /// Decide `n` permits for `key` on Redis; when Redis cannot answer within the deadline
@@ -294,23 +363,61 @@ impl RedisGcra {
         self.call(key, want, true, Some(now_us)).await
     }
 
-    /// Decide several requests in one pipeline (one round trip for all, each still its
-    /// own atomic script call), in order.
+    /// Decide several requests in one round trip, in order: the requests on one key go
+    /// in one script call (decided one after another at one instant of Redis's clock, the
+    /// key read and written once), the calls for different keys in one pipeline. Each
+    /// answer is the one the request would get alone at that instant after the requests
+    /// before it on its key.
     ///
     /// # Errors
     ///
     /// As [`RedisGcra::try_decide`], for the whole batch.
     pub async fn try_decide_many(&self, requests: &[(&str, u32)]) -> Result<Vec<Answer>, Error> {
-        let keys: Vec<String> = requests.iter().map(|(k, _)| self.redis_key(k)).collect();
-        let calls: Vec<(Vec<&str>, Vec<String>)> = requests
+        self.many(requests, None).await
+    }
+
+    /// As [`RedisGcra::try_decide_many`] at the explicit time `now_us` (tests, replays; see
+    /// [`RedisGcra::try_decide_at`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisGcra::try_decide_at`], for the whole batch.
+    pub async fn try_decide_many_at(
+        &self,
+        requests: &[(&str, u32)],
+        now_us: u64,
+    ) -> Result<Vec<Answer>, Error> {
+        self.many(requests, Some(now_us)).await
+    }
+
+    async fn many(&self, requests: &[(&str, u32)], now: Option<u64>) -> Result<Vec<Answer>, Error> {
+        // The requests' positions grouped by key, keys in order of first appearance.
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, (key, _)) in requests.iter().enumerate() {
+            match groups.iter_mut().find(|(k, _)| k == key) {
+                Some((_, at)) => at.push(i),
+                None => groups.push((key, vec![i])),
+            }
+        }
+        let keys: Vec<String> = groups.iter().map(|(k, _)| self.redis_key(k)).collect();
+        let calls: Vec<(Vec<&str>, Vec<String>)> = groups
             .iter()
             .zip(&keys)
-            .map(|((_, n), key)| (vec![key.as_str()], self.args(*n, false, None)))
+            .map(|((_, at), key)| {
+                let ns = at.iter().map(|&i| requests[i].1);
+                (vec![key.as_str()], self.args(ns, false, now))
+            })
             .collect();
         let replies = self.redis.eval_pipeline(&scripts().gcra, &calls).await?;
-        replies
-            .into_iter()
-            .map(|r| parse(r, self.quota.burst()))
+        let mut out: Vec<Option<Answer>> = vec![None; requests.len()];
+        for (reply, (_, at)) in replies.into_iter().zip(&groups) {
+            let answers = parse_gcra(reply, self.quota.burst(), self.interval_us, at.len())?;
+            for (answer, &i) in answers.into_iter().zip(at) {
+                out[i] = Some(answer);
+            }
+        }
+        out.into_iter()
+            .map(|a| a.ok_or_else(|| Error::Reply("a request got no answer".into())))
             .collect()
     }
 }

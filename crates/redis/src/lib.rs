@@ -9,7 +9,8 @@
 //! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈Δ/T⌉ − 1` (the GCRA bound) |
 //! | exact sliding log | [`RedisSlidingLog`] | one script call | `count` per `period`, any window |
 //! | several limits, all or nothing | [`RedisAll`] | one script call | each limit's GCRA bound |
-//! | leased | [`LeasedLimiter`] | a local compare-and-swap; one script call per lease | `B + ⌈Δ/T⌉ − 1 + N·L` |
+//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈Δ/T⌉ − 1 + N·L` |
+//! | leased, one key | [`LeasedKey`] ([`LeasedLimiter::key`]) | a local compare-and-swap | the same |
 //!
 //! (`B` burst, `T` emission interval, `N` nodes, `L` largest lease.) Over the long run the
 //! leased mode never admits more than the exact limit; the proof is in [`leased`]'s docs.
@@ -27,7 +28,8 @@
 //!
 //! The exact mode is asynchronous: an HTTP layer awaits [`RedisGcra::decide`] inside its
 //! service future and maps the [`Verdict`]'s [`Decision`](limitcore::Decision) as it maps
-//! any keyed limiter's.
+//! any keyed limiter's. A batch ([`RedisGcra::try_decide_many`]) is one round trip, and
+//! one script call per key in it: the key is read and written once for all its requests.
 //!
 //! ## Leased mode
 //!
@@ -36,7 +38,9 @@
 //! [`LeaseRule`] word in a [`limitcore::Limiter`]), leases are fetched in the background
 //! before they run out, unspent cells expire rather than being refunded, and after a
 //! Redis refusal the node refuses locally, with no round trip, until exactly the time
-//! Redis gave (counted from the reply's arrival, so never early).
+//! Redis gave (counted from the reply's arrival, so never early). A [`LeasedKey`] is one
+//! key resolved once (the core's unkeyed [`RateLimiter`](limitcore::RateLimiter)): its
+//! decisions skip the map lookup and share the key's word with the keyed ones.
 //!
 //! ## When Redis is down or slow
 //!

@@ -78,6 +78,46 @@ async fn gcra_script_matches_the_reference_model() {
     assert_eq!(steps, 7_500);
 }
 
+/// Batches (`try_decide_many_at`): the requests on each key decided in order at one
+/// instant, as the reference model decides them one after another; keys interleaved.
+#[tokio::test]
+async fn gcra_batches_match_the_reference_model() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let q = quota(1000, Duration::from_secs(1), 20);
+    let limit = RedisGcra::new(redis.clone(), q, Policy::FailClosed).unwrap();
+    let (t_us, _) = gcra_micros(&q).unwrap();
+    let keys = ["batch-a", "batch-b", "batch-c"];
+    let mut models: Vec<GcraModel> = keys.iter().map(|_| GcraModel::new(q)).collect();
+    let mut rng = StdRng::seed_from_u64(0xba7c);
+    let mut now = START_US;
+    let mut decided = 0;
+    for _ in 0..400 {
+        now = step(&mut rng, now, t_us);
+        let batch: Vec<(usize, u32)> = (0..rng.gen_range(1..=8))
+            .map(|_| (rng.gen_range(0..keys.len()), size(&mut rng, q.burst())))
+            .collect();
+        let requests: Vec<(&str, u32)> = batch.iter().map(|&(k, n)| (keys[k], n)).collect();
+        let got = limit.try_decide_many_at(&requests, now).await.unwrap();
+        assert_eq!(got.len(), batch.len());
+        for (answer, &(k, n)) in got.iter().zip(&batch) {
+            let want = models[k].acquire(n, now * 1_000);
+            assert_eq!(answer.decision.result, want, "key {k}, n {n}, now {now}");
+            assert_eq!(answer.decision.state, models[k].snapshot(now * 1_000));
+            assert_eq!(answer.granted, if want.is_ok() { n } else { 0 });
+            assert_eq!(answer.server_time_us, now);
+            decided += 1;
+        }
+    }
+    assert!(decided > 1_000, "{decided} decisions");
+    // One script call per key of a batch: a batch on one key is one command.
+    let before = redis.commands();
+    let answers = limit.try_decide_many(&[("one", 1); 16]).await.unwrap();
+    assert_eq!(redis.commands() - before, 1);
+    assert!(answers.iter().all(|a| a.decision.is_admitted()));
+    assert_eq!(answers[15].decision.state.remaining, 4);
+}
+
 #[tokio::test]
 async fn sliding_log_script_matches_the_reference_model() {
     let server = common::server();
@@ -258,8 +298,9 @@ async fn bounds_are_checked_before_any_arithmetic() {
                 .arg("b2")
                 .arg("1.5")
                 .arg(10)
-                .arg(1)
-                .arg(0),
+                .arg(0)
+                .arg("")
+                .arg(1),
         )
         .await;
     assert!(sha_call.is_err(), "{sha_call:?}");
@@ -271,8 +312,9 @@ async fn bounds_are_checked_before_any_arithmetic() {
                 .arg("b3")
                 .arg(1u64 << 40)
                 .arg(1u64 << 13)
-                .arg(1)
-                .arg(0),
+                .arg(0)
+                .arg("")
+                .arg(1),
         )
         .await;
     assert!(too_big.is_err(), "{too_big:?}");
