@@ -42,7 +42,7 @@ const NS_PER_MS: u64 = 1_000_000;
 /// It refuses a blocked word with the exact time until `until`, and a word that needs a
 /// lease with `retry_after = Duration::MAX` (from this word alone nothing is ever
 /// admitted again: only a new lease, installed by [`LeaseRule::install`], can change
-/// that). The [`LeasedLimiter`] turns the latter into a lease fetch. There is no refund:
+/// that). The [`LeasedLimiter`](super::LeasedLimiter) turns the latter into a lease fetch. There is no refund:
 /// [`Rule::refund`] gives nothing back (unspent cells expire instead).
 ///
 /// # Examples
