@@ -138,7 +138,7 @@ fn main() {
         let g = Arc::clone(&gcra);
         rows.push(measure(
             &rt,
-            "exact GCRA, pipelined ×16",
+            "exact GCRA, pipelined ×16 (one script call for the 16)",
             tasks,
             16,
             move |_| {
@@ -149,43 +149,21 @@ fn main() {
             },
         ));
     }
-    for tasks in [1, 2] {
-        let r = redis.clone();
-        rows.push(measure(
-            &rt,
-            "naive fixed window (INCR + PEXPIRE, one pipeline)",
-            tasks,
-            1,
-            move |i| {
-                let r = r.clone();
-                async move {
-                    let mut pipe = redis::pipe();
-                    let window = format!("fw:{}", i >> 40);
-                    pipe.cmd("INCR")
-                        .arg(&window)
-                        .cmd("PEXPIRE")
-                        .arg(&window)
-                        .arg(1_000)
-                        .ignore();
-                    let mut c = r.clone();
-                    black_box(naive(&mut c, &pipe).await);
-                }
-            },
-        ));
-    }
-    for tasks in [1, 2] {
-        let r = redis.clone();
-        rows.push(measure(
-            &rt,
+    for (name, batch) in [
+        ("naive fixed window (INCR + PEXPIRE, one pipeline)", 1),
+        (
             "naive fixed window, pipelined ×16 (16 × INCR + PEXPIRE)",
-            tasks,
             16,
-            move |i| {
+        ),
+    ] {
+        for tasks in [1, 2] {
+            let r = redis.clone();
+            rows.push(measure(&rt, name, tasks, batch, move |i| {
                 let r = r.clone();
                 async move {
                     let mut pipe = redis::pipe();
                     let window = format!("fw:{}", i >> 40);
-                    for _ in 0..16 {
+                    for _ in 0..batch {
                         pipe.cmd("INCR")
                             .arg(&window)
                             .cmd("PEXPIRE")
@@ -196,8 +174,8 @@ fn main() {
                     let mut c = r.clone();
                     black_box(naive(&mut c, &pipe).await);
                 }
-            },
-        ));
+            }));
+        }
     }
     let sha = limitcore_redis::scripts::gcra_sha();
     rows.push(raw_resp(server.port(), sha));
