@@ -19,8 +19,9 @@ use std::sync::Arc;
 ///
 /// # Memory
 ///
-/// While a handle (or a clone of it) lives, the idle-key sweep keeps the key's entry (about
-/// 100 bytes); a dropped handle's key is swept as any other once idle.
+/// While a handle (or a clone of it) lives, the idle-key sweep keeps the key's entry (the
+/// key, its lease word and the fetch's bookkeeping); a dropped handle's key is swept as
+/// any other once idle.
 ///
 /// # Capacity
 ///

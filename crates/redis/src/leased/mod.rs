@@ -59,7 +59,8 @@
 //!
 //! # Cost
 //!
-//! A decision is a map lookup and a compare-and-swap on the key's word. Redis sees about
+//! A decision is a map lookup and a compare-and-swap on the key's word (on a [`LeasedKey`],
+//! resolved once, the compare-and-swap alone). Redis sees about
 //! one command per lease (`rate × target` decisions), plus heartbeats; a node that is
 //! refused by Redis sends nothing until Redis's wait has passed.
 //!
