@@ -322,7 +322,6 @@ pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace,
     })?;
 
     let mut ids: HashMap<String, u32> = HashMap::new();
-    let mut clients = Vec::new();
     let mut stamped: Vec<(u64, u32)> = Vec::with_capacity(raw.len());
     let mut malformed = Vec::new();
     let lines = raw.len();
@@ -350,13 +349,12 @@ pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace,
                     });
                     continue;
                 };
-                // A client seen before costs no allocation; a new one, its name once each
-                // for the table and the list.
+                // A client seen before costs no allocation; a new one, its name once (the
+                // list of names is the table inverted, after the loop).
                 let id = match ids.get(name) {
                     Some(&id) => id,
                     None => {
-                        let id = clients.len() as u32;
-                        clients.push(name.to_owned());
+                        let id = ids.len() as u32;
                         ids.insert(name.to_owned(), id);
                         id
                     }
@@ -368,6 +366,10 @@ pub fn read(input: impl BufRead, mut progress: impl FnMut(u64)) -> Result<Trace,
                 reason,
             }),
         }
+    }
+    let mut clients = vec![String::new(); ids.len()];
+    for (name, id) in ids {
+        clients[id as usize] = name;
     }
     Ok(Trace {
         format,

@@ -82,10 +82,6 @@ fn parse_gcra(value: Value, burst: u32, t_us: u64, count: usize) -> Result<Vec<A
     if items.len() != 1 + 3 * count {
         return Err(bad(&value));
     }
-    let int = |v: &Value| match v {
-        Value::Int(i) => Some(*i),
-        _ => None,
-    };
     let now = int(&items[0]).ok_or_else(|| bad(&value))?;
     let span = u64::from(burst) * t_us;
     items[1..]
@@ -120,10 +116,17 @@ fn ints<const N: usize>(value: &Value) -> Option<[i64; N]> {
     }
     let mut out = [0i64; N];
     for (slot, item) in out.iter_mut().zip(items) {
-        let Value::Int(i) = item else { return None };
-        *slot = *i;
+        *slot = int(item)?;
     }
     Some(out)
+}
+
+/// An integer reply's value.
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
 }
 
 /// A non-negative number of µs as a duration (negatives, which no script returns, as 0).
@@ -605,13 +608,13 @@ impl RedisAll {
     /// the last limit's admission.
     fn fallback(&self, tenant: &str, n: u32) -> Verdict {
         let nodes = self.redis.nodes();
-        let mut charged = Vec::with_capacity(self.fallbacks.len());
+        let mut charged: Vec<Charge> = Vec::with_capacity(self.fallbacks.len());
         let mut last = None;
         for fallback in &self.fallbacks {
             let (verdict, charge) = fallback.decide_refundable(tenant, n, nodes);
             if !verdict.is_admitted() {
                 for charge in charged {
-                    Charge::refund(charge, tenant);
+                    charge.refund(tenant);
                 }
                 return verdict;
             }

@@ -41,7 +41,10 @@ async fn a_handle_shares_the_keyed_word() {
         "{admitted} admitted > {} granted",
         limiter.granted()
     );
-    assert!(admitted > 1, "both paths spent cells: {admitted}");
+    assert!(
+        admitted > 1,
+        "cells were spent beyond the first: {admitted}"
+    );
     // Then both refuse with the same exact wait, and a clone shares it too.
     let by_key = limiter.try_acquire_n_at("k", 1, now).unwrap_err();
     let by_handle = handle.clone().try_acquire_n_at(1, now).unwrap_err();
@@ -65,7 +68,7 @@ async fn a_handle_keeps_its_key_through_the_sweep() {
     let shown = format!("{limiter:?}");
     assert!(shown.contains("keys: 1"), "{shown}");
     // The handle's entry still takes leases (a retired one never would: the sweep keeps
-    // its fetch slot), and its keyed decisions are the handle's.
+    // its fetch slot).
     assert!(handle.acquire(1).await.is_admitted());
     let leases = limiter.leases();
     drop(handle);

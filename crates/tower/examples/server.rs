@@ -1,7 +1,7 @@
 //! A rate-limited HTTP server: `GET /` answers 200 "ok" behind the layer.
 //!
 //! ```text
-//! cargo run --release -p limitcore-tower --example server -- --addr 127.0.0.1:8080 --quota "5/s"
+//! cargo run --release -p limitcore-tower --features axum --example server -- --addr 127.0.0.1:8080 --quota "5/s"
 //!     [--key global|peer|xff:<n>|header:<name>] [--mode reject|delay|dry-run]
 //!     [--max-wait-ms 1000] [--algorithm gcra|token-bucket|…] [--headers] [--max-keys N]
 //!     [--no-outcome] [--limiter limitcore|none|governor]
@@ -81,19 +81,6 @@ where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
 {
-    #[cfg(not(feature = "axum"))]
-    let app = tower::ServiceBuilder::new()
-        .map_request(|mut req: Request| {
-            let peer = req
-                .extensions()
-                .get::<axum::extract::ConnectInfo<SocketAddr>>()
-                .map(|c| c.0);
-            if let Some(peer) = peer {
-                req.extensions_mut().insert(peer);
-            }
-            req
-        })
-        .service(app);
     axum::serve(
         listener,
         axum::ServiceExt::<Request>::into_make_service_with_connect_info::<SocketAddr>(app),

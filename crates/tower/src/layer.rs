@@ -160,46 +160,41 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
     #[inline]
     fn decide(&self, key: &X::Key) -> Verdict {
         let now = self.limiter.now();
-        if !self.state_on_pass {
-            match self.limiter.try_acquire_n_at(key, 1, now) {
-                Ok(()) => {
-                    return Verdict {
-                        outcome: Outcome::Passed,
-                        state: None,
-                    };
-                }
-                Err(denied) if !self.state_on_refusal => {
-                    return Verdict {
-                        outcome: self.report(self.refused(key, now, denied)),
-                        state: None,
-                    };
-                }
-                Err(denied) if self.delay.is_some() => {
-                    // Delay mode: the reservation first (usually the answer, and a delayed
-                    // response carries no state here); only a request it still refuses is
-                    // decided with its state.
-                    let outcome = self.refused(key, now, denied);
-                    if !matches!(outcome, Outcome::Rejected { .. }) {
-                        return Verdict {
-                            outcome: self.report(outcome),
-                            state: None,
-                        };
-                    }
-                    let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
-                    let outcome = if result.is_ok() {
-                        Outcome::Passed
-                    } else {
-                        outcome
-                    };
-                    return Verdict {
-                        outcome: self.report(outcome),
-                        state: Some(state),
-                    };
-                }
-                Err(_) => {}
-            }
+        if self.state_on_pass {
+            return self.decide_with_state(key, now);
         }
-        self.decide_with_state(key, now)
+        let denied = match self.limiter.try_acquire_n_at(key, 1, now) {
+            Ok(()) => {
+                return Verdict {
+                    outcome: Outcome::Passed,
+                    state: None,
+                };
+            }
+            Err(denied) => denied,
+        };
+        // In delay mode the reservation (usually the answer, and a delayed response carries
+        // no state here); else the rejection.
+        let outcome = self.refused(key, now, denied);
+        if !self.state_on_refusal || !matches!(outcome, Outcome::Rejected { .. }) {
+            return Verdict {
+                outcome: self.report(outcome),
+                state: None,
+            };
+        }
+        // A rejection whose response carries the state: decided again, with it.
+        let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
+        let outcome = match result {
+            Ok(()) => Outcome::Passed,
+            Err(denied) if self.delay.is_none() => Outcome::Rejected {
+                retry_after: denied.retry_after(),
+            },
+            // The reservation's refusal stands.
+            Err(_) => outcome,
+        };
+        Verdict {
+            outcome: self.report(outcome),
+            state: Some(state),
+        }
     }
 
     /// One `decide_n_at` (the state comes with it), then as [`Shared::decide`].
@@ -259,13 +254,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
             retry_after,
             fields.as_ref().map(|(quota, state)| (quota, *state)),
         );
-        let mut response = Response::new(body);
-        *response.status_mut() = self.status;
-        *response.headers_mut() = headers;
-        if self.outcome {
-            response.extensions_mut().insert(verdict.outcome);
-        }
-        response
+        answer(
+            self.status,
+            headers,
+            body,
+            self.outcome.then_some(verdict.outcome),
+        )
     }
 
     /// The state fields of an admission, when it carries them.
@@ -514,6 +508,7 @@ impl<X: KeyExtractor, L> fmt::Debug for Builder<X, L> {
             .field("legacy", &self.legacy)
             .field("problem", &self.problem)
             .field("policy", &self.policy)
+            .field("outcome", &self.outcome)
             .finish_non_exhaustive()
     }
 }
@@ -897,10 +892,28 @@ where
 /// The answer to a request with no usable key, refused with `status`.
 #[cold]
 fn missing_key(status: StatusCode, outcome: bool) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from_static(b"no rate-limit key\n"));
+    answer(
+        status,
+        HeaderMap::new(),
+        Bytes::from_static(b"no rate-limit key\n"),
+        outcome.then_some(Outcome::MissingKey),
+    )
+}
+
+/// A response the layer makes itself: `status`, `headers`, `body`, and the `Outcome`
+/// extension unless the layer writes none.
+#[cold]
+fn answer(
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    outcome: Option<Outcome>,
+) -> Response<Bytes> {
+    let mut response = Response::new(body);
     *response.status_mut() = status;
-    if outcome {
-        response.extensions_mut().insert(Outcome::MissingKey);
+    *response.headers_mut() = headers;
+    if let Some(outcome) = outcome {
+        response.extensions_mut().insert(outcome);
     }
     response
 }

@@ -478,25 +478,11 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 self.after_admission(entry, key, n, &word, now);
                 Ok(())
             }
-            Err((denied, _)) => self.after_refusal(entry, key, n, denied, now),
-        }
-    }
-
-    /// The answer to a refusal of the word: a lease fetch started, the outage policy's
-    /// decision, or the refusal as it stands.
-    #[inline]
-    fn after_refusal(
-        &self,
-        entry: &Arc<Entry>,
-        key: &str,
-        n: u32,
-        denied: Denied,
-        now: Nanos,
-    ) -> Result<(), Denied> {
-        match self.needs_lease(entry, key, n, denied, now) {
-            Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
-            Err(Some(fallback)) => fallback.decision.result,
-            Err(None) => Err(denied),
+            Err((denied, _)) => match self.needs_lease(entry, key, n, denied, now) {
+                Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
+                Err(Some(fallback)) => fallback.decision.result,
+                Err(None) => Err(denied),
+            },
         }
     }
 

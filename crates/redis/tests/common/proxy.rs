@@ -8,6 +8,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+/// The proxy: its listening port, the latency it adds (ms) and the signal that cuts every
+/// connection; the accept loop ends with it.
 pub struct Proxy {
     port: u16,
     latency_ms: Arc<AtomicU64>,
@@ -42,10 +44,12 @@ impl Proxy {
         }
     }
 
+    /// The URL a client connects to instead of the server's.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Delay every chunk forwarded from now on by `latency` (whole ms) in each direction.
     pub fn set_latency(&self, latency: Duration) {
         // Relaxed: pairs with the relaxed load in `pump`; only the value travels.
         self.latency_ms
