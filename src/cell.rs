@@ -45,7 +45,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// The word no rule ever stores in a keyed slot: a state retired by eviction.
 ///
-/// A new state equal to it is refused instead (with `retry_after = Duration::MAX`); that can
+/// A new state equal to it is refused instead ([`Denied::BeyondHorizon`](crate::Denied)); that can
 /// only happen at the last nanosecond of the clock's range.
 pub(crate) const RETIRED: u64 = u64::MAX;
 
@@ -54,6 +54,65 @@ pub(crate) const RETIRED: u64 = u64::MAX;
 pub(crate) const REDIRECT: u64 = u64::MAX - 1;
 
 pub(crate) use sealed::{Attempt, Gone};
+
+/// One `u64` state word shared between threads, changed only through the crate's
+/// compare-and-swap loop: the cell every lock-free limiter keeps its rule's state in,
+/// published for protocols of your own on one word (a downstream crate's lease word, for
+/// example) that are not a [`Rule`](crate::rules::Rule).
+///
+/// Every change is [`WordCell::update`]: a pure function of the current word, applied with
+/// one compare-and-swap and retried on the freshest word if another thread got in between,
+/// so changes never interleave and none is lost. A change that returns `Err` writes nothing.
+///
+/// # Orderings
+///
+/// The word publishes nothing but itself: every access is `Relaxed` (see the crate's CAS
+/// loop, "Orderings"). Read-modify-writes of one location are totally ordered whatever
+/// their ordering, so each successful update replaces exactly the word it was computed
+/// from. Data beside the word needs its own synchronisation.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::cell::WordCell;
+///
+/// let cells = WordCell::new(5);
+/// // Spend 3 if at least 3 are there; a refusal writes nothing.
+/// let spend = |n: u64| cells.update(|w| if *w >= n { *w -= n; Ok(*w) } else { Err(*w) });
+/// assert_eq!(spend(3), Ok(2));
+/// assert_eq!(spend(3), Err(2));
+/// assert_eq!(cells.load(), 2);
+/// ```
+#[derive(Debug)]
+pub struct WordCell(AtomicU64);
+
+impl WordCell {
+    /// A cell holding `word`.
+    #[inline]
+    pub fn new(word: u64) -> Self {
+        WordCell(AtomicU64::new(word))
+    }
+
+    /// The current word.
+    #[inline]
+    pub fn load(&self) -> u64 {
+        // Relaxed: a read-only observation of the single word (see the type's "Orderings").
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Apply `f` atomically: `f` gets the current word, changes it and returns a value, or
+    /// refuses with `Err` (nothing is written). `f` must be pure: it may run once per
+    /// attempt, always on the freshest word; the value of the attempt that was applied is
+    /// returned.
+    ///
+    /// # Errors
+    ///
+    /// The `E` of the attempt that was not applied.
+    #[inline(always)]
+    pub fn update<T, E>(&self, f: impl Fn(&mut u64) -> Result<T, E>) -> Result<T, E> {
+        <u64 as sealed::Cells>::update(&self.0, f)
+    }
+}
 
 /// A state type a shell can share between threads: `u64` (one atomic word, lock-free) or
 /// [`Log`][crate::rules::Log] (behind a mutex).
@@ -89,7 +148,7 @@ pub(crate) mod sealed {
         Redirect,
         /// The new state would have been a reserved word ([`RETIRED`](super::RETIRED) or
         /// [`REDIRECT`](super::REDIRECT)); refused as never conforming
-        /// (`retry_after = Duration::MAX`).
+        /// (`Denied::BeyondHorizon`).
         Reserved,
     }
 

@@ -37,8 +37,8 @@ use core::time::Duration;
 pub enum Denied {
     /// Not now. The same request conforms once `retry_after` has passed, if nothing else
     /// consumes in between; asking any earlier is denied again. Exact to the nanosecond,
-    /// never rounded down. `Duration::MAX` means the request can never conform within the
-    /// clock's range (its schedule would pass `u64::MAX` ns, 584 years from the epoch).
+    /// never rounded down, and always a wait that ends within the clock's range (a request
+    /// that could only conform past it is [`Denied::BeyondHorizon`]).
     RateLimited {
         /// How long to wait before the same request conforms.
         retry_after: Duration,
@@ -49,21 +49,47 @@ pub enum Denied {
         /// The most permits one request can ever take.
         capacity: u32,
     },
+    /// Never within the clock's range: the state this request would leave (or the time it
+    /// would have to wait for) lies past `u64::MAX` ns, 584 years from the clock's epoch.
+    /// Like [`Denied::ExceedsCapacity`], no wait can cure it and nothing was consumed.
+    /// A limiter can only answer it in the last burst span of its clock's range.
+    BeyondHorizon,
 }
 
 impl Denied {
-    /// `Some(wait)` for [`Denied::RateLimited`], `None` when waiting cannot help.
+    /// `Some(wait)` for [`Denied::RateLimited`] (a finite wait, exact and inclusive), `None`
+    /// when waiting cannot help ([`Denied::ExceedsCapacity`], [`Denied::BeyondHorizon`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Denied;
+    /// use std::time::Duration;
+    ///
+    /// let later = Denied::RateLimited { retry_after: Duration::from_millis(5) };
+    /// assert_eq!(later.retry_after(), Some(Duration::from_millis(5)));
+    /// assert_eq!(Denied::ExceedsCapacity { capacity: 3 }.retry_after(), None);
+    /// assert!(Denied::BeyondHorizon.is_final());
+    /// ```
     #[inline]
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Denied::RateLimited { retry_after } => Some(*retry_after),
-            Denied::ExceedsCapacity { .. } => None,
+            Denied::ExceedsCapacity { .. } | Denied::BeyondHorizon => None,
         }
     }
 
-    /// The stricter of two refusals of the same request: [`Denied::ExceedsCapacity`] (waiting
-    /// cannot help) over any wait, else the longer `retry_after`; of two capacity refusals,
-    /// `self`. This is how [`All`](crate::All) reports a request that several limits refuse:
+    /// Whether no wait can cure this refusal ([`Denied::ExceedsCapacity`],
+    /// [`Denied::BeyondHorizon`]): waits fail at once on it, and an HTTP layer answers it
+    /// without a `Retry-After`.
+    #[inline]
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Denied::RateLimited { .. })
+    }
+
+    /// The stricter of two refusals of the same request: a final one ([`Denied::is_final`]:
+    /// waiting cannot help) over any wait, else the longer `retry_after`; of two final
+    /// refusals, `self`. This is how [`All`](crate::All) reports a request that several limits refuse:
     /// waiting `retry_after` satisfies every one of them.
     ///
     /// # Examples
@@ -85,16 +111,14 @@ impl Denied {
                     retry_after: a.max(b),
                 }
             }
-            (Denied::RateLimited { .. }, capacity @ Denied::ExceedsCapacity { .. }) => capacity,
+            (Denied::RateLimited { .. }, worst) => worst,
             (worst, _) => worst,
         }
     }
 
     /// The refusal of a request that can never conform because the state it would leave
-    /// lies past the clock's range (`u64::MAX` ns, 584 years): `retry_after = Duration::MAX`.
-    pub(crate) const NEVER: Denied = Denied::RateLimited {
-        retry_after: Duration::MAX,
-    };
+    /// lies past the clock's range (`u64::MAX` ns, 584 years).
+    pub(crate) const NEVER: Denied = Denied::BeyondHorizon;
 
     /// A [`Denied::RateLimited`] of `nanos` nanoseconds.
     #[inline]
@@ -114,6 +138,9 @@ impl fmt::Display for Denied {
             Denied::ExceedsCapacity { capacity } => write!(
                 f,
                 "request exceeds the limiter's capacity of {capacity} permits and can never conform"
+            ),
+            Denied::BeyondHorizon => f.write_str(
+                "request could only conform past the end of the clock's range and never will",
             ),
         }
     }

@@ -175,11 +175,11 @@ fn by_size(n: u32, capacity: u32) -> Option<Result<(), Denied>> {
 }
 
 /// The denial that waits from `now` until the absolute time `at` (ns, may lie past the
-/// clock's range: then it can never conform, `Duration::MAX`).
+/// clock's range: then it can never conform, [`Denied::BeyondHorizon`]).
 fn wait_until(at: u128, now: Nanos) -> Denied {
-    Denied::RateLimited {
-        retry_after: u64::try_from(at).map_or(Duration::MAX, |at| Duration::from_nanos(at - now)),
-    }
+    u64::try_from(at).map_or(Denied::BeyondHorizon, |at| Denied::RateLimited {
+        retry_after: Duration::from_nanos(at - now),
+    })
 }
 
 /// GCRA in the "continuous-state leaky bucket" form of ATM Forum TM 4.0 (Annex C): a bucket
@@ -240,9 +240,7 @@ impl GcraModel {
         let after = x + i128::from(n) * self.t;
         // The TAT this request would leave, now or after waiting, must fit the u64 clock.
         if now_i + after > i128::from(u64::MAX) {
-            return Err(Denied::RateLimited {
-                retry_after: Duration::MAX,
-            });
+            return Err(Denied::BeyondHorizon);
         }
         if after > limit {
             return Err(Denied::RateLimited {
@@ -324,9 +322,7 @@ impl TokenBucketModel {
         // The time this request would leave the bucket full again, now or after waiting,
         // must fit the u64 clock.
         if now_i + (cap - credit + cost) > i128::from(u64::MAX) {
-            return Err(Denied::RateLimited {
-                retry_after: Duration::MAX,
-            });
+            return Err(Denied::BeyondHorizon);
         }
         if credit < cost {
             return Err(Denied::RateLimited {
@@ -522,9 +518,7 @@ impl SlidingLogModel {
                 Err(_) => break,
             }
         }
-        Err(Denied::RateLimited {
-            retry_after: Duration::MAX,
-        })
+        Err(Denied::BeyondHorizon)
     }
 
     /// Permits that would fit now.
@@ -727,9 +721,7 @@ impl LeakyBucketModel {
         let start = last_end.max(now_w);
         let end = start + u128::from(n) * self.t;
         if end > u128::from(u64::MAX) {
-            return Err(Denied::RateLimited {
-                retry_after: Duration::MAX,
-            });
+            return Err(Denied::BeyondHorizon);
         }
         // Slots queued past now, with this one, against the capacity; and the wait.
         let over_capacity = (end - now_w).saturating_sub(u128::from(self.capacity) * self.t);

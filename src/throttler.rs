@@ -347,8 +347,8 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
     /// # Errors
     ///
     /// [`Denied::RateLimited`] if the start would be more than the maximum wait away (with
-    /// the wait after which it would not; nothing is scheduled), or past the clock's range
-    /// (`Duration::MAX`).
+    /// the wait after which it would not; nothing is scheduled); [`Denied::BeyondHorizon`]
+    /// if the start would lie past the clock's range.
     ///
     /// # Examples
     ///

@@ -4,8 +4,8 @@
 //! for exactly the `retry_after` the limiter reports (never spinning, never sleeping longer
 //! than the limiter says is needed), then ask again; with a deadline they fail at once with
 //! the [`Denied`] value if the reported wait would end after it, instead of sleeping first.
-//! A denial that waiting cannot cure ([`Denied::ExceedsCapacity`], or a `retry_after` of
-//! `Duration::MAX`) is returned at once.
+//! A denial that waiting cannot cure ([`Denied::is_final`]: [`Denied::ExceedsCapacity`],
+//! [`Denied::BeyondHorizon`]) is returned at once.
 //!
 //! Sleeps use the real time of the OS (or tokio's timer), so a limiter on a
 //! [`ManualClock`](crate::clock::ManualClock) only makes progress if something advances the
@@ -26,8 +26,8 @@ use std::time::Instant;
 /// What to do after a denial: `Ok(wait)` to sleep and retry, `Err` to give up now.
 fn next_wait(denied: Denied, deadline: Option<Instant>) -> Result<Duration, Denied> {
     let wait = match denied.retry_after() {
-        Some(wait) if wait != Duration::MAX => wait,
-        _ => return Err(denied),
+        Some(wait) => wait,
+        None => return Err(denied),
     };
     match deadline {
         Some(deadline)
@@ -47,7 +47,7 @@ fn next_wait(denied: Denied, deadline: Option<Instant>) -> Result<Duration, Deni
 ///
 /// [`Denied::ExceedsCapacity`] at once for `n > burst`; the [`Denied::RateLimited`] that
 /// could not be waited out before the deadline (at once, without sleeping); a
-/// `retry_after` of `Duration::MAX` (the request can never conform) at once.
+/// [`Denied::BeyondHorizon`] (the request can never conform) at once.
 ///
 /// # Examples
 ///

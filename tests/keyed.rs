@@ -558,7 +558,8 @@ fn redirected_keys_are_evicted_and_come_back_under_their_quota() {
     check::<limitcore::rules::SlidingLogRule>(true);
 }
 
-/// A transition to the redirect word `u64::MAX − 1` is refused with `Duration::MAX`, as one
+/// A transition to the redirect word `u64::MAX − 1` is refused as never conforming
+/// (`Denied::BeyondHorizon`), as one
 /// to `u64::MAX` is (the contract's "clock's last nanoseconds"), where a single limiter
 /// admits.
 #[test]
@@ -572,9 +573,7 @@ fn a_state_equal_to_the_redirect_word_is_refused() {
     assert_eq!(single.try_acquire_n_at(1, now), Ok(()));
     assert_eq!(
         keyed.try_acquire_n_at(&1, 1, now),
-        Err(Denied::RateLimited {
-            retry_after: Duration::MAX
-        })
+        Err(Denied::BeyondHorizon)
     );
     // One nanosecond earlier the state is a plain one.
     assert_eq!(keyed.try_acquire_n_at(&2, 1, now - 1), Ok(()));

@@ -169,7 +169,7 @@ impl From<Denied> for Refused {
 /// - **The clock's last nanoseconds.** For a rule with a `u64` state, a transition whose new
 ///   state would be one of the words `u64::MAX` and `u64::MAX − 1` (reserved: an evicted
 ///   state, and a key whose state lives with its own quota) is refused with
-///   `retry_after = Duration::MAX` where the rule alone would admit. It can only happen at
+///   [`Denied::BeyondHorizon`] where the rule alone would admit. It can only happen at
 ///   the very end of the clock's 584-year range.
 /// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
 ///   the key's next fresh state: at once for a key that is new or idle, otherwise once its

@@ -718,7 +718,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     /// [`Denied::RateLimited`] when no row of the key admits `n`, with the earliest time
     /// any row would admit it if nothing else changed: never too short (asking earlier is
     /// refused again), and exact when the key shares no cell with a busier key.
-    /// `Duration::MAX` when no row admits it within the clock's range. A refusal leaves the
+    /// [`Denied::BeyondHorizon`] when no row admits it within the clock's range. A refusal leaves the
     /// counts as they were (its permits are subtracted again).
     ///
     /// # Examples
@@ -782,9 +782,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
         for i in 0..depth {
             let without = self.arith.refund(reads[i], added[i], n).unwrap_or(reads[i]);
             let row = self.arith.retry(without, now, n);
-            if row.retry_after() < denied.retry_after() {
-                denied = row;
-            }
+            denied = sooner(denied, row);
             self.refund_cell(&self.cells[cells[i]], added[i], n);
         }
         Err(denied)
@@ -961,11 +959,19 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRefund<K> for KeyedSketch<K, C> {
                 return Ok(());
             }
             let row = self.arith.retry(word, now, n);
-            if row.retry_after() < denied.retry_after() {
-                denied = row;
-            }
+            denied = sooner(denied, row);
         }
         Err(denied)
+    }
+}
+
+/// Of two rows' refusals of one request, the one that admits it sooner: the shorter wait,
+/// a wait over never ([`Denied::BeyondHorizon`]).
+fn sooner(a: Denied, b: Denied) -> Denied {
+    match (a.retry_after(), b.retry_after()) {
+        (Some(x), Some(y)) if y < x => b,
+        (None, Some(_)) => b,
+        _ => a,
     }
 }
 

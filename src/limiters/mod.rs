@@ -306,7 +306,7 @@ impl<R: ReserveRule, C: Clock> Reserve for Limiter<R, C> {
 /// quota of 1 per day with burst 10 refuses `n = 213 505` with `ExceedsCapacity` instead of
 /// wrapping into an admission. A request whose TAT would pass `u64::MAX` ns (possible only
 /// within one burst span of the clock's 584-year horizon) can never conform and is refused
-/// with `retry_after = Duration::MAX`.
+/// with [`Denied::BeyondHorizon`].
 ///
 /// # Examples
 ///

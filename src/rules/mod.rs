@@ -144,8 +144,8 @@ impl Receipt {
 ///   it exactly as it was. It may be called several times on different states for one
 ///   request (once per compare-and-swap attempt), so it must not have side effects.
 /// - `retry_after` is exact and inclusive: from `state`, the same request at
-///   `now + retry_after` is admitted and at any earlier time refused (`Duration::MAX` if
-///   it can never be admitted within the clock's 584-year range).
+///   `now + retry_after` is admitted and at any earlier time refused; a request that can
+///   never be admitted within the clock's 584-year range is [`Denied::BeyondHorizon`].
 /// - A reading `now` behind the state's own time (a stale or backwards clock) is decided at
 ///   least as strictly as a reading at the state's time: it never admits more.
 /// - [`Rule::refund`] never makes the state more permissive than if the admission on the

@@ -417,12 +417,12 @@ pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
                 // Live: cannot happen with capacity W + 1 (each worker holds at most one
                 // reservation), but a refusal is exact: wait it out and ask again.
                 Err(denied) => match denied.retry_after() {
-                    Some(wait) if wait != Duration::MAX => {
+                    Some(wait) => {
                         let target = clock.now().saturating_add(nanos(wait));
                         wait_until(clock, target, spin, yield_in_spin);
                         continue;
                     }
-                    _ => break,
+                    None => break,
                 },
             };
             let returned = clock.now();

@@ -172,7 +172,7 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
     /// The contract of [`Denied::RateLimited`], checked on copies of the GCRA model (which
     /// the limiter has just been shown to equal): a finite `retry_after` is exact (asking
     /// again exactly that much later conforms, one nanosecond earlier is refused by 1 ns);
-    /// `Duration::MAX` means never (still refused at the end of the clock).
+    /// `BeyondHorizon` means never (still refused at the end of the clock).
     fn check_retry_after(&self, op: Op, n: u32, now: u64, got: Result<(), Denied>) {
         let Err(denied) = got else {
             return;
@@ -213,9 +213,7 @@ impl<'a, L: RateLimiter> Differential<'a, L> {
     /// the clock refuses them) and one more could not; the limiter is full again exactly
     /// `full_after` from now.
     fn check_snapshot_meaning(&self, op: Op, now: u64, got: Snapshot) {
-        let never = Err(Denied::RateLimited {
-            retry_after: Duration::MAX,
-        });
+        let never = Err(Denied::BeyondHorizon);
         let take = self.gcra().clone().acquire(got.remaining, now);
         if take.is_err() && take != never {
             self.fail(

@@ -65,7 +65,7 @@ impl PacerDiff<'_> {
             // limiter's own snapshot must say too.
             if let Denied::RateLimited { retry_after } = denied {
                 let s = self.limiter.snapshot_at(now);
-                if retry_after != Duration::MAX && s.full_after != retry_after {
+                if s.full_after != retry_after {
                     self.trace.fail(
                         "snapshot disagrees with try_acquire's retry_after",
                         op,
@@ -112,7 +112,7 @@ impl PacerDiff<'_> {
 
     /// On copies of the model (which the limiter has just been shown to equal): asking
     /// again exactly `retry_after` later succeeds, 1 ns earlier is refused by 1 ns;
-    /// `Duration::MAX` is still refused at the end of the clock.
+    /// `BeyondHorizon` is still refused at the end of the clock.
     fn check_retry_after(
         &mut self,
         op: TimedOp,
@@ -135,9 +135,7 @@ impl PacerDiff<'_> {
     fn snapshot(&mut self, op: TimedOp, at: u64) {
         let got = self.limiter.snapshot_at(at);
         let t = &self.trace;
-        let never = Denied::RateLimited {
-            retry_after: Duration::MAX,
-        };
+        let never = Denied::BeyondHorizon;
         if got.remaining > self.burst {
             t.fail(
                 "snapshot.remaining above the capacity",

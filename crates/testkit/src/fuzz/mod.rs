@@ -178,30 +178,30 @@ type Broken = (&'static str, String);
 /// model's decision on the same request at `t`, on a fresh copy of the model each call (the
 /// model the limiter has just been shown to equal).
 ///
-/// - `retry_after = Duration::MAX` means never: still refused at the end of the clock.
+/// - [`Denied::BeyondHorizon`] means never: still refused at the end of the clock.
 /// - A finite `retry_after` is exact: at least 1 ns, with `now + retry_after` on the clock,
 ///   admitted when asked again exactly that much later, and refused by exactly 1 ns one
 ///   nanosecond earlier.
 ///
-/// Returns the instant `now + retry_after` (`None` for `Duration::MAX` or another denial).
+/// Returns the instant `now + retry_after` (`None` for a final denial: waiting cannot help).
 fn probe_retry_after<T: core::fmt::Debug>(
     denied: Denied,
     now: u64,
     decide: impl Fn(u64) -> Result<T, Denied>,
 ) -> Result<Option<u64>, Broken> {
-    let Denied::RateLimited { retry_after } = denied else {
-        return Ok(None);
-    };
-    if retry_after == Duration::MAX {
+    if denied == Denied::BeyondHorizon {
         let at_end = decide(u64::MAX);
         if at_end.is_ok() {
             return Err((
-                "retry_after = MAX but admitted later",
+                "BeyondHorizon but admitted later",
                 format!("  denied {denied:?}, but asking again at u64::MAX gives {at_end:?}"),
             ));
         }
         return Ok(None);
     }
+    let Denied::RateLimited { retry_after } = denied else {
+        return Ok(None);
+    };
     let wait = saturating_nanos(retry_after);
     if wait == 0 {
         return Err((
@@ -213,7 +213,7 @@ fn probe_retry_after<T: core::fmt::Debug>(
         return Err((
             "finite retry_after past the end of the clock",
             format!(
-                "  denied {denied:?}: now + retry_after passes u64::MAX (should be Duration::MAX)"
+                "  denied {denied:?}: now + retry_after passes u64::MAX (should be BeyondHorizon)"
             ),
         ));
     };

@@ -114,7 +114,7 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 /// One departure from "exactly the single limiter", stepped around: a transition to one of
 /// the words `u64::MAX − 1` and `u64::MAX` (`Keyed`'s redirect and retired markers, the last
 /// nanoseconds of the clock; the harness runs each state's rule on its word to know) is
-/// refused with `retry_after = Duration::MAX` where the single limiter admits, which is
+/// refused with `Denied::BeyondHorizon` where the single limiter admits, which is
 /// checked and ends the run.
 ///
 /// Found by this target and fixed: a sweep at a stale reading evicted a busy token bucket

@@ -7,7 +7,6 @@ use super::state::{twin, KeyState};
 use super::GRACE;
 use crate::fuzz::{fail_with_history, saturating_nanos, NoClock, Reference};
 use core::fmt::Write as _;
-use core::time::Duration;
 use limitcore::rules::Rule;
 use limitcore::{Algorithm, Denied, Keyed, Quota, QuotaError, Snapshot, Store};
 use std::collections::{BTreeMap, BTreeSet};
@@ -311,17 +310,12 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
         if retired {
             // Refused where the model and the single limiter admit: the states part here, so
             // the run ends (after checking that the refusal is the documented one).
-            if got
-                != Err(Denied::RateLimited {
-                    retry_after: Duration::MAX,
-                })
-                || twin != Some(want)
-            {
+            if got != Err(Denied::BeyondHorizon) || twin != Some(want) {
                 self.fail(
                     "a transition to a reserved word (u64::MAX - 1 or u64::MAX)",
                     op,
                     &format!(
-                        "  Keyed: {got:?} (expected never: retry_after = Duration::MAX)\n  model ({place:?}): \
+                        "  Keyed: {got:?} (expected never: BeyondHorizon)\n  model ({place:?}): \
                          {want:?}\n  the single limiter: {twin:?}"
                     ),
                 );
@@ -370,9 +364,7 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
         }
         self.record(op, KeyedOutcome::Decision(got, place));
         if let Err(Denied::RateLimited { retry_after }) = got {
-            if retry_after != Duration::MAX {
-                self.last_denied = Some((key, n, saturating_nanos(retry_after)));
-            }
+            self.last_denied = Some((key, n, saturating_nanos(retry_after)));
         }
         self.check_len(op);
     }

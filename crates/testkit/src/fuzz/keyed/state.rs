@@ -100,7 +100,7 @@ impl KeyState {
     /// `n` permits at `now` on the model and on the twin: `(model, twin, reserved)`, with
     /// `reserved` true if the admission leaves one of the words `Keyed` reserves
     /// (`u64::MAX − 1` or `u64::MAX`): `Keyed` refuses such a transition with
-    /// `retry_after = Duration::MAX` (its contract's "The clock's last nanoseconds"), where
+    /// [`Denied::BeyondHorizon`] (its contract's "The clock's last nanoseconds"), where
     /// the single limiter admits.
     pub(super) fn decide(
         &mut self,

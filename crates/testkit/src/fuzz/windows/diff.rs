@@ -57,7 +57,7 @@ impl<'a, L: RateLimiter> WindowDiff<'a, L> {
     /// A finite `retry_after` is exact (on copies of the model, which the limiter has just
     /// been shown to equal: asking again exactly that much later is admitted, one ns earlier
     /// is refused by 1 ns), and the limiter's own snapshots agree at both probe times (where
-    /// the run may read); `Duration::MAX` means never (still refused at the end of the
+    /// the run may read); `BeyondHorizon` means never (still refused at the end of the
     /// clock).
     fn check_retry_after(&mut self, op: TimedOp, n: u32, now: u64, got: Result<(), Denied>) {
         let Err(denied @ Denied::RateLimited { .. }) = got else {
@@ -68,13 +68,13 @@ impl<'a, L: RateLimiter> WindowDiff<'a, L> {
             Ok(then) => then,
             Err((what, detail)) => t.fail(what, op, now, &detail),
         };
-        // `None`: `retry_after = Duration::MAX`.
+        // `None`: `Denied::BeyondHorizon`.
         let Some(then) = then else {
             if self.readings.allows(u64::MAX) {
                 let s = self.limiter.snapshot_at(u64::MAX);
                 if s.remaining >= n {
                     t.fail(
-                        "retry_after = MAX but the limiter has room later",
+                        "BeyondHorizon but the limiter has room later",
                         op,
                         now,
                         &format!("  denied {got:?}, but snapshot_at(u64::MAX) = {s:?}"),

@@ -137,11 +137,13 @@ fn run_sliding_window(u: &mut Unstructured<'_>) -> ArbResult<()> {
 }
 
 /// A denial a window limiter of capacity `count` may give a request for `n`:
-/// `ExceedsCapacity` exactly above the capacity, otherwise a wait of at least 1 ns.
+/// `ExceedsCapacity` exactly above the capacity, otherwise a wait of at least 1 ns, or
+/// `BeyondHorizon` (at the end of the clock).
 fn valid_denial(e: Denied, n: u32, count: u32) -> bool {
     match e {
         Denied::ExceedsCapacity { capacity } => n > count && capacity == count,
         Denied::RateLimited { retry_after } => (1..=count).contains(&n) && !retry_after.is_zero(),
+        Denied::BeyondHorizon => (1..=count).contains(&n),
         _ => false,
     }
 }
