@@ -11,14 +11,15 @@
 //! - `threads/allow`, `threads/deny`: 1, 2 and 8 threads on one shared limiter; the time is
 //!   per check *per thread*, and `report.py` turns it into total checks per second. This
 //!   machine has 2 cores, so 8 threads shows oversubscription.
-//! - `clock`: one reading of each clock.
+//! - `clock`: one reading of each clock (the default `MonotonicClock`, and each of its
+//!   sources forced).
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
-use limitcore::clock::{Clock, CoarseClock, MonotonicClock, StdClock};
+use limitcore::clock::{Clock, ClockSource, CoarseClock, MonotonicClock, StdClock};
 use limitcore::{
     FixedWindow, Gcra, LeakyBucket, Quota, RateLimiter, SlidingLog, SlidingWindow, TokenBucket,
 };
@@ -160,8 +161,14 @@ fn threads(c: &mut Criterion) {
 
 fn clocks(c: &mut Criterion) {
     let mut g = c.benchmark_group("clock");
+    // The default (the process's choice, `MonotonicClock::source()`), then each source.
     let mono = MonotonicClock::new();
     g.bench_function("limitcore-monotonic", |b| b.iter(|| black_box(mono.now())));
+    for source in [ClockSource::Tsc, ClockSource::Os] {
+        let clock = MonotonicClock::with_source(source);
+        let name = format!("limitcore-monotonic-{source:?}").to_lowercase();
+        g.bench_function(name, |b| b.iter(|| black_box(clock.now())));
+    }
     let std_clock = StdClock::new();
     g.bench_function("limitcore-std", |b| b.iter(|| black_box(std_clock.now())));
     let coarse = CoarseClock::new().unwrap();

@@ -7,7 +7,7 @@
 //!
 //! | clock | cost per read (2-core reference VM) | resolution | never goes backwards |
 //! |---|---|---|---|
-//! | [`MonotonicClock`] (default) | ≈ 19 ns (TSC read and scaling, by `quanta`) | ≈ 1 ns | on each thread (clamped); across threads within the TSC synchronisation the kernel already requires |
+//! | [`MonotonicClock`] (default) | ≈ 19 ns from the TSC (read and scaled by `quanta`), where the kernel trusts it; ≈ 38 ns from the OS clock elsewhere ([`ClockSource`]) | ≈ 1 ns | yes: the TSC only where the kernel verified the cores agree, clamped per thread; the OS clock by the OS's guarantee |
 //! | [`StdClock`] | ≈ 38 ns (`std::time::Instant`, `clock_gettime`) | 1 ns | yes, across threads (the OS guarantees it) |
 //! | [`CoarseClock`] | ≈ 1 ns (one atomic load) | 1 ms (the refresh interval) | yes |
 //! | [`ManualClock`] | ≈ 1 ns (one atomic load) | 1 ns | only if you never `set` it backwards |
@@ -25,6 +25,11 @@
     not(feature = "std"),
     doc = "",
     doc = "[`StdClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.StdClock.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`ClockSource`]: https://docs.rs/limitcore/latest/limitcore/clock/enum.ClockSource.html"
 )]
 
 /// Nanoseconds since a clock's epoch.
@@ -373,66 +378,217 @@ pub use manual::ManualClock;
 mod os {
     use super::{Clock, Nanos};
     use std::cell::Cell;
+    use std::path::Path;
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
-    /// The process-wide TSC calibration and epoch shared by every [`MonotonicClock`], so that
-    /// readings from different clocks (and limiters) are comparable.
-    fn tsc() -> &'static (quanta::Clock, u64) {
-        static TSC: OnceLock<(quanta::Clock, u64)> = OnceLock::new();
-        TSC.get_or_init(|| {
-            let clock = quanta::Clock::new();
-            let start = clock.raw();
-            (clock, start)
-        })
-    }
-
-    std::thread_local! {
-        /// The latest `MonotonicClock` reading on this thread: the floor for the next one.
-        static LAST_READING: Cell<Nanos> = const { Cell::new(0) };
-    }
-
-    /// The default clock: the CPU's time-stamp counter (through the `quanta` crate),
-    /// clamped so that it never goes backwards on a thread.
+    /// Where [`MonotonicClock`] reads time from: chosen once per process
+    /// ([`MonotonicClock::source`]).
     ///
-    /// Epoch: the first use of any `MonotonicClock` in the process; all of them share it, so
-    /// a timestamp taken from one can be passed to another limiter's `try_acquire_n_at`.
+    /// # Why not always the TSC
     ///
-    /// Cost: about 19 ns per read on the 2-core reference VM (the `rdtsc` instruction is
-    /// most of it), against about 38 ns for [`StdClock`]. Resolution about 1 ns.
-    ///
-    /// Monotonicity: each thread keeps its latest reading and never returns less, so a
-    /// thread that migrates to a core whose counter lags (the failure reported against
-    /// governor's default clock, governor issue #299) sees time stand still instead of
-    /// stepping back. Across threads, readings agree to within the counter synchronisation
-    /// the kernel requires before it uses the TSC at all; where the TSC is unusable, quanta
-    /// falls back to the OS monotonic clock. Limiters never move their state backwards, so
-    /// any residual skew only makes a decision stricter.
+    /// The CPU's time-stamp counter is the cheapest clock there is (about 19 ns a read on the
+    /// reference VM against about 38 ns for the OS clock), but on a machine whose cores'
+    /// counters are not synchronised, two threads read different times: a thread behind
+    /// another sees a limiter state ahead of its `now` and is refused before the burst is
+    /// used (governor issue #299, 2026, open; iroh #4295). A per-thread clamp stops one
+    /// thread's time from going back but not that skew. The Linux kernel checks the
+    /// counters' synchronisation (and that they are invariant) before it makes the TSC its
+    /// own clocksource, and falls back to another clocksource when they fail; this clock
+    /// follows the kernel's verdict.
     ///
     /// # Examples
     ///
     /// ```
-    /// use limitcore::clock::{Clock, MonotonicClock};
+    /// use limitcore::clock::{ClockSource, MonotonicClock};
+    ///
+    /// // The kernel chose the TSC and the CPU has an invariant counter: the TSC.
+    /// assert_eq!(ClockSource::choose(Some("tsc"), true), ClockSource::Tsc);
+    /// // A virtual machine on kvm-clock, or a kernel that rejected the TSC: the OS clock.
+    /// assert_eq!(ClockSource::choose(Some("kvm-clock"), true), ClockSource::Os);
+    /// assert_eq!(ClockSource::choose(None, true), ClockSource::Os);
+    /// // What this process uses:
+    /// let source = MonotonicClock::source();
+    /// assert!(source == ClockSource::Tsc || source == ClockSource::Os);
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ClockSource {
+        /// The CPU's time-stamp counter, read and scaled by the `quanta` crate; each thread
+        /// clamps its readings so that they never go back. Chosen only where the kernel uses
+        /// the TSC as its own clocksource (its synchronisation checks passed) and the CPU
+        /// reports an invariant counter (quanta's own check).
+        Tsc,
+        /// The OS monotonic clock (`std::time::Instant`: `clock_gettime(CLOCK_MONOTONIC)` on
+        /// Linux): monotonic across threads by the OS's guarantee.
+        Os,
+    }
+
+    impl ClockSource {
+        /// Where the kernel names its current clocksource on Linux.
+        pub const LINUX_CLOCKSOURCE: &'static str =
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+
+        /// The choice for a kernel whose current clocksource is `kernel_clocksource` (`None`:
+        /// unknown, such as an OS other than Linux) on a CPU with (`counter_support`) or
+        /// without an invariant time-stamp counter: [`ClockSource::Tsc`] only for `tsc` (the
+        /// name, surrounding whitespace ignored) with counter support, else
+        /// [`ClockSource::Os`].
+        pub fn choose(kernel_clocksource: Option<&str>, counter_support: bool) -> ClockSource {
+            match kernel_clocksource {
+                Some(name) if name.trim() == "tsc" && counter_support => ClockSource::Tsc,
+                _ => ClockSource::Os,
+            }
+        }
+
+        /// The choice read from the file `path` (the kernel's current clocksource; see
+        /// [`ClockSource::LINUX_CLOCKSOURCE`]) and this CPU's counter: a file that cannot be
+        /// read counts as "unknown" ([`ClockSource::Os`]).
+        pub fn detect_from(path: &Path) -> ClockSource {
+            let kernel = std::fs::read_to_string(path).ok();
+            ClockSource::choose(kernel.as_deref(), counter_support())
+        }
+    }
+
+    /// Whether the CPU has an invariant time-stamp counter that quanta reads (`rdtscp`):
+    /// quanta's own condition for using the counter, asked of the CPU the same way.
+    #[cfg(target_arch = "x86_64")]
+    fn counter_support() -> bool {
+        let cpuid = raw_cpuid::CpuId::new();
+        let invariant = cpuid
+            .get_advanced_power_mgmt_info()
+            .is_some_and(|apm| apm.has_invariant_tsc());
+        let rdtscp = cpuid
+            .get_extended_processor_and_feature_identifiers()
+            .is_some_and(|f| f.has_rdtscp());
+        invariant && rdtscp
+    }
+
+    /// No time-stamp counter this crate trusts off x86_64.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn counter_support() -> bool {
+        false
+    }
+
+    /// The process-wide choice of source and the epoch every [`MonotonicClock`] (and
+    /// [`CoarseClock`]) shares, so that readings from different clocks (and limiters) are
+    /// comparable.
+    struct Shared {
+        source: ClockSource,
+        /// The TSC clock (calibrated once) and its raw reading at the epoch.
+        tsc: quanta::Clock,
+        tsc_start: u64,
+        /// The OS clock at the epoch.
+        os_start: Instant,
+    }
+
+    fn shared() -> &'static Shared {
+        static SHARED: OnceLock<Shared> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            let source = if cfg!(target_os = "linux") {
+                ClockSource::detect_from(Path::new(ClockSource::LINUX_CLOCKSOURCE))
+            } else {
+                ClockSource::Os
+            };
+            let tsc = quanta::Clock::new();
+            let tsc_start = tsc.raw();
+            Shared {
+                source,
+                tsc,
+                tsc_start,
+                os_start: Instant::now(),
+            }
+        })
+    }
+
+    std::thread_local! {
+        /// The latest TSC reading on this thread: the floor for the next one.
+        static LAST_READING: Cell<Nanos> = const { Cell::new(0) };
+    }
+
+    /// The default clock: the CPU's time-stamp counter where the kernel trusts it, the OS
+    /// monotonic clock elsewhere ([`ClockSource`]; the choice is made once per process and
+    /// [`MonotonicClock::source`] tells it).
+    ///
+    /// Epoch: the first use of any `MonotonicClock` in the process; all of them share it, so
+    /// a timestamp taken from one can be passed to another limiter's `try_acquire_n_at`.
+    ///
+    /// Cost per read on the 2-core reference VM (kernel clocksource `tsc`): about 19 ns from
+    /// the TSC, about 38 ns from the OS clock (BENCHMARKS.md, "Clocks").
+    ///
+    /// Monotonicity: the OS source is monotonic across threads by the OS's guarantee. The
+    /// TSC source is used only where the kernel verified that the cores' counters agree, and
+    /// each thread also keeps its latest reading and never returns less, so a thread that
+    /// migrates to a core whose counter lags sees time stand still instead of stepping back.
+    /// Limiters never move their state backwards, so any residual skew only makes a
+    /// decision stricter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::{Clock, ClockSource, MonotonicClock};
     /// let clock = MonotonicClock::new();
     /// let a = clock.now();
     /// let b = clock.now();
     /// assert!(b >= a);
+    /// // Force the OS clock (for example to compare the two):
+    /// let os = MonotonicClock::with_source(ClockSource::Os);
+    /// assert_eq!(os.reads(), ClockSource::Os);
+    /// assert!(os.now() <= os.now());
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     #[derive(Debug, Clone)]
     pub struct MonotonicClock {
-        clock: quanta::Clock,
-        start: u64,
+        read: Read,
+    }
+
+    /// How a [`MonotonicClock`] reads: the TSC (quanta's clock and the epoch's raw reading)
+    /// or the OS clock (the epoch).
+    #[derive(Debug, Clone)]
+    enum Read {
+        Tsc { clock: quanta::Clock, start: u64 },
+        Os { start: Instant },
     }
 
     impl MonotonicClock {
-        /// A handle on the process-wide TSC clock (cheap after the first call, which
-        /// calibrates the counter).
+        /// A handle on the process-wide clock, reading the source [`MonotonicClock::source`]
+        /// chose (cheap after the first call, which chooses it and calibrates the counter).
         pub fn new() -> Self {
-            let (clock, start) = tsc();
-            MonotonicClock {
-                clock: clock.clone(),
-                start: *start,
+            MonotonicClock::with_source(shared().source)
+        }
+
+        /// A handle reading `source`, whatever the process-wide choice, on the same epoch
+        /// (for a comparison of the two, or a deployment that knows better than the kernel's
+        /// verdict). The two sources' epochs are the same instant to within the
+        /// microseconds between their first reads and the counter's calibration error:
+        /// compare readings of one source, not across sources. [`ClockSource::Tsc`] on a machine without a usable counter reads the OS
+        /// clock through quanta's own fallback.
+        pub fn with_source(source: ClockSource) -> Self {
+            let shared = shared();
+            let read = match source {
+                ClockSource::Tsc => Read::Tsc {
+                    clock: shared.tsc.clone(),
+                    start: shared.tsc_start,
+                },
+                ClockSource::Os => Read::Os {
+                    start: shared.os_start,
+                },
+            };
+            MonotonicClock { read }
+        }
+
+        /// The source this process's [`MonotonicClock::new`] reads, chosen once: the TSC
+        /// where the kernel's current clocksource is `tsc` (Linux) and the CPU reports an
+        /// invariant counter, the OS monotonic clock otherwise ([`ClockSource`]).
+        pub fn source() -> ClockSource {
+            shared().source
+        }
+
+        /// The source this handle reads.
+        pub fn reads(&self) -> ClockSource {
+            match self.read {
+                Read::Tsc { .. } => ClockSource::Tsc,
+                Read::Os { .. } => ClockSource::Os,
             }
         }
     }
@@ -446,13 +602,17 @@ mod os {
     impl Clock for MonotonicClock {
         #[inline]
         fn now(&self) -> Nanos {
-            let raw = self.clock.raw();
-            let reading = self.clock.delta_as_nanos(self.start, raw);
-            LAST_READING.with(|last| {
-                let now = reading.max(last.get());
-                last.set(now);
-                now
-            })
+            match &self.read {
+                Read::Tsc { clock, start } => {
+                    let reading = clock.delta_as_nanos(*start, clock.raw());
+                    LAST_READING.with(|last| {
+                        let now = reading.max(last.get());
+                        last.set(now);
+                        now
+                    })
+                }
+                Read::Os { start } => super::duration_to_nanos(start.elapsed()),
+            }
         }
     }
 
@@ -506,8 +666,9 @@ mod os {
     /// available. Do not use it for a quota whose emission interval is shorter than the
     /// resolution and whose burst is small: such a limiter admits only about `burst` per step.
     ///
-    /// Epoch: as [`MonotonicClock`]. Never goes backwards: the background thread only moves
-    /// the shared reading forward.
+    /// Epoch: as [`MonotonicClock`]. Never goes backwards, and every thread reads the same
+    /// value: one background thread writes the shared reading, only forward, so no skew
+    /// between cores' counters reaches the readers.
     ///
     /// # Examples
     ///
@@ -548,10 +709,10 @@ mod os {
             if let Err(e) = started {
                 return Err(std::io::Error::other(e.clone()));
             }
-            let (clock, start) = tsc();
+            let shared = shared();
             Ok(CoarseClock {
-                clock: clock.clone(),
-                start: clock.scaled(*start),
+                clock: shared.tsc.clone(),
+                start: shared.tsc.scaled(shared.tsc_start),
             })
         }
     }
@@ -565,7 +726,7 @@ mod os {
     }
 }
 #[cfg(feature = "std")]
-pub use os::{CoarseClock, MonotonicClock, StdClock};
+pub use os::{ClockSource, CoarseClock, MonotonicClock, StdClock};
 
 /// Without `std` there is no OS clock: `MonotonicClock` still exists, so that the default
 /// clock of every limiter ([`DefaultClock`](crate::DefaultClock)) means the same type with

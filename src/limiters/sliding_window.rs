@@ -57,7 +57,8 @@ use crossbeam_utils::CachePadded;
 ///   `2·count − 1`, when the previous window's requests all came at its end. Use
 ///   [`SlidingLog`][crate::SlidingLog] when that must not happen.
 ///
-/// The quota's burst is not used: a window's capacity is `count`.
+/// A window has no burst: its capacity is `count`, and a quota whose burst differs from its
+/// count is refused ([`QuotaError::BurstNotSupported`]) rather than silently ignored.
 ///
 /// # Word layouts
 ///
@@ -98,6 +99,8 @@ use crossbeam_utils::CachePadded;
 /// assert_eq!(limiter.snapshot().remaining, 5);
 /// limiter.try_acquire_n(5).unwrap();
 /// assert_eq!(limiter.try_acquire().unwrap_err().retry_after(), Some(Duration::from_millis(100)));
+/// // A burst a window cannot honour is refused, not ignored.
+/// assert!(SlidingWindow::with_clock("10/s burst 3".parse()?, clock).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 #[cfg_attr(
@@ -132,7 +135,9 @@ impl<C: Clock> SlidingWindow<C> {
     ///
     /// # Errors
     ///
-    /// [`QuotaError::CountTooLarge`] above [`SlidingWindowRule::MAX_COUNT`](crate::rules::SlidingWindowRule::MAX_COUNT);
+    /// [`QuotaError::BurstNotSupported`] for a quota whose burst is not its count (a window
+    /// has none); [`QuotaError::CountTooLarge`] above
+    /// [`SlidingWindowRule::MAX_COUNT`](crate::rules::SlidingWindowRule::MAX_COUNT);
     /// [`QuotaError::WindowTooShort`] for a period under `2^b` ns (`b` = bit length of count).
     pub fn with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
         Self::build(quota, clock, None)

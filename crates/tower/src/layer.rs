@@ -48,10 +48,21 @@ pub enum Outcome {
         wait: Duration,
     },
     /// Refused: over the limit. `retry_after` is the exact wait after which the same
-    /// request would be admitted (`None`: never, it asks more than the limit's capacity).
+    /// request would be admitted (`None`: never within the limiter's clock, and the
+    /// response carries no `Retry-After`).
     Rejected {
         /// The exact wait (the `Retry-After` field carries it rounded up to seconds).
         retry_after: Option<Duration>,
+    },
+    /// Refused: the request's cost ([`Builder::cost`]) is more than the key's limit can ever
+    /// admit at once (its capacity, the quota's burst); no wait helps, so the answer is
+    /// 413 Content Too Large by default ([`Builder::too_large_status`]) with no
+    /// `Retry-After`.
+    TooLarge {
+        /// The request's cost, in permits.
+        cost: u32,
+        /// The most one request may cost, in permits.
+        capacity: u32,
     },
     /// Refused: the request had no usable key and the layer's [`MissingKey`] answer is a
     /// refusal.
@@ -63,7 +74,8 @@ pub enum Outcome {
     },
     /// Dry run: would have been refused; passed (and charged nothing, as a refusal).
     DryRunRejected {
-        /// The wait a refusal would have reported.
+        /// The wait a refusal would have reported (`None`: none would help, as for
+        /// [`Outcome::TooLarge`]).
         retry_after: Option<Duration>,
     },
 }
@@ -71,15 +83,20 @@ pub enum Outcome {
 impl Outcome {
     /// Whether the layer answered the request itself instead of the inner service.
     pub fn is_refused(&self) -> bool {
-        matches!(self, Outcome::Rejected { .. } | Outcome::MissingKey)
+        matches!(
+            self,
+            Outcome::Rejected { .. } | Outcome::TooLarge { .. } | Outcome::MissingKey
+        )
     }
 
-    /// nginx's name for it (`$limit_req_status`); `MISSING_KEY` for [`Outcome::MissingKey`].
+    /// nginx's name for it (`$limit_req_status`); `TOO_LARGE` for [`Outcome::TooLarge`] and
+    /// `MISSING_KEY` for [`Outcome::MissingKey`], which nginx does not have.
     pub fn as_str(&self) -> &'static str {
         match self {
             Outcome::Passed => "PASSED",
             Outcome::Delayed { .. } => "DELAYED",
             Outcome::Rejected { .. } => "REJECTED",
+            Outcome::TooLarge { .. } => "TOO_LARGE",
             Outcome::MissingKey => "MISSING_KEY",
             Outcome::DryRunDelayed { .. } => "DELAYED_DRY_RUN",
             Outcome::DryRunRejected { .. } => "REJECTED_DRY_RUN",
@@ -90,6 +107,7 @@ impl Outcome {
         match self {
             Outcome::Delayed { wait } => Outcome::DryRunDelayed { wait },
             Outcome::Rejected { retry_after } => Outcome::DryRunRejected { retry_after },
+            Outcome::TooLarge { .. } => Outcome::DryRunRejected { retry_after: None },
             other => other,
         }
     }
@@ -101,17 +119,32 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// A reservation of one permit for a key: `KeyedReserve::reserve_n_at`, captured when the
-/// delay mode is chosen (only then must the limiter reserve).
-type ReserveFn<L, K> = fn(&L, &K, Nanos, Duration) -> Result<Reservation, Denied>;
+/// A reservation of a request's cost for a key: `KeyedReserve::reserve_n_at`, captured when
+/// the delay mode is chosen (only then must the limiter reserve).
+type ReserveFn<L, K> = fn(&L, &K, u32, Nanos, Duration) -> Result<Reservation, Denied>;
 
-fn reserve_one<L: KeyedReserve<K>, K>(
+fn reserve<L: KeyedReserve<K>, K>(
     limiter: &L,
     key: &K,
+    cost: u32,
     now: Nanos,
     max_wait: Duration,
 ) -> Result<Reservation, Denied> {
-    limiter.reserve_n_at(key, 1, now, max_wait)
+    limiter.reserve_n_at(key, cost, now, max_wait)
+}
+
+/// A request's cost in permits ([`Builder::cost`]).
+type CostFn = dyn Fn(&RequestHead<'_>) -> u32 + Send + Sync;
+
+/// The outcome of a refusal that stands: [`Outcome::TooLarge`] for a cost above the
+/// capacity, else [`Outcome::Rejected`] with the wait when one helps.
+fn rejected(cost: u32, denied: Denied) -> Outcome {
+    match denied {
+        Denied::ExceedsCapacity { capacity } => Outcome::TooLarge { cost, capacity },
+        _ => Outcome::Rejected {
+            retry_after: denied.retry_after(),
+        },
+    }
 }
 
 /// Delay mode: how long a request may wait for its slot, and how to reserve it.
@@ -126,8 +159,11 @@ struct Shared<X: KeyExtractor, L> {
     extractor: X,
     missing: MissingKey<X::Key>,
     delay: Option<DelayMode<L, X::Key>>,
+    /// Each request's cost; `None`: 1.
+    cost: Option<Box<CostFn>>,
     dry_run: bool,
     status: StatusCode,
+    too_large: StatusCode,
     fields: Fields,
     /// Admissions carry the state fields ([`RateLimitHeaders::Always`]).
     state_on_pass: bool,
@@ -158,12 +194,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
     /// the decision that made it, never a second read. In delay mode the reservation comes
     /// before that second decision, which only a request the reservation also refuses needs.
     #[inline]
-    fn decide(&self, key: &X::Key) -> Verdict {
+    fn decide(&self, key: &X::Key, cost: u32) -> Verdict {
         let now = self.limiter.now();
         if self.state_on_pass {
-            return self.decide_with_state(key, now);
+            return self.decide_with_state(key, cost, now);
         }
-        let denied = match self.limiter.try_acquire_n_at(key, 1, now) {
+        let denied = match self.limiter.try_acquire_n_at(key, cost, now) {
             Ok(()) => {
                 return Verdict {
                     outcome: Outcome::Passed,
@@ -174,20 +210,18 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
         };
         // In delay mode the reservation (usually the answer, and a delayed response carries
         // no state here); else the rejection.
-        let outcome = self.refused(key, now, denied);
-        if !self.state_on_refusal || !matches!(outcome, Outcome::Rejected { .. }) {
+        let outcome = self.refused(key, cost, now, denied);
+        if !self.state_on_refusal || !outcome.is_refused() {
             return Verdict {
                 outcome: self.report(outcome),
                 state: None,
             };
         }
         // A rejection whose response carries the state: decided again, with it.
-        let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
+        let Decision { result, state } = self.limiter.decide_n_at(key, cost, now);
         let outcome = match result {
             Ok(()) => Outcome::Passed,
-            Err(denied) if self.delay.is_none() => Outcome::Rejected {
-                retry_after: denied.retry_after(),
-            },
+            Err(denied) if self.delay.is_none() => rejected(cost, denied),
             // The reservation's refusal stands.
             Err(_) => outcome,
         };
@@ -199,11 +233,11 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
 
     /// One `decide_n_at` (the state comes with it), then as [`Shared::decide`].
     #[inline]
-    fn decide_with_state(&self, key: &X::Key, now: Nanos) -> Verdict {
-        let Decision { result, state } = self.limiter.decide_n_at(key, 1, now);
+    fn decide_with_state(&self, key: &X::Key, cost: u32, now: Nanos) -> Verdict {
+        let Decision { result, state } = self.limiter.decide_n_at(key, cost, now);
         let outcome = match result {
             Ok(()) => Outcome::Passed,
-            Err(denied) => self.refused(key, now, denied),
+            Err(denied) => self.refused(key, cost, now, denied),
         };
         Verdict {
             outcome: self.report(outcome),
@@ -213,20 +247,16 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
 
     /// What a refusal of the limiter becomes: in delay mode, a reservation of the next slot
     /// when waiting helps, at the same instant; else a rejection.
-    fn refused(&self, key: &X::Key, now: Nanos, denied: Denied) -> Outcome {
+    fn refused(&self, key: &X::Key, cost: u32, now: Nanos, denied: Denied) -> Outcome {
         match &self.delay {
-            Some(delay) if denied.retry_after().is_some() => {
-                match (delay.reserve)(&self.limiter, key, now, delay.max_wait) {
+            Some(delay) if !denied.is_final() => {
+                match (delay.reserve)(&self.limiter, key, cost, now, delay.max_wait) {
                     Ok(r) if r.delay().is_zero() => Outcome::Passed,
                     Ok(r) => Outcome::Delayed { wait: r.delay() },
-                    Err(denied) => Outcome::Rejected {
-                        retry_after: denied.retry_after(),
-                    },
+                    Err(denied) => rejected(cost, denied),
                 }
             }
-            _ => Outcome::Rejected {
-                retry_after: denied.retry_after(),
-            },
+            _ => rejected(cost, denied),
         }
     }
 
@@ -236,13 +266,16 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
         if self.dry_run { outcome.dry() } else { outcome }
     }
 
+    /// The response to a refused `verdict`: the refusal status with `Retry-After` when
+    /// waiting helps ([`Outcome::Rejected`]), the too-large status without one
+    /// ([`Outcome::TooLarge`]); the state fields when the verdict carries a state.
     #[cold]
-    fn refusal(
-        &self,
-        key: &X::Key,
-        verdict: &Verdict,
-        retry_after: Option<Duration>,
-    ) -> Response<Bytes> {
+    fn refusal(&self, key: &X::Key, verdict: &Verdict) -> Response<Bytes> {
+        let (status, retry_after) = match verdict.outcome {
+            Outcome::TooLarge { .. } => (self.too_large, None),
+            Outcome::Rejected { retry_after } => (self.status, retry_after),
+            _ => (self.status, None),
+        };
         let mut headers = HeaderMap::new();
         let fields = verdict
             .state
@@ -250,12 +283,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
             .map(|state| (self.limiter.quota_for(key), state));
         let body = self.fields.refusal(
             &mut headers,
-            self.status,
+            status,
             retry_after,
             fields.as_ref().map(|(quota, state)| (quota, *state)),
         );
         answer(
-            self.status,
+            status,
             headers,
             body,
             self.outcome.then_some(verdict.outcome),
@@ -298,6 +331,12 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
 ///   `max_wait` away, else refused; see [`LimitReq`](crate::LimitReq) for nginx's `burst`,
 ///   `delay=` and `nodelay`); dry run ([`Builder::dry_run`]: decide, report, never refuse
 ///   or delay).
+/// - **Never.** A refusal that no wait can cure carries no `Retry-After`: a request whose
+///   cost ([`Builder::cost`]) is above the limit's capacity is answered 413 Content Too Large
+///   ([`Outcome::TooLarge`]), and one that could only conform past the limiter's clock
+///   (`Denied::BeyondHorizon`) gets the refusal status alone. Every `Retry-After` the layer
+///   writes is at most the longest wait the key's quota can produce (`burst × emission
+///   interval`), rounded up to seconds.
 /// - **Outcome.** Every response the layer decided on carries an [`Outcome`] extension
 ///   (unless turned off with [`Builder::outcome_extension`]).
 /// - **Body.** The response type is the inner service's, `Response<B>`: a passed response
@@ -387,8 +426,10 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
             extractor,
             missing: None,
             delay: None,
+            cost: None,
             dry_run: false,
             status: StatusCode::TOO_MANY_REQUESTS,
+            too_large: StatusCode::PAYLOAD_TOO_LARGE,
             headers: RateLimitHeaders::OnRefusal,
             legacy: false,
             problem: false,
@@ -489,8 +530,10 @@ pub struct Builder<X: KeyExtractor, L> {
     extractor: X,
     missing: Option<MissingKey<X::Key>>,
     delay: Option<DelayMode<L, X::Key>>,
+    cost: Option<Box<CostFn>>,
     dry_run: bool,
     status: StatusCode,
+    too_large: StatusCode,
     headers: RateLimitHeaders,
     legacy: bool,
     problem: bool,
@@ -503,7 +546,9 @@ impl<X: KeyExtractor, L> fmt::Debug for Builder<X, L> {
         f.debug_struct("Builder")
             .field("delay", &self.delay.as_ref().map(|d| d.max_wait))
             .field("dry_run", &self.dry_run)
+            .field("cost", &self.cost.is_some())
             .field("status", &self.status)
+            .field("too_large", &self.too_large)
             .field("headers", &self.headers)
             .field("legacy", &self.legacy)
             .field("problem", &self.problem)
@@ -605,7 +650,7 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     {
         self.delay = (!max_wait.is_zero()).then_some(DelayMode {
             max_wait,
-            reserve: reserve_one::<L, X::Key>,
+            reserve: reserve::<L, X::Key>,
         });
         self
     }
@@ -643,6 +688,57 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// The status of refusals (default 429 Too Many Requests; nginx's default is 503).
     pub fn status(mut self, status: StatusCode) -> Self {
         self.status = status;
+        self
+    }
+
+    /// Each request's cost in permits, read from its head (default: 1): for quotas in units
+    /// other than requests (an API's query cost, a declared `Content-Length`). A cost of 0
+    /// passes and charges nothing. A cost above what the key's limit admits at once (its
+    /// capacity, the quota's burst) can never be admitted: it is answered at once with
+    /// [`Builder::too_large_status`] (413 by default), no `Retry-After`, and
+    /// [`Outcome::TooLarge`]; in a dry run it passes as [`Outcome::DryRunRejected`] with no
+    /// wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore_tower::{Outcome, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// // 100 units a second; a request costs its `x-cost` header (1 if absent).
+    /// let layer = RateLimitLayer::global("100/s".parse()?)?
+    ///     .cost(|head| {
+    ///         head.headers().get("x-cost")
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(1)
+    ///     })
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let heavy = Request::builder().header("x-cost", "500").body(())?;
+    /// let response = svc.oneshot(heavy).await?;
+    /// assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    /// assert!(response.headers().get("retry-after").is_none());
+    /// assert_eq!(
+    ///     response.extensions().get::<Outcome>(),
+    ///     Some(&Outcome::TooLarge { cost: 500, capacity: 100 })
+    /// );
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cost(mut self, cost: impl Fn(&RequestHead<'_>) -> u32 + Send + Sync + 'static) -> Self {
+        self.cost = Some(Box::new(cost));
+        self
+    }
+
+    /// The status of a request whose cost is above the limit's capacity ([`Builder::cost`],
+    /// [`Outcome::TooLarge`]; default 413 Content Too Large).
+    pub fn too_large_status(mut self, status: StatusCode) -> Self {
+        self.too_large = status;
         self
     }
 
@@ -755,8 +851,10 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
                 extractor: self.extractor,
                 missing,
                 delay: self.delay,
+                cost: self.cost,
                 dry_run: self.dry_run,
                 status: self.status,
+                too_large: self.too_large,
                 fields: Fields {
                     policy_sf,
                     policy_json,
@@ -847,17 +945,19 @@ where
     #[inline]
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let shared = &*self.shared;
-        // The key is read from the request as it is (no split into parts and rebuild).
-        let extracted = shared.extractor.extract(RequestHead::from(&req));
+        // The key (and cost) are read from the request as it is (no split and rebuild).
+        let head = RequestHead::from(&req);
+        let extracted = shared.extractor.extract(head);
+        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&head));
         let key = match (&extracted, &shared.missing) {
             (Some(key), _) | (None, MissingKey::Shared(key)) => key,
             (None, MissingKey::Reject(status)) => {
                 return ResponseFuture::done(missing_key(*status, shared.outcome));
             }
         };
-        let verdict = shared.decide(key);
-        if let Outcome::Rejected { retry_after } = verdict.outcome {
-            return ResponseFuture::done(shared.refusal(key, &verdict, retry_after));
+        let verdict = shared.decide(key, cost);
+        if verdict.outcome.is_refused() {
+            return ResponseFuture::done(shared.refusal(key, &verdict));
         }
         let post = Post {
             outcome: shared.outcome.then_some(verdict.outcome),
