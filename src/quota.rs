@@ -8,19 +8,27 @@ use core::time::Duration;
 
 /// A rate limit: `count` permits per `period`, of which up to `burst` may be taken at once.
 ///
-/// The *emission interval* (GCRA's *T*) is `period / count`, rounded **up** to whole
-/// nanoseconds, so a limiter never admits more than `count` per `period` in the long run
-/// (for example `3/500ms` has an interval of 166 666 667 ns). The *burst* (default `count`)
-/// is how many permits a full limiter admits at once; GCRA's tolerance *τ* is
-/// `(burst − 1) × interval`.
+/// The *emission interval* (GCRA's *T*) is `period / count`. The limiters with a
+/// nanosecond schedule ([`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),
+/// [`LeakyBucket`](crate::LeakyBucket)) round it **up** to whole nanoseconds, so they never
+/// admit more than `count` per `period` in the long run (for example `3/500ms` has an
+/// interval of 166 666 667 ns), and refuse a quota faster than one permit per nanosecond
+/// ([`QuotaError::RateTooFast`]); a [`Budget`](crate::Budget) keeps the exact rational
+/// rate, for byte rates of up to [`Quota::MAX_COUNT`] units in any period. The *burst*
+/// (default `count`) is how many permits a full limiter admits at once; GCRA's tolerance
+/// *τ* is `(burst − 1) × interval`.
 ///
 /// # Limits
 ///
 /// Every constructor checks them and returns [`QuotaError`] instead of rounding silently:
 /// - `count ≥ 1`, `burst ≥ 1`, `period > 0`;
 /// - `period ≤ u64::MAX` ns (about 584 years);
-/// - the interval must be at least 1 ns: `period ≥ count` ns (`1_000_000_000/s` is the
-///   fastest whole rate; `2_000_000_000/s` is refused);
+/// - the rate `count / period`, in lowest terms, must have a numerator of at most
+///   `u32::MAX` (so any count up to `u32::MAX`, and larger counts whose fraction reduces,
+///   as `64GiB/s` = 2^27 per 1 953 125 ns does); RocksDB's `i64::MAX` bytes a second does
+///   not reduce, and is refused ([`QuotaError::RateNotRepresentable`]);
+/// - a burst is at most `u32::MAX` permits, so a count above it needs an explicit burst
+///   ([`QuotaError::DefaultBurstTooLarge`]);
 /// - a full burst must refill within [`Quota::MAX_BURST_SPAN_NS`]: `burst × interval ≤ 2^62` ns
 ///   (for example `1/d` allows a burst of up to 53 375).
 ///
@@ -28,8 +36,12 @@ use core::time::Duration;
 ///
 /// `COUNT/[N]UNIT[ burst B]`, where `UNIT` is one of `ns`, `us` (or `µs`), `ms`, `s`,
 /// `min`, `h`, `d`, `N` is an optional whole multiplier, and the optional suffix sets the
-/// burst. Spaces around the parts are allowed. [`Display`](fmt::Display) prints this form
-/// with the largest unit that is exact, and it parses back to an equal `Quota`.
+/// burst. `COUNT` and `B` may carry a byte unit: `k`, `M`, `G`, `T` (10^3, 10^6, 10^9,
+/// 10^12), `Ki`, `Mi`, `Gi`, `Ti` (2^10, 2^20, 2^30, 2^40), each with an optional `B`, or
+/// a bare `B` (`"64MiB/s burst 1MiB"`, `"2GB/s burst 4MB"`). Spaces around the parts are
+/// allowed. [`Display`](fmt::Display) prints the count and period as written, with the
+/// largest time unit that is exact and no byte unit, and it parses back to an equal
+/// `Quota`.
 ///
 /// # Examples
 ///
@@ -46,14 +58,26 @@ use core::time::Duration;
 /// assert_eq!(api.to_string().parse::<Quota>()?, api);
 ///
 /// assert!("0/s".parse::<Quota>().is_err());
+///
+/// // Byte rates: 64 GiB/s is 2^36 bytes a second, kept exactly.
+/// let disk: Quota = "64GiB/s burst 1MiB".parse()?;
+/// assert_eq!(disk.count_as_written(), 64 << 30);
+/// assert_eq!((disk.count(), disk.period_ns()), (1 << 27, 1_953_125)); // in lowest terms
+/// assert_eq!(disk.to_string(), "68719476736/s burst 1048576");
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
+    /// The rate's numerator: the count as written, or in lowest terms if that is above
+    /// `u32::MAX` (then `scale > 1`).
     count: u32,
     burst: u32,
+    /// The rate's denominator, ns: the period as written divided by `scale`.
     period: Nanos,
+    /// `ceil(period / count)`, at least 1 ns.
     interval: Nanos,
+    /// The factor the written count and period were divided by (1: as written).
+    scale: u64,
 }
 
 impl Quota {
@@ -71,7 +95,40 @@ impl Quota {
     /// [`Quota::MAX_BURST_SPAN_NS`] to refill.
     pub fn new(count: u32, period: Duration) -> Result<Quota, QuotaError> {
         let period = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLarge)?;
-        Quota::from_parts(count, period, count)
+        Quota::from_parts(u64::from(count), period, Some(count))
+    }
+
+    /// The most units one quota's rate may have in lowest terms, and the largest burst:
+    /// `u32::MAX`.
+    pub const MAX_COUNT: u32 = u32::MAX;
+
+    /// `count` units per `period` with `burst` at once, for counts above `u32::MAX` (byte
+    /// rates: `Quota::new_u64(64 << 30, Duration::from_secs(1), 1 << 20)` is 64 GiB/s with a
+    /// burst of 1 MiB). The rate is kept exactly, in lowest terms.
+    ///
+    /// # Errors
+    ///
+    /// As [`Quota::new`], and [`QuotaError::RateNotRepresentable`] if `count / period` in
+    /// lowest terms has a numerator above `u32::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, QuotaError};
+    /// use std::time::Duration;
+    ///
+    /// let q = Quota::new_u64(64 << 30, Duration::from_secs(1), 1 << 20)?;
+    /// assert_eq!(q.to_string(), "68719476736/s burst 1048576");
+    /// // RocksDB's overflow case, i64::MAX bytes a second, has no such form: refused.
+    /// assert!(matches!(
+    ///     Quota::new_u64(i64::MAX as u64, Duration::from_secs(1), 1),
+    ///     Err(QuotaError::RateNotRepresentable { .. })
+    /// ));
+    /// # Ok::<(), QuotaError>(())
+    /// ```
+    pub fn new_u64(count: u64, period: Duration, burst: u32) -> Result<Quota, QuotaError> {
+        let period = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLarge)?;
+        Quota::from_parts(count, period, Some(burst))
     }
 
     /// `count` permits per `period` with `burst` at once, in one step: the way to build a
@@ -83,7 +140,7 @@ impl Quota {
     /// As [`Quota::new`] and [`Quota::with_burst`].
     pub fn new_with_burst(count: u32, period: Duration, burst: u32) -> Result<Quota, QuotaError> {
         let period = u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLarge)?;
-        Quota::from_parts(count, period, burst)
+        Quota::from_parts(u64::from(count), period, Some(burst))
     }
 
     /// `count` permits per second (burst `count`).
@@ -129,25 +186,56 @@ impl Quota {
     /// [`QuotaError::ZeroBurst`] for 0; [`QuotaError::BurstTooLarge`] if the burst would
     /// take longer than [`Quota::MAX_BURST_SPAN_NS`] to refill.
     pub fn with_burst(self, burst: u32) -> Result<Quota, QuotaError> {
-        Quota::from_parts(self.count, self.period, burst)
+        Quota { burst, ..self }.checked()
     }
 
-    /// The one validating constructor every other one goes through.
-    fn from_parts(count: u32, period: Nanos, burst: u32) -> Result<Quota, QuotaError> {
+    /// The one validating constructor every other one goes through: `count` per `period`
+    /// ns (as written), with `burst` (default: the count).
+    fn from_parts(count: u64, period: Nanos, burst: Option<u32>) -> Result<Quota, QuotaError> {
         if count == 0 {
             return Err(QuotaError::ZeroCount);
         }
         if period == 0 {
             return Err(QuotaError::ZeroPeriod);
         }
-        if burst == 0 {
-            return Err(QuotaError::ZeroBurst);
-        }
-        if period < u64::from(count) {
-            return Err(QuotaError::RateTooFast {
+        // As written when the count fits, so that `count()` and `period()` are what the
+        // caller said; in lowest terms otherwise.
+        let scale = if count > u64::from(u32::MAX) {
+            gcd(count, period)
+        } else {
+            1
+        };
+        let Ok(reduced) = u32::try_from(count / scale) else {
+            return Err(QuotaError::RateNotRepresentable {
                 count,
                 period_ns: period,
             });
+        };
+        let burst = match burst {
+            Some(burst) => burst,
+            None => u32::try_from(count).map_err(|_| QuotaError::DefaultBurstTooLarge { count })?,
+        };
+        Quota {
+            count: reduced,
+            burst,
+            period: period / scale,
+            interval: 0,
+            scale,
+        }
+        .checked()
+    }
+
+    /// The checks of the burst against the rate, and the interval, for a quota whose rate is
+    /// already valid.
+    fn checked(self) -> Result<Quota, QuotaError> {
+        let Quota {
+            count,
+            burst,
+            period,
+            ..
+        } = self;
+        if burst == 0 {
+            return Err(QuotaError::ZeroBurst);
         }
         let interval = period.div_ceil(u64::from(count));
         let span = u128::from(interval) * u128::from(burst);
@@ -158,22 +246,60 @@ impl Quota {
                 max_span_ns: Quota::MAX_BURST_SPAN_NS,
             });
         }
-        Ok(Quota {
-            count,
-            burst,
-            period,
-            interval,
-        })
+        Ok(Quota { interval, ..self })
     }
 
-    /// Permits per period.
+    /// Permits per period: the count as written, or, for a count above `u32::MAX`, the
+    /// numerator of the rate in lowest terms (with [`Quota::period`] its denominator: the
+    /// rate is always `count() / period()`).
     pub fn count(&self) -> u32 {
         self.count
     }
 
-    /// The period.
+    /// The count as written (above `u32::MAX` for a large byte rate).
+    pub fn count_as_written(&self) -> u64 {
+        u64::from(self.count) * self.scale
+    }
+
+    /// The period as written, in nanoseconds (with [`Quota::count_as_written`]).
+    pub fn period_as_written_ns(&self) -> Nanos {
+        self.period * self.scale
+    }
+
+    /// The period (the denominator of the rate with [`Quota::count`]; shorter than written
+    /// for a count above `u32::MAX`, see [`Quota::count`]).
     pub fn period(&self) -> Duration {
         Duration::from_nanos(self.period)
+    }
+
+    /// Whether the rate is faster than one permit per nanosecond (`period < count`): only a
+    /// [`Budget`](crate::Budget) keeps such a rate; the limiters with a nanosecond
+    /// schedule refuse it ([`Quota::whole_interval_ns`]).
+    pub fn is_sub_nanosecond(&self) -> bool {
+        self.period < u64::from(self.count)
+    }
+
+    /// Whether the count as written was above `u32::MAX`, so that the rate is kept in lowest
+    /// terms ([`Quota::count`]): a window limiter, which counts the written count per
+    /// written period, cannot take it.
+    pub fn is_scaled(&self) -> bool {
+        self.scale > 1
+    }
+
+    /// The emission interval in whole nanoseconds, for a limiter with a nanosecond schedule.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::RateTooFast`] if the rate is faster than one permit per nanosecond.
+    pub fn whole_interval_ns(&self) -> Result<Nanos, QuotaError> {
+        if self.is_sub_nanosecond() {
+            Err(QuotaError::RateTooFast {
+                count: self.count_as_written(),
+                period_ns: self.period.saturating_mul(self.scale),
+            })
+        } else {
+            Ok(self.interval)
+        }
     }
 
     /// The burst: permits a full limiter admits at once.
@@ -181,7 +307,8 @@ impl Quota {
         self.burst
     }
 
-    /// The emission interval `period / count`, rounded up to whole nanoseconds.
+    /// The emission interval `period / count`, rounded up to whole nanoseconds (at least
+    /// 1 ns: see [`Quota::whole_interval_ns`] for a rate faster than that).
     pub fn emission_interval(&self) -> Duration {
         Duration::from_nanos(self.interval)
     }
@@ -197,7 +324,8 @@ impl Quota {
         self.period
     }
 
-    /// The emission interval in nanoseconds (≥ 1).
+    /// The emission interval in nanoseconds, rounded up (≥ 1; see
+    /// [`Quota::whole_interval_ns`]).
     pub fn emission_interval_ns(&self) -> Nanos {
         self.interval
     }
@@ -212,13 +340,24 @@ impl Quota {
 
 impl fmt::Debug for Quota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Quota")
-            .field("count", &self.count)
+        let mut d = f.debug_struct("Quota");
+        d.field("count", &self.count)
             .field("period", &self.period())
             .field("burst", &self.burst)
-            .field("emission_interval", &self.emission_interval())
-            .finish()
+            .field("emission_interval", &self.emission_interval());
+        if self.scale > 1 {
+            d.field("scale", &self.scale);
+        }
+        d.finish()
     }
+}
+
+/// The greatest common divisor (Euclid).
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// Units of the text form, largest first (the order `Display` tries them in).
@@ -234,23 +373,64 @@ const UNITS: [(&str, Nanos); 7] = [
 
 impl fmt::Display for Quota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // As written: a scaled quota's count and period were both divided by `scale`, and
+        // their product with it fits (it is what the caller gave).
+        let (count, period) = (self.count_as_written(), self.period_as_written_ns());
         // `ns` divides everything, so a unit is always found.
         let (unit, size) = UNITS
             .iter()
             .copied()
-            .find(|&(_, size)| self.period % size == 0)
+            .find(|&(_, size)| period % size == 0)
             .unwrap_or(("ns", 1));
-        let n = self.period / size;
+        let n = period / size;
         if n == 1 {
-            write!(f, "{}/{}", self.count, unit)?;
+            write!(f, "{count}/{unit}")?;
         } else {
-            write!(f, "{}/{}{}", self.count, n, unit)?;
+            write!(f, "{count}/{n}{unit}")?;
         }
-        if self.burst != self.count {
+        if u64::from(self.burst) != count {
             write!(f, " burst {}", self.burst)?;
         }
         Ok(())
     }
+}
+
+/// The byte units of the text form, with their sizes.
+const AMOUNT_UNITS: [(&str, u64); 16] = [
+    ("", 1),
+    ("B", 1),
+    ("k", 1_000),
+    ("K", 1_000),
+    ("M", 1_000_000),
+    ("G", 1_000_000_000),
+    ("T", 1_000_000_000_000),
+    ("kB", 1_000),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("TB", 1_000_000_000_000),
+    ("Ki", 1 << 10),
+    ("Mi", 1 << 20),
+    ("Gi", 1 << 30),
+    ("Ti", 1 << 40),
+];
+
+/// An amount of the text form: a whole number with an optional byte unit (`64MiB`), or
+/// `None` if it is not one or does not fit `u64`.
+fn parse_amount(s: &str) -> Option<u64> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = s.split_at(digits);
+    let unit = unit.trim();
+    // `KiB` is `Ki` with a `B`.
+    let unit = match unit.strip_suffix('B') {
+        Some(binary) if binary.ends_with('i') => binary,
+        _ => unit,
+    };
+    let size = AMOUNT_UNITS
+        .iter()
+        .find(|&&(name, _)| name == unit)
+        .map(|&(_, size)| size)?;
+    parse_whole::<u64>(number)?.checked_mul(size)
 }
 
 impl FromStr for Quota {
@@ -269,8 +449,9 @@ impl FromStr for Quota {
         let (count, period) = rate
             .split_once('/')
             .ok_or_else(|| syntax("expected COUNT/PERIOD, for example \"100/s\""))?;
-        let count: u32 = parse_whole(count.trim())
-            .ok_or_else(|| syntax("the count must be a whole number from 0 to 4294967295"))?;
+        let count: u64 = parse_amount(count.trim()).ok_or_else(|| {
+            syntax("the count must be a whole number, with an optional byte unit (64MiB), up to 2^64 - 1")
+        })?;
         let period = period.trim();
         let digits = period.bytes().take_while(u8::is_ascii_digit).count();
         let (multiplier, unit) = period.split_at(digits);
@@ -292,9 +473,14 @@ impl FromStr for Quota {
             .checked_mul(size)
             .ok_or(QuotaError::PeriodTooLarge)?;
         let burst = match burst {
-            Some(b) => parse_whole(b.trim_start_matches('=').trim())
-                .ok_or_else(|| syntax("the burst must be a whole number from 0 to 4294967295"))?,
-            None => count,
+            Some(b) => Some(
+                parse_amount(b.trim_start_matches('=').trim())
+                    .and_then(|b| u32::try_from(b).ok())
+                    .ok_or_else(|| {
+                        syntax("the burst must be a whole number, with an optional byte unit (1MiB), up to 4294967295")
+                    })?,
+            ),
+            None => None,
         };
         Quota::from_parts(count, period, burst)
     }
@@ -330,11 +516,38 @@ pub enum QuotaError {
     ZeroPeriod,
     /// The burst was 0: no request could ever be admitted.
     ZeroBurst,
-    /// More than one permit per nanosecond: the emission interval would be below 1 ns.
+    /// More than one permit per nanosecond for a limiter whose schedule counts whole
+    /// nanoseconds ([`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),
+    /// [`LeakyBucket`](crate::LeakyBucket), the Redis scripts): the emission interval would
+    /// be below 1 ns. A [`Budget`](crate::Budget) takes such a rate.
     RateTooFast {
         /// The requested count.
-        count: u32,
+        count: u64,
         /// The requested period in nanoseconds.
+        period_ns: Nanos,
+    },
+    /// A rate whose numerator in lowest terms is above `u32::MAX` (for example RocksDB's
+    /// `i64::MAX` bytes a second): no limiter of this crate represents it exactly, and none
+    /// rounds it silently.
+    RateNotRepresentable {
+        /// The requested count.
+        count: u64,
+        /// The requested period in nanoseconds.
+        period_ns: Nanos,
+    },
+    /// A count above `u32::MAX` with no burst: the default burst (the count) does not fit
+    /// a burst's 32 bits. Give the burst (`"64GiB/s burst 1MiB"`).
+    DefaultBurstTooLarge {
+        /// The requested count.
+        count: u64,
+    },
+    /// A window limiter (fixed window, sliding window, sliding log, sketch, throttler) was
+    /// given a count above `u32::MAX` per window: it counts the written count per written
+    /// period, in 32 bits.
+    WindowCountTooLarge {
+        /// The count as written.
+        count: u64,
+        /// The period as written, in nanoseconds.
         period_ns: Nanos,
     },
     /// The period is longer than `u64::MAX` nanoseconds (about 584 years).
@@ -403,7 +616,23 @@ impl fmt::Display for QuotaError {
             QuotaError::ZeroBurst => f.write_str("invalid quota: the burst is 0"),
             QuotaError::RateTooFast { count, period_ns } => write!(
                 f,
-                "invalid quota: {count} per {period_ns} ns is faster than one permit per nanosecond"
+                "invalid quota for this limiter: {count} per {period_ns} ns is faster than one \
+                 permit per nanosecond, its schedule's resolution (a Budget takes it)"
+            ),
+            QuotaError::RateNotRepresentable { count, period_ns } => write!(
+                f,
+                "invalid quota: {count} per {period_ns} ns has no exact form with a numerator of \
+                 at most 4294967295 in lowest terms"
+            ),
+            QuotaError::DefaultBurstTooLarge { count } => write!(
+                f,
+                "invalid quota: the count {count} is above the largest burst (4294967295); give \
+                 the burst, for example \"64GiB/s burst 1MiB\""
+            ),
+            QuotaError::WindowCountTooLarge { count, period_ns } => write!(
+                f,
+                "invalid quota for a window limiter: {count} per {period_ns} ns is more than \
+                 4294967295 per window"
             ),
             QuotaError::PeriodTooLarge => {
                 f.write_str("invalid quota: the period is longer than 2^64 - 1 nanoseconds")
@@ -515,11 +744,22 @@ mod tests {
             Quota::per_second(1).unwrap().with_burst(0),
             Err(QuotaError::ZeroBurst)
         );
+        // Faster than one permit per ns: a valid quota, which only a Budget keeps.
+        let fast = Quota::new(2_000_000_000, Duration::from_secs(1)).unwrap();
+        assert!(fast.is_sub_nanosecond());
         assert!(matches!(
-            Quota::new(2_000_000_000, Duration::from_secs(1)),
-            Err(QuotaError::RateTooFast { .. })
+            fast.whole_interval_ns(),
+            Err(QuotaError::RateTooFast {
+                count: 2_000_000_000,
+                ..
+            })
         ));
-        assert!(Quota::new(1_000_000_000, Duration::from_secs(1)).is_ok());
+        assert_eq!(
+            Quota::new(1_000_000_000, Duration::from_secs(1))
+                .unwrap()
+                .whole_interval_ns(),
+            Ok(1)
+        );
         assert_eq!(
             Quota::new(1, Duration::MAX),
             Err(QuotaError::PeriodTooLarge)
@@ -540,7 +780,9 @@ mod tests {
             "1.5/s",
             "1/s burst",
             "1/s burst x",
-            "99999999999/s",
+            "99999999999999999999/s",
+            "1/s burst 5GiB",
+            "1XB/s",
         ] {
             let err = bad.parse::<Quota>().unwrap_err();
             assert!(
@@ -563,6 +805,57 @@ mod tests {
             Err(QuotaError::BurstTooLarge { .. })
         ));
         assert_eq!(Quota::new_with_burst(4, period, 1), Ok(parsed));
+    }
+
+    #[test]
+    fn byte_units_and_large_counts() {
+        let q: Quota = "64MiB/s burst 1MiB".parse().unwrap();
+        assert_eq!(
+            (q.count(), q.burst(), q.period_ns()),
+            (64 << 20, 1 << 20, 1_000_000_000)
+        );
+        assert!(!q.is_scaled() && !q.is_sub_nanosecond());
+        for (text, count) in [
+            ("2GB/s burst 4MB", 2_000_000_000u64),
+            ("2G/s burst 4M", 2_000_000_000),
+            ("3kB/ms burst 1k", 3_000),
+            ("5Ki/s", 5 << 10),
+            ("7B/s", 7),
+            ("1TiB/h burst 1GiB", 1 << 40),
+        ] {
+            let q: Quota = text.parse().unwrap();
+            assert_eq!(q.count_as_written(), count, "{text}");
+            assert_eq!(q.to_string().parse::<Quota>().unwrap(), q, "{text}");
+        }
+        // 64 GiB/s: 2^36 per 10^9 ns = 2^27 per 1 953 125 ns.
+        let q: Quota = "64GiB/s burst 1MiB".parse().unwrap();
+        assert_eq!((q.count(), q.period_ns()), (1 << 27, 1_953_125));
+        assert!(q.is_scaled() && q.is_sub_nanosecond());
+        assert_eq!(q.to_string(), "68719476736/s burst 1048576");
+        assert_eq!(q.to_string().parse::<Quota>().unwrap(), q);
+        assert_eq!(
+            Quota::new_u64(64 << 30, Duration::from_secs(1), 1 << 20).unwrap(),
+            q
+        );
+        // A large count needs a burst.
+        assert_eq!(
+            "64GiB/s".parse::<Quota>(),
+            Err(QuotaError::DefaultBurstTooLarge { count: 64 << 30 })
+        );
+        // RocksDB's OverflowRate: i64::MAX bytes a second has no exact 32-bit form.
+        assert!(matches!(
+            Quota::new_u64(i64::MAX as u64, Duration::from_secs(1), 1 << 20),
+            Err(QuotaError::RateNotRepresentable { .. })
+        ));
+        // The classic limiters refuse what they cannot keep; windows refuse a scaled count.
+        assert!(matches!(
+            <crate::rules::GcraRule as crate::rules::Rule>::new(&q),
+            Err(QuotaError::RateTooFast { .. })
+        ));
+        assert!(matches!(
+            <crate::rules::FixedWindowRule as crate::rules::Rule>::new(&q),
+            Err(QuotaError::WindowCountTooLarge { .. })
+        ));
     }
 
     #[test]

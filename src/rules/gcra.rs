@@ -259,9 +259,12 @@ impl<const PACE: bool> Rule for TatRule<PACE> {
 
     /// # Errors
     ///
-    /// None: every valid [`Quota`] fits the word.
+    /// [`QuotaError::RateTooFast`] for a rate faster than one permit per nanosecond (the
+    /// word counts whole nanoseconds; a [`Budget`](crate::Budget) takes it). Every other
+    /// valid [`Quota`] fits the word.
     #[inline]
     fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        quota.whole_interval_ns()?;
         Ok(TatRule {
             schedule: Schedule::new(quota),
             quota: *quota,

@@ -290,8 +290,16 @@ pub(crate) fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
 
 /// The check of the window rules (fixed window, sliding window, sliding log, count-min
 /// cells): a window admits `count` permits and has no burst of its own, so a quota whose
-/// burst differs from its count would be silently ignored; it is refused instead.
+/// burst differs from its count would be silently ignored; it is refused instead. A window
+/// counts the written count per written period in 32 bits: a count above `u32::MAX`
+/// (a scaled quota) is refused too.
 pub(crate) fn window_quota(quota: &Quota, algorithm: &'static str) -> Result<(), QuotaError> {
+    if quota.is_scaled() {
+        return Err(QuotaError::WindowCountTooLarge {
+            count: quota.count_as_written(),
+            period_ns: quota.period_as_written_ns(),
+        });
+    }
     if quota.burst() == quota.count() {
         Ok(())
     } else {

@@ -311,8 +311,10 @@ impl Rule for TokenBucketRule {
     /// # Errors
     ///
     /// [`QuotaError::BurstTooLarge`] if `burst·T` exceeds half the wrap period of the time
-    /// field (`2^(W−1)` ns, see "Time field").
+    /// field (`2^(W−1)` ns, see "Time field"); [`QuotaError::RateTooFast`] for a rate faster
+    /// than one permit per nanosecond (a [`Budget`](crate::Budget) takes it).
     fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        quota.whole_interval_ns()?;
         let schedule = Schedule::new(quota);
         let layout = Layout::new(schedule.burst, schedule.span)?;
         Ok(TokenBucketRule {

@@ -8,6 +8,7 @@ use super::timed::{TimedOp, TimedOutcome, Trace};
 use super::{probe_retry_after, saturating_nanos, ArbResult, NoClock, MAX_OPS};
 use arbitrary::Unstructured;
 use core::time::Duration;
+use limitcore::clock::ManualClock;
 use limitcore::reference::{LeakyBucketModel, Model};
 use limitcore::{Denied, LeakyBucket, RateLimiter, Reserve};
 
@@ -224,6 +225,11 @@ fn run_leaky_bucket(u: &mut Unstructured<'_>) -> ArbResult<()> {
     let Ok(quota) = quota else {
         return Ok(());
     };
+    if quota.is_sub_nanosecond() {
+        // A schedule of whole nanoseconds cannot keep it: refused, never rounded.
+        assert!(LeakyBucket::with_clock(quota, ManualClock::new()).is_err());
+        return Ok(());
+    }
     let limiter =
         LeakyBucket::with_clock(quota, NoClock).expect("LeakyBucket takes every valid quota");
     let start = arbitrary_start(u, &quota)?;

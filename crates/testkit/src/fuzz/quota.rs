@@ -127,9 +127,9 @@ enum Expect {
     Invalid,
     /// Well formed: must be what the constructors make of these parts.
     Valid {
-        count: u32,
+        count: u64,
         period_ns: u64,
-        burst: u32,
+        burst: Option<u32>,
     },
 }
 
@@ -220,7 +220,7 @@ fn quota_text(u: &mut Unstructured<'_>) -> ArbResult<(String, Expect)> {
         Expect::Unspecified
     } else {
         match (
-            u32::try_from(count),
+            u64::try_from(count),
             u64::try_from(multiplier),
             u64::try_from(period),
             burst.map(u32::try_from),
@@ -228,12 +228,12 @@ fn quota_text(u: &mut Unstructured<'_>) -> ArbResult<(String, Expect)> {
             (Ok(count), Ok(_), Ok(period_ns), None) if unit_ns != 0 => Expect::Valid {
                 count,
                 period_ns,
-                burst: count,
+                burst: None,
             },
             (Ok(count), Ok(_), Ok(period_ns), Some(Ok(burst))) if unit_ns != 0 => Expect::Valid {
                 count,
                 period_ns,
-                burst,
+                burst: Some(burst),
             },
             _ => Expect::Invalid,
         }
@@ -255,15 +255,23 @@ fn check_text_expectation(text: &str, expect: Expect) {
             period_ns,
             burst,
         } => {
-            let built = Quota::new(count, Duration::from_nanos(period_ns))
-                .and_then(|q| q.with_burst(burst));
+            let period = Duration::from_nanos(period_ns);
+            let built = match burst {
+                Some(burst) => Quota::new_u64(count, period, burst),
+                None => match u32::try_from(count) {
+                    Ok(count) => Quota::new(count, period),
+                    // A rate with no exact form is that error first; else the burst is missing.
+                    Err(_) => Quota::new_u64(count, period, 1)
+                        .and(Err(QuotaError::DefaultBurstTooLarge { count })),
+                },
+            };
             match (&got, &built) {
                 (Ok(g), Ok(b)) => assert_eq!(g, b, "{text:?}: parsed differs from built"),
-                (Err(_), Err(_)) => {}
-                // The builder goes through burst = count first (see `check_quota`).
-                (Ok(_), Err(QuotaError::BurstTooLarge { .. })) if count > burst => {}
+                (Err(g), Err(b)) => {
+                    assert_eq!(g, b, "{text:?}: parse and constructors refuse differently")
+                }
                 _ => panic!(
-                    "{text:?} (count {count}, period {period_ns} ns, burst {burst}) parses as \
+                    "{text:?} (count {count}, period {period_ns} ns, burst {burst:?}) parses as \
                      {got:?} but the constructors give {built:?}"
                 ),
             }
@@ -324,21 +332,13 @@ fn check_quota(q: &Quota, what: &str) {
         Ok(q),
         "{what}: {q:?} displays as {text:?}, which does not parse back"
     );
-    // The builder goes through the default burst (= count) first, which may be refused when
-    // `count > burst` even though this quota is valid (the text form can name such quotas;
-    // the builder cannot: see the report). Otherwise it must make the same quota.
-    match Quota::new(count, q.period()) {
-        Ok(r) => assert_eq!(
-            r.with_burst(burst).as_ref(),
-            Ok(q),
-            "{what}: {q:?} is not what the constructors make of its parts"
-        ),
-        Err(e) => assert!(
-            count > burst && matches!(e, QuotaError::BurstTooLarge { .. }),
-            "{what}: {q:?} is valid, but Quota::new({count}, {:?}) refuses it: {e:?}",
-            q.period()
-        ),
-    }
+    // The constructor with all three parts as written makes the same quota.
+    let written = Duration::from_nanos(q.period_as_written_ns());
+    assert_eq!(
+        Quota::new_u64(q.count_as_written(), written, burst).as_ref(),
+        Ok(q),
+        "{what}: {q:?} is not what the constructors make of its parts"
+    );
     // The documented limit `burst × interval ≤ Quota::MAX_BURST_SPAN_NS`, exactly at its edge.
     let most = (Quota::MAX_BURST_SPAN_NS / interval).min(u64::from(u32::MAX)) as u32;
     assert!(
