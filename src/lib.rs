@@ -167,6 +167,7 @@ mod limiters;
 
 // Layer 3: the composites.
 mod all;
+mod budget;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]
@@ -180,6 +181,7 @@ pub mod wait;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
+pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
 #[cfg(all(feature = "keyed", loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]

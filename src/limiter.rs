@@ -54,6 +54,10 @@ pub enum Denied {
     /// Like [`Denied::ExceedsCapacity`], no wait can cure it and nothing was consumed.
     /// A limiter can only answer it in the last burst span of its clock's range.
     BeyondHorizon,
+    /// Not now, and no wait can be said: the limiter is paused (a
+    /// [`Budget`](crate::Budget) in [`Mode::Paused`](crate::Mode::Paused)). Its waiters
+    /// wake when the pause ends; nothing was consumed.
+    Paused,
 }
 
 impl Denied {
@@ -75,16 +79,17 @@ impl Denied {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Denied::RateLimited { retry_after } => Some(*retry_after),
-            Denied::ExceedsCapacity { .. } | Denied::BeyondHorizon => None,
+            Denied::ExceedsCapacity { .. } | Denied::BeyondHorizon | Denied::Paused => None,
         }
     }
 
     /// Whether no wait can cure this refusal ([`Denied::ExceedsCapacity`],
     /// [`Denied::BeyondHorizon`]): waits fail at once on it, and an HTTP layer answers it
-    /// without a `Retry-After`.
+    /// without a `Retry-After`. [`Denied::Paused`] is not final (the pause can end) but
+    /// names no wait either.
     #[inline]
     pub fn is_final(&self) -> bool {
-        !matches!(self, Denied::RateLimited { .. })
+        matches!(self, Denied::ExceedsCapacity { .. } | Denied::BeyondHorizon)
     }
 
     /// The stricter of two refusals of the same request: a final one ([`Denied::is_final`]:
@@ -111,7 +116,9 @@ impl Denied {
                     retry_after: a.max(b),
                 }
             }
-            (Denied::RateLimited { .. }, worst) => worst,
+            // A final refusal over anything; a pause over a wait.
+            (Denied::RateLimited { .. } | Denied::Paused, worst) if worst.is_final() => worst,
+            (Denied::RateLimited { .. }, Denied::Paused) => Denied::Paused,
             (worst, _) => worst,
         }
     }
@@ -142,6 +149,7 @@ impl fmt::Display for Denied {
             Denied::BeyondHorizon => f.write_str(
                 "request could only conform past the end of the clock's range and never will",
             ),
+            Denied::Paused => f.write_str("the limiter is paused"),
         }
     }
 }

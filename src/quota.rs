@@ -256,6 +256,28 @@ impl Quota {
         self.count
     }
 
+    /// The quota as four words (for a budget's configuration slots, which keep everything
+    /// in atomics): count and burst, period, interval, scale.
+    pub(crate) fn to_words(self) -> [u64; 4] {
+        [
+            u64::from(self.count) | u64::from(self.burst) << 32,
+            self.period,
+            self.interval,
+            self.scale,
+        ]
+    }
+
+    /// The quota of [`Quota::to_words`].
+    pub(crate) fn from_words(words: [u64; 4]) -> Quota {
+        Quota {
+            count: words[0] as u32,
+            burst: (words[0] >> 32) as u32,
+            period: words[1],
+            interval: words[2],
+            scale: words[3],
+        }
+    }
+
     /// The count as written (above `u32::MAX` for a large byte rate).
     pub fn count_as_written(&self) -> u64 {
         u64::from(self.count) * self.scale

@@ -7,10 +7,10 @@
 //! module and tokio's `src/loom`).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// Exponential back-off for a CAS retry loop.
 ///

@@ -100,6 +100,10 @@ pub struct Receipt {
     /// Set by [`Keyed`](crate::Keyed) when the permits were charged to its shared overflow
     /// state rather than to the key's own.
     pub(crate) overflow: bool,
+    /// Set by a [`Budget`](crate::Budget) when the admission started from an idle state at
+    /// the reading rounded up to a whole unit: it added one unit more than its cost, which a
+    /// refund at its own time gives back too.
+    pub(crate) rounded: bool,
 }
 
 impl Receipt {
@@ -110,6 +114,7 @@ impl Receipt {
             n,
             mark,
             overflow: false,
+            rounded: false,
         }
     }
 

@@ -7,6 +7,10 @@
 //! checks, so that a shared mistake is unlikely. They are public so that users can check
 //! their own integrations the same way.
 
+mod budget;
+
+pub use budget::BudgetModel;
+
 use crate::clock::Nanos;
 use crate::{Algorithm, Denied, Quota, Snapshot};
 use core::fmt;

@@ -1,0 +1,297 @@
+//! A budget's live configuration: the current generation and the last few configurations,
+//! published so that a decision reads one whole configuration or another, never a mix, and
+//! never waits for a writer.
+//!
+//! # Protocol
+//!
+//! - Configurations are numbered (generations, tagged modulo [`GENERATIONS`] in the words)
+//!   and kept in [`SLOTS`] slots, generation `g` in slot `g mod SLOTS`. A slot is a seqlock
+//!   whose version is the generation it holds: the writer stores `EMPTY`, a release fence,
+//!   the fields, then the generation with release; a reader loads the generation with
+//!   acquire, the fields, an acquire fence, and the generation again, and takes the fields
+//!   only if both loads gave the generation it wants (Boehm, "Can seqlocks get along with
+//!   programming language memory models?", 2012). A reader that finds another generation
+//!   there (the slot was reused) starts over from the current generation: it never waits.
+//! - `current` names the newest generation. The writer fills its slot first, then stores
+//!   `current` with release; a reader loads `current` with acquire, so the slot it then
+//!   reads is complete.
+//! - Every state word carries the generation of the configuration it was written under.
+//!   A decision reads the word, then `current`, converts the word to the current
+//!   generation if it is older (through the slots in between), decides under the current
+//!   configuration, and writes with one compare-and-swap that expects the word it read. So
+//!   it applies one configuration to a state of that configuration: if the word changed
+//!   meanwhile (a conversion, another decision), the compare-and-swap fails and the
+//!   decision is made again from the new word. A decision that read `current` just before
+//!   a change and wins its compare-and-swap just after is ordered before the change: the
+//!   writer then converts the word it left.
+//! - Writers are serialised by a flag (a reconfiguration is rare); each converts every word
+//!   of its configuration before it returns, so a word lags the current generation by at
+//!   most two (one written by a decision that raced a conversion of an idle word, which
+//!   needs no conversion), within the [`SLOTS`] kept. Tags repeat after
+//!   [`GENERATIONS`] changes: a decision stalled across that many reconfigurations whose
+//!   word returns to the very same 64 bits could be applied to a later configuration (the
+//!   bounded tag of every tagged compare-and-swap scheme).
+
+use super::params::Params;
+use super::word::{self, GENERATIONS, IDLE};
+use super::Mode;
+use crate::clock::Nanos;
+use crate::sync::{fence, AtomicBool, AtomicU64, Backoff, Ordering};
+use crate::{Quota, QuotaError};
+
+/// Configurations kept: the current one and the three before it.
+pub(crate) const SLOTS: usize = 4;
+
+/// The generation a slot holds while it is written.
+const EMPTY: u64 = u64::MAX;
+
+/// Words per slot (see [`Slot::store`]).
+const FIELDS: usize = 18;
+
+/// One configuration's [`Params`], in atomics (a seqlock whose version is the generation).
+#[derive(Debug)]
+struct Slot {
+    gen: AtomicU64,
+    fields: [AtomicU64; FIELDS],
+}
+
+impl Slot {
+    fn empty() -> Slot {
+        Slot {
+            gen: AtomicU64::new(EMPTY),
+            fields: core::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Write `params` (the writer, alone).
+    fn store(&self, params: &Params) {
+        let words = encode(params);
+        // Relaxed, then the release fence: no reader that sees a field written below can
+        // see the old generation afterwards (the fence orders this store before them).
+        self.gen.store(EMPTY, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (field, word) in self.fields.iter().zip(words) {
+            // Relaxed: published by the release store of the generation below.
+            field.store(word, Ordering::Relaxed);
+        }
+        // Release: partner of the reader's acquire load of `gen` (its first load).
+        self.gen.store(params.gen, Ordering::Release);
+    }
+
+    /// The params of generation `gen`, if this slot holds them (a whole, consistent read).
+    #[inline]
+    fn load(&self, gen: u64) -> Option<Params> {
+        // Acquire: partner of the writer's release store; the fields read next are at least
+        // as new as that store's.
+        if self.gen.load(Ordering::Acquire) != gen {
+            return None;
+        }
+        let mut words = [0u64; FIELDS];
+        for (word, field) in words.iter_mut().zip(&self.fields) {
+            // Relaxed: validated by the second load of `gen` after the fence.
+            *word = field.load(Ordering::Relaxed);
+        }
+        // Acquire fence: if a field read above came from a later writer, that writer's
+        // `EMPTY` store (ordered before its field stores by its release fence) is seen by the
+        // load below, which then fails.
+        fence(Ordering::Acquire);
+        (self.gen.load(Ordering::Relaxed) == gen).then(|| decode(&words))
+    }
+}
+
+/// A budget's configurations (see the module).
+#[derive(Debug)]
+pub(crate) struct Live {
+    current: AtomicU64,
+    slots: [Slot; SLOTS],
+    /// Held by a reconfiguration while it publishes and converts.
+    writing: AtomicBool,
+    /// Generations published so far (the next tag is this modulo GENERATIONS). Written
+    /// only by the holder of `writing`.
+    serial: AtomicU64,
+    #[cfg(feature = "std")]
+    pub(crate) changes: super::changes::Changes,
+}
+
+impl Live {
+    /// A live configuration starting with `quota`, `max_debt` ns of debt and `mode`.
+    pub(crate) fn new(quota: &Quota, max_debt: Nanos, mode: Mode) -> Result<Live, QuotaError> {
+        let params = Params::new(quota, max_debt, mode, 0, 0, None)?;
+        let live = Live {
+            current: AtomicU64::new(0),
+            slots: core::array::from_fn(|_| Slot::empty()),
+            writing: AtomicBool::new(false),
+            serial: AtomicU64::new(1),
+            #[cfg(feature = "std")]
+            changes: super::changes::Changes::new(),
+        };
+        live.slots[0].store(&params);
+        Ok(live)
+    }
+
+    /// The current configuration.
+    #[inline]
+    pub(crate) fn current(&self) -> Params {
+        let backoff = Backoff::new();
+        loop {
+            // Acquire: partner of the release store in `publish`; the slot is complete.
+            let gen = self.current.load(Ordering::Acquire);
+            if let Some(params) = self.slots[slot(gen)].load(gen) {
+                return params;
+            }
+            // The slot was reused since (four changes in between): read `current` again.
+            backoff.spin();
+        }
+    }
+
+    /// The configuration of generation `gen`, if it is still kept.
+    #[inline]
+    fn generation(&self, gen: u64) -> Option<Params> {
+        self.slots[slot(gen)].load(gen)
+    }
+
+    /// `word` in the current configuration, with it: converted through every change since
+    /// its own generation. A word older than the slots kept (never, by the writers'
+    /// conversions; see the module) is taken as the strictest state, a full threshold of
+    /// backlog.
+    #[inline]
+    pub(crate) fn resolve(&self, word: u64) -> (Params, u64) {
+        let now = self.current();
+        if word == IDLE || word::gen(word) == now.gen {
+            return (now, word);
+        }
+        (now, self.convert(word, &now))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn convert(&self, word: u64, to: &Params) -> u64 {
+        let mut word = word;
+        let mut gen = word::gen(word);
+        let mut from = self.generation(gen);
+        while gen != to.gen {
+            let next = (gen + 1) % GENERATIONS;
+            let into = if next == to.gen {
+                Some(*to)
+            } else {
+                self.generation(next)
+            };
+            match (from, into) {
+                (Some(f), Some(i)) => {
+                    word = f.convert(word, &i);
+                    if word == IDLE {
+                        return IDLE;
+                    }
+                    from = Some(i);
+                }
+                _ => {
+                    debug_assert!(false, "a budget word lagged past the kept configurations");
+                    let at = to.scale.units(to.since).ceil();
+                    return word::pack(to.gen, at.wrapping_add(to.ahead));
+                }
+            }
+            gen = next;
+        }
+        word
+    }
+
+    /// Run `write` as the only writer: it publishes with [`Live::publish`]; conversions of
+    /// the words follow inside it.
+    pub(crate) fn write<T>(&self, write: impl FnOnce(&WriteGuard<'_>) -> T) -> T {
+        let backoff = Backoff::new();
+        // Acquire on success: the previous writer's publication and conversions (released
+        // below) happen before ours.
+        while self
+            .writing
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            backoff.spin();
+        }
+        let guard = WriteGuard { live: self };
+        let out = write(&guard);
+        // Release: partner of the next writer's acquire.
+        self.writing.store(false, Ordering::Release);
+        out
+    }
+}
+
+/// The writer's handle (see [`Live::write`]).
+pub(crate) struct WriteGuard<'a> {
+    live: &'a Live,
+}
+
+impl WriteGuard<'_> {
+    /// Publish `quota`, `max_debt` and `mode` as the next generation, taking effect at
+    /// `since` (ns): every word of the budget must then be converted to it.
+    pub(crate) fn publish(
+        &self,
+        quota: &Quota,
+        max_debt: Nanos,
+        mode: Mode,
+        since: Nanos,
+    ) -> Result<Params, QuotaError> {
+        let live = self.live;
+        let before = live.current();
+        // Relaxed: written only by the writer, which holds `writing`.
+        let serial = live.serial.load(Ordering::Relaxed);
+        let gen = serial % GENERATIONS;
+        // A change never takes effect before the one it follows (a stale clock reading).
+        let since = since.max(before.since);
+        let params = Params::new(quota, max_debt, mode, gen, since, Some(&before))?;
+        live.slots[slot(gen)].store(&params);
+        // Release: partner of the deciders' acquire load of `current`.
+        live.current.store(gen, Ordering::Release);
+        live.serial.store(serial + 1, Ordering::Relaxed);
+        Ok(params)
+    }
+}
+
+/// The slot of generation `gen`.
+#[inline]
+fn slot(gen: u64) -> usize {
+    (gen % SLOTS as u64) as usize
+}
+
+/// `params` as a slot's words.
+fn encode(p: &Params) -> [u64; FIELDS] {
+    let s = p.scale.to_words();
+    let q = p.quota.to_words();
+    [
+        p.gen,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[4],
+        s[5],
+        p.span,
+        p.debt,
+        p.ahead,
+        u64::from(p.capacity) | (p.mode as u64) << 32,
+        p.queue,
+        p.since,
+        p.max_debt,
+        q[0],
+        q[1],
+        q[2],
+        q[3],
+    ]
+}
+
+/// The params of a slot's words.
+fn decode(w: &[u64; FIELDS]) -> Params {
+    Params {
+        gen: w[0],
+        scale: super::scale::Scale::from_words([w[1], w[2], w[3], w[4], w[5], w[6]]),
+        span: w[7],
+        debt: w[8],
+        ahead: w[9],
+        capacity: w[10] as u32,
+        mode: Mode::from_word(w[10] >> 32),
+        queue: w[11],
+        since: w[12],
+        max_debt: w[13],
+        quota: Quota::from_words([w[14], w[15], w[16], w[17]]),
+    }
+}

@@ -1,0 +1,232 @@
+//! [`BudgetRule`]: the budget's transitions as a [`Rule`], over its live configuration.
+
+use super::live::Live;
+use super::params::Params;
+use super::word::{self, IDLE};
+use super::{BudgetConfig, Charged, Mode};
+use crate::clock::Nanos;
+use crate::limiter::{Denied, Snapshot};
+use crate::rules::{Receipt, ReserveRule, Rule};
+use crate::{Quota, QuotaError};
+use alloc::sync::Arc;
+use core::fmt;
+
+/// The rule of a [`Budget`](crate::Budget): GCRA on an exact unit clock, with debt, forced
+/// charges, partial grants and a configuration that can change while it runs.
+///
+/// Its state is one `u64` ([`Budget`](crate::Budget)'s "Word"); its configuration is
+/// shared by every clone of the rule (a [`Keyed`](crate::Keyed) budget's keys share their
+/// default's), so a change through any handle applies to all of them.
+///
+/// # Examples
+///
+/// The rule by hand, at explicit times:
+///
+/// ```
+/// use limitcore::rules::Rule;
+/// use limitcore::{BudgetRule, Quota};
+///
+/// let rule = BudgetRule::new(&"10/s burst 2".parse()?)?;
+/// let mut word = rule.fresh();
+/// rule.take(&mut word, 0, 2).unwrap();
+/// let wait = rule.take(&mut word, 0, 1).unwrap_err().retry_after().unwrap();
+/// assert_eq!(wait.as_millis(), 100);
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[derive(Clone)]
+pub struct BudgetRule {
+    pub(crate) live: Arc<Live>,
+}
+
+impl fmt::Debug for BudgetRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let now = self.live.current();
+        f.debug_struct("BudgetRule")
+            .field("quota", &now.quota)
+            .field("max_debt_ns", &now.max_debt)
+            .field("mode", &now.mode)
+            .finish()
+    }
+}
+
+impl BudgetRule {
+    /// The rule of `config`.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::PeriodTooLarge`] for a rate whose period in lowest terms is 2^63 ns or
+    /// more; [`QuotaError::BurstTooLarge`] if the burst or the debt is more than 2^56 units
+    /// of the budget's clock (about 2.3 years of a rate of one permit per ns or slower; 2^56
+    /// permits faster).
+    pub fn with_config(config: &BudgetConfig) -> Result<Self, QuotaError> {
+        Ok(BudgetRule {
+            live: Arc::new(Live::new(&config.quota, config.max_debt_ns(), config.mode)?),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> BudgetConfig {
+        BudgetConfig::from_params(&self.live.current())
+    }
+
+    /// `word` in the current configuration, with it.
+    #[inline]
+    pub(crate) fn resolve(&self, word: u64) -> (Params, u64) {
+        self.live.resolve(word)
+    }
+
+    /// Take as many of `n` permits as conform at `now` (0 when none): updates `word` and
+    /// returns how many, with their receipt.
+    pub fn take_up_to(&self, word: &mut u64, now: Nanos, n: u32) -> (u32, Receipt) {
+        let (params, current) = self.resolve(*word);
+        let (next, taken, receipt) = params.take_up_to(current, now, n);
+        if taken > 0 {
+            *word = next;
+        }
+        (taken, receipt)
+    }
+
+    /// Charge `n` permits at `now`, never refused: as many as fit below the burst plus the
+    /// debt, the rest reported as the shortfall.
+    pub fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> (Charged, Receipt) {
+        let (params, current) = self.resolve(*word);
+        let (next, charged, receipt) = params.charge(current, now, n);
+        *word = next;
+        (charged, receipt)
+    }
+
+    /// How long from `now` until the reservation on `receipt` conforms, in the current
+    /// configuration (a change since it was made re-times it), and the receipt in the
+    /// current configuration's terms.
+    #[cfg(feature = "std")]
+    pub(crate) fn wait_for(&self, receipt: &Receipt, now: Nanos) -> (Nanos, Receipt) {
+        if receipt.n() == 0 {
+            return (0, *receipt);
+        }
+        let (params, mark) = self.resolve(receipt.mark());
+        if mark == IDLE {
+            return (0, Receipt::NOTHING);
+        }
+        let current = Receipt::new(receipt.n(), mark);
+        (params.wait_for(&current, now), current)
+    }
+
+    /// The mode in force.
+    #[cfg(feature = "std")]
+    #[inline]
+    pub(crate) fn mode(&self) -> Mode {
+        self.live.current().mode
+    }
+}
+
+impl Rule for BudgetRule {
+    type State = u64;
+
+    /// A budget for `quota`, with no debt (a request above the burst is refused), enabled.
+    ///
+    /// # Errors
+    ///
+    /// As [`BudgetRule::with_config`].
+    fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        BudgetRule::with_config(&BudgetConfig::new(*quota))
+    }
+
+    fn quota(&self) -> Quota {
+        self.live.current().quota
+    }
+
+    /// The burst, or `⌊(burst + debt) / T⌋` permits under debt; `u32::MAX` while disabled
+    /// (everything is admitted).
+    #[inline]
+    fn capacity(&self) -> u32 {
+        let now = self.live.current();
+        match now.mode {
+            Mode::Disabled => u32::MAX,
+            Mode::Enabled | Mode::Paused => now.capacity,
+        }
+    }
+
+    #[inline]
+    fn fresh(&self) -> u64 {
+        IDLE
+    }
+
+    #[inline]
+    fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        let (params, current) = self.resolve(*word);
+        if n > params.capacity && params.mode != Mode::Disabled {
+            // The capacity changed since the shell's size check.
+            return Err(Denied::ExceedsCapacity {
+                capacity: params.capacity,
+            });
+        }
+        let (next, receipt) = params.take(current, now, n)?;
+        *word = next;
+        Ok(receipt)
+    }
+
+    fn snapshot(&self, word: &u64, now: Nanos) -> Snapshot {
+        let (params, current) = self.resolve(*word);
+        params.snapshot(current, now)
+    }
+
+    /// A receipt of the current configuration is refunded as the classic GCRA refunds (the
+    /// part of the cost no later reading can have absorbed); a receipt from before a change
+    /// of configuration gets nothing back (never more permissive).
+    fn refund(&self, word: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
+        let (params, current) = self.resolve(*word);
+        if receipt.n() == 0 || word::gen(receipt.mark()) != params.gen || current == IDLE {
+            return false;
+        }
+        match params.refund(current, receipt, at) {
+            Some(next) => {
+                *word = next;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn fresh_since(&self, word: &u64, since: Nanos, _now: Nanos) -> bool {
+        let (params, current) = self.resolve(*word);
+        current == IDLE || params.idle_since(current, since)
+    }
+}
+
+impl ReserveRule for BudgetRule {
+    /// The delay until the permits conform (for a request above the burst, under debt:
+    /// until the budget is full), with the TAT advanced as if they were admitted then; a
+    /// reservation that would queue more than the budget's span, debt and 2^40 ns of its
+    /// rate is refused until it fits.
+    fn reserve(
+        &self,
+        word: &mut u64,
+        now: Nanos,
+        n: u32,
+        max_wait: Nanos,
+    ) -> Result<Nanos, Denied> {
+        self.reserve_with_receipt(word, now, n, max_wait)
+            .map(|(delay, _)| delay)
+    }
+}
+
+impl BudgetRule {
+    /// [`ReserveRule::reserve`] with the reservation's receipt (to re-time or refund it).
+    pub(crate) fn reserve_with_receipt(
+        &self,
+        word: &mut u64,
+        now: Nanos,
+        n: u32,
+        max_wait: Nanos,
+    ) -> Result<(Nanos, Receipt), Denied> {
+        let (params, current) = self.resolve(*word);
+        if n > params.capacity && params.mode != Mode::Disabled {
+            return Err(Denied::ExceedsCapacity {
+                capacity: params.capacity,
+            });
+        }
+        let (next, delay, receipt) = params.reserve(current, now, n, max_wait)?;
+        *word = next;
+        Ok((delay, receipt))
+    }
+}

@@ -1,0 +1,187 @@
+//! Unit tests of the budget's arithmetic at explicit times.
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::{Gcra, RateLimiter, Refund, Reserve};
+
+fn budget(quota: &str, debt_ms: u64) -> Budget<ManualClock> {
+    let config = BudgetConfig::new(quota.parse().unwrap()).max_debt(Duration::from_millis(debt_ms));
+    Budget::with_config(&config, ManualClock::new()).unwrap()
+}
+
+#[test]
+fn whole_ns_budget_decides_as_gcra() {
+    for quota in [
+        "10/s burst 3",
+        "1/min",
+        "7/70ns burst 5",
+        "1000000000/s burst 9",
+    ] {
+        let q: Quota = quota.parse().unwrap();
+        let b = budget(quota, 0);
+        let g = Gcra::with_clock(q, ManualClock::new()).unwrap();
+        let t = q.emission_interval_ns();
+        let mut now = 5 * t;
+        for step in 0..200u64 {
+            now += (step * 7919) % (3 * t + 1);
+            let n = (step % 4) as u32 + 1;
+            assert_eq!(
+                b.try_acquire_n_at(n, now),
+                g.try_acquire_n_at(n, now),
+                "{quota} step {step} now {now}"
+            );
+            assert_eq!(b.snapshot_at(now), g.snapshot_at(now), "{quota} {step}");
+        }
+    }
+}
+
+#[test]
+fn oversized_requests_run_into_debt_only_from_full() {
+    // Neon's pageserver case: 100 tokens, 10 ms a token, a 200-token request.
+    let b = budget("100/s burst 100", 1_000);
+    assert_eq!(b.capacity(), 200);
+    assert_eq!(b.try_acquire_n_at(200, 0), Ok(()));
+    // Full again at 2 s: one more token waits until 1.01 s (one token under the burst).
+    let wait = b.try_acquire_n_at(1, 0).unwrap_err().retry_after().unwrap();
+    assert_eq!(wait, Duration::from_millis(1_010));
+    assert!(b.try_acquire_n_at(1, 1_009_999_999).is_err());
+    assert_eq!(b.try_acquire_n_at(1, 1_010_000_000), Ok(()));
+    // An oversized request waits for a full budget: 2 s + 10 ms.
+    let wait = b.try_acquire_n_at(150, 1_010_000_000).unwrap_err();
+    assert_eq!(wait.retry_after(), Some(Duration::from_millis(1_000)));
+    assert_eq!(b.try_acquire_n_at(150, 2_010_000_000), Ok(()));
+    // Beyond burst + debt: never.
+    assert_eq!(
+        b.try_acquire_n_at(201, 10_000_000_000),
+        Err(Denied::ExceedsCapacity { capacity: 200 })
+    );
+    // Without debt the burst is the capacity, as for GCRA.
+    assert_eq!(
+        budget("100/s burst 100", 0).try_acquire_n_at(101, 0),
+        Err(Denied::ExceedsCapacity { capacity: 100 })
+    );
+}
+
+#[test]
+fn charges_are_never_refused_and_saturate_at_the_debt() {
+    let b = budget("10/s burst 10", 500); // 100 ms a permit; 5 permits of debt
+    let c = b.charge_at(12, 0);
+    assert_eq!((c.charged, c.shortfall), (12, 0));
+    assert_eq!(c.wait, Duration::from_millis(300)); // 12 − 10 + 1 permits
+    let c = b.charge_at(10, 0);
+    assert_eq!((c.charged, c.shortfall), (3, 7)); // 15 = burst + debt
+    assert_eq!(c.wait, Duration::from_millis(600));
+    // A refund across the debt gives back what no reading absorbed.
+    let receipt = b.acquire_refundable_at(0, 0).unwrap();
+    b.refund(receipt, 0);
+    assert_eq!(b.snapshot_at(0).full_after, Duration::from_millis(1_500));
+}
+
+#[test]
+fn partial_grants_are_exact() {
+    let b = budget("64MiB/s burst 1MiB", 0);
+    assert_eq!(b.take_up_to_at(3 << 20, 0), 1 << 20);
+    assert_eq!(b.take_up_to_at(1, 0), 0);
+    // 1 ms later: 64 MiB/s × 1 ms = 67 108.864 bytes; whole bytes only.
+    assert_eq!(b.take_up_to_at(1 << 20, 1_000_000), 67_108);
+    assert_eq!(b.take_up_to_at(1, 1_000_000), 0);
+}
+
+#[test]
+fn byte_rates_are_exact_in_the_long_run() {
+    // 64 GiB/s: a byte is 1/68.72 ns. Saturated with 1 MiB requests for 1 s of clock.
+    let b = budget("64GiB/s burst 1MiB", 0);
+    let mut now = 0u64;
+    let mut bytes = 0u64;
+    while now <= 1_000_000_000 {
+        match b.try_acquire_n_at(1 << 20, now) {
+            Ok(()) => bytes += 1 << 20,
+            Err(d) => now += d.retry_after().unwrap().as_nanos() as u64,
+        }
+    }
+    // At most rate × time + burst, and within 1 ppm of the rate's long-run total.
+    let exact = 64u64 << 30;
+    assert!(bytes <= exact + (1 << 20), "{bytes}");
+    assert!(exact - bytes < exact / 1_000_000 + (1 << 20), "{bytes}");
+}
+
+#[test]
+fn reconfiguration_keeps_the_backlog_in_permits() {
+    let b = budget("10/s burst 10", 0);
+    b.try_acquire_n_at(10, 0).unwrap(); // full again at 1 s
+                                        // Twice as fast at 0.5 s: 5 permits still owed, now 50 ms each.
+    b.reconfigure_at(
+        &b.config().quota("20/s burst 10".parse().unwrap()),
+        500_000_000,
+    )
+    .unwrap();
+    assert_eq!(
+        b.snapshot_at(500_000_000).full_after,
+        Duration::from_millis(250)
+    );
+    // Half as fast: the same 5 permits take 500 ms at 10/s... from 0.5 s, 2.5 remain at
+    // 0.625 s: 250 ms at 10/s.
+    b.reconfigure_at(
+        &b.config().quota("10/s burst 10".parse().unwrap()),
+        625_000_000,
+    )
+    .unwrap();
+    assert_eq!(
+        b.snapshot_at(625_000_000).full_after,
+        Duration::from_millis(250)
+    );
+    // A burst cut moves the ceiling, not the charge.
+    b.reconfigure_at(
+        &b.config().quota("10/s burst 2".parse().unwrap()),
+        625_000_000,
+    )
+    .unwrap();
+    assert_eq!(
+        b.snapshot_at(625_000_000).full_after,
+        Duration::from_millis(250)
+    );
+    assert_eq!(b.snapshot_at(875_000_000).remaining, 2);
+    assert_eq!(
+        b.try_acquire_n_at(3, 875_000_000),
+        Err(Denied::ExceedsCapacity { capacity: 2 })
+    );
+}
+
+#[test]
+fn disabled_and_paused() {
+    let b = budget("1/s burst 1", 0);
+    b.try_acquire_n_at(1, 0).unwrap();
+    b.reconfigure_at(&b.config().mode(Mode::Disabled), 0)
+        .unwrap();
+    for _ in 0..5 {
+        assert_eq!(b.try_acquire_n_at(1_000, 0), Ok(()));
+    }
+    assert_eq!(b.charge_at(10, 0).charged, 0);
+    b.reconfigure_at(&b.config().mode(Mode::Enabled), 0)
+        .unwrap();
+    // The state as it was: one permit owed until 1 s.
+    assert_eq!(b.snapshot_at(0).full_after, Duration::from_secs(1));
+    b.reconfigure_at(&b.config().mode(Mode::Paused), 0).unwrap();
+    assert_eq!(b.try_acquire_n_at(1, 5_000_000_000), Err(Denied::Paused));
+    assert_eq!(
+        b.reserve_n_at(1, 5_000_000_000, Duration::MAX).unwrap_err(),
+        Denied::Paused
+    );
+    b.reconfigure_at(&b.config().mode(Mode::Enabled), 5_000_000_000)
+        .unwrap();
+    assert_eq!(b.try_acquire_n_at(1, 5_000_000_000), Ok(()));
+}
+
+#[test]
+fn many_reconfigurations_cycle_the_generations() {
+    let b = budget("10/s burst 10", 0);
+    let mut now = 0;
+    for i in 0..40u32 {
+        b.try_acquire_n_at(5, now).unwrap_or(());
+        let quota = format!("{}/s burst 10", 10 + i % 3);
+        b.reconfigure_at(&b.config().quota(quota.parse().unwrap()), now)
+            .unwrap();
+        now += 50_000_000;
+    }
+    assert!(b.snapshot_at(now).full_after <= Duration::from_secs(1));
+}
