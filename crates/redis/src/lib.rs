@@ -35,11 +35,14 @@
 //!
 //! [`LeasedLimiter`] implements the core's synchronous
 //! [`KeyedRateLimiter<str>`](limitcore::KeyedRateLimiter): decisions are local (a
-//! [`LeaseRule`] word in a [`limitcore::Limiter`]), leases are fetched in the background
-//! before they run out, unspent cells expire rather than being refunded, and after a
-//! Redis refusal the node refuses locally, with no round trip, until exactly the time
-//! Redis gave (counted from the reply's arrival, so never early). A [`LeasedKey`] is one
-//! key resolved once (the core's unkeyed [`RateLimiter`](limitcore::RateLimiter)): its
+//! [`LeaseRule`] word in the core's [`WordCell`](limitcore::cell::WordCell)), leases are
+//! fetched in the background before they run out, unspent cells expire rather than being
+//! refunded, and after a Redis refusal the node refuses locally, with no round trip, until
+//! exactly the time Redis gave (counted from the reply's arrival, so never early). A key
+//! the node holds no cells for is refused while its lease is fetched, with the node's
+//! round-trip time as an *estimated* `retry_after` ([`LeasedLimiter`], "Refusals");
+//! [`LeasedLimiter::acquire`] waits for the lease instead. A [`LeasedKey`] is one key
+//! resolved once (the core's unkeyed [`RateLimiter`](limitcore::RateLimiter)): its
 //! decisions skip the map lookup and share the key's word with the keyed ones.
 //!
 //! ## When Redis is down or slow
@@ -101,7 +104,7 @@ pub mod server;
 
 pub use client::{Redis, RedisConfig};
 pub use exact::{gcra_micros, Answer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US};
-pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, MAX_CELLS};
+pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
 pub use policy::{Policy, Source, Verdict};
 
 use std::fmt;

@@ -6,7 +6,6 @@
 mod common;
 
 use limitcore::reference::GcraModel;
-use limitcore::rules::Rule;
 use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
 use limitcore_redis::{gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra};
 use rand::rngs::StdRng;
@@ -59,7 +58,7 @@ async fn lease_protocol_matches_an_exact_model_of_the_fleet() {
             }
         }
         let n = rng.gen_range(1..=2);
-        let taken = rule.take(&mut node.word, local, n);
+        let taken = rule.spend(&mut node.word, local, n);
         if taken.is_ok() {
             admitted.extend(std::iter::repeat_n(now_us, n as usize));
         }
