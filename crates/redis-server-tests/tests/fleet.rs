@@ -3,7 +3,7 @@
 //! client and connection) hammering one key in exact and leased mode, every 1 s window
 //! counted from the admissions' own timestamps.
 
-mod common;
+use redis_server_tests as common;
 
 use limitcore::reference::GcraModel;
 use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
