@@ -27,6 +27,12 @@ use std::sync::Arc;
 ///
 /// At most `min(burst, L)` permits a request, as the limiter.
 ///
+/// # Refusals
+///
+/// As the limiter's ([`LeasedLimiter`], "Refusals"): while the node holds no cells for the
+/// key, the synchronous calls refuse with the round-trip *estimate* as `retry_after` and
+/// fetch a lease; [`LeasedKey::acquire`] waits for it.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -185,6 +191,7 @@ mod tests {
         let guard = keys.pin();
         let old = Arc::clone(live_entry(&guard, "k", make));
         // The sweep's step on the idle entry: its fetch slot, kept, then retirement.
+        // Relaxed (the loads of `fetching` in this test): one thread, nothing published.
         assert!(old.sweep_step(&rule, 0));
         assert!(old.is_retired());
         assert!(

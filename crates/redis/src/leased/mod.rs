@@ -942,6 +942,8 @@ mod tests {
         assert!(Arc::ptr_eq(live_entry(&guard, "k", make), &entry));
 
         // A fetch in flight: the sweep does not touch the entry (nor wake anyone).
+        // Relaxed (every access to `fetching` in this test): one thread, no other memory
+        // published through it.
         entry.fetching.store(true, Ordering::Relaxed);
         let mut waiter = pin!(entry.arrived.notified());
         waiter.as_mut().enable();
