@@ -35,11 +35,14 @@
 //!
 //! [`LeasedLimiter`] implements the core's synchronous
 //! [`KeyedRateLimiter<str>`](limitcore::KeyedRateLimiter): decisions are local (a
-//! [`LeaseRule`] word in a [`limitcore::Limiter`]), leases are fetched in the background
-//! before they run out, unspent cells expire rather than being refunded, and after a
-//! Redis refusal the node refuses locally, with no round trip, until exactly the time
-//! Redis gave (counted from the reply's arrival, so never early). A [`LeasedKey`] is one
-//! key resolved once (the core's unkeyed [`RateLimiter`](limitcore::RateLimiter)): its
+//! [`LeaseRule`] word in the core's [`WordCell`](limitcore::cell::WordCell)), leases are
+//! fetched in the background before they run out, unspent cells expire rather than being
+//! refunded, and after a Redis refusal the node refuses locally, with no round trip, until
+//! exactly the time Redis gave (counted from the reply's arrival, so never early). A key
+//! the node holds no cells for is refused while its lease is fetched, with the node's
+//! round-trip time as an *estimated* `retry_after` ([`LeasedLimiter`], "Refusals");
+//! [`LeasedLimiter::acquire`] waits for the lease instead. A [`LeasedKey`] is one key
+//! resolved once (the core's unkeyed [`RateLimiter`](limitcore::RateLimiter)): its
 //! decisions skip the map lookup and share the key's word with the keyed ones.
 //!
 //! ## When Redis is down or slow
@@ -61,8 +64,30 @@
 //! ## Servers for tests
 //!
 //! [`server`] starts real `redis-server` processes (stand-alone or a 3-master cluster) on
-//! loopback ports for the tests, benchmarks and the `fleet` example; `.ci/redis-deps.sh`
-//! installs Debian's `redis-server` where it is missing.
+//! loopback ports for the tests, benchmarks and the `fleet` example; `bash
+//! .ci/redis-deps.sh` installs Debian's `redis-server` (and `redis-cli`) where it is
+//! missing.
+//!
+//! ## Tests
+//!
+//! This crate's own tests (`cargo test -p limitcore-redis`: the lease word, the idle-key
+//! sweep's protocol, the doc examples) need no server. Every test that needs a live
+//! `redis-server` (the scripts against the core's reference models, a 3-master cluster,
+//! faults, a fleet of nodes, the leased handles and `acquire` through the sweep, the HTTP
+//! layer) is in the workspace's test-only package `redis-server-tests`
+//! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
+//! --workspace` runs the packages in the order of their names and stops at the first that
+//! fails, so on a machine without `redis-server` every other package's tests run first.
+//! There, the first test that needs the server writes one line naming `bash
+//! .ci/redis-deps.sh` and ends its test binary with a failure; no test is skipped. With
+//! the server installed:
+//!
+//! ```text
+//! cargo test -p limitcore-redis -p redis-server-tests --all-features
+//! ```
+//!
+//! The benchmarks (`benches/`, `cargo bench -p limitcore-redis`) and the `fleet` example
+//! stay here and start their own servers.
 //!
 //! ## Sources
 //!
@@ -101,7 +126,7 @@ pub mod server;
 
 pub use client::{Redis, RedisConfig};
 pub use exact::{gcra_micros, Answer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US};
-pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, MAX_CELLS};
+pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
 pub use policy::{Policy, Source, Verdict};
 
 use std::fmt;

@@ -3,9 +3,10 @@
 //! and kills it when dropped (also while a panicking test unwinds); [`RedisCluster`] starts
 //! three such servers in cluster mode and joins them with `redis-cli --cluster create`.
 //!
-//! Nothing here is a mock: every test of this crate talks to a real server. A machine
-//! without `redis-server` gets [`ServerError::NotInstalled`], whose message names
-//! `.ci/redis-deps.sh`, the script that installs it.
+//! Nothing here is a mock: every test of `limitcore-redis` that needs Redis talks to a real
+//! server (those tests are the workspace's `redis-server-tests` package, see the crate's
+//! docs, "Tests"). A machine without `redis-server` gets [`ServerError::NotInstalled`],
+//! whose message names `bash .ci/redis-deps.sh`, the script that installs it.
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -33,7 +34,7 @@ impl fmt::Display for ServerError {
         match self {
             ServerError::NotInstalled(program) => write!(
                 f,
-                "`{program}` is not installed or not on PATH: run `.ci/redis-deps.sh` (apt-get install redis-server) to install it"
+                "`{program}` is not installed or not on PATH: install it with `bash .ci/redis-deps.sh` (or `apt-get install redis-server`)"
             ),
             ServerError::Io(e) => write!(f, "redis-server: {e}"),
             ServerError::NotReady(why) => write!(f, "redis-server did not become ready: {why}"),
@@ -184,7 +185,7 @@ impl RedisServer {
     /// # Errors
     ///
     /// [`ServerError::NotInstalled`] without `redis-server` on `PATH` (its message names
-    /// `.ci/redis-deps.sh`); [`ServerError::Io`] or [`ServerError::NotReady`] if it does
+    /// `bash .ci/redis-deps.sh`); [`ServerError::Io`] or [`ServerError::NotReady`] if it does
     /// not come up.
     pub fn start() -> Result<Self, ServerError> {
         Self::start_mode(false)
@@ -374,6 +375,9 @@ impl RedisCluster {
     ///
     /// As [`RedisServer::start`], and [`ServerError::NotInstalled`] without `redis-cli`.
     pub fn start() -> Result<Self, ServerError> {
+        // The server first: without Debian's package both are missing, and the server is
+        // the one to name.
+        require("redis-server")?;
         require("redis-cli")?;
         let nodes = (0..3)
             .map(|_| RedisServer::start_mode(true))

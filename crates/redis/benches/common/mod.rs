@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 /// A `redis-server` of the crate's harness on a loopback port, and the multi-thread tokio
 /// runtime with 2 workers (this machine's 2 cores) that the client tasks run on.
 pub(crate) fn server_and_runtime() -> (RedisServer, tokio::runtime::Runtime) {
-    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e} (see .ci/redis-deps.sh)"));
+    let server = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,6 +1,6 @@
 //! One key of a [`LeasedLimiter`] looked up once: [`LeasedKey`].
 
-use super::{Entry, LeasedLimiter};
+use super::{live_entry, Entry, KeysRef, LeasedLimiter};
 use crate::policy::Verdict;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::{Decision, Denied, Quota, RateLimiter, Snapshot};
@@ -27,6 +27,12 @@ use std::sync::Arc;
 ///
 /// At most `min(burst, L)` permits a request, as the limiter.
 ///
+/// # Refusals
+///
+/// As the limiter's ([`LeasedLimiter`], "Refusals"): while the node holds no cells for the
+/// key, the synchronous calls refuse with the round-trip *estimate* as `retry_after` and
+/// fetch a lease; [`LeasedKey::acquire`] waits for it.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -52,19 +58,25 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// A handle on `key` whose decisions skip the lookup ([`LeasedKey`]). It shares the
     /// key's local state with this limiter's keyed decisions.
     pub fn key(&self, key: &str) -> LeasedKey<C> {
-        loop {
-            let guard = self.inner.keys.pin();
-            let entry = Arc::clone(self.entry(&guard, key));
-            if entry.pin() {
-                return LeasedKey {
-                    limiter: self.clone(),
-                    entry,
-                    key: key.into(),
-                };
-            }
-            // The sweep retired this entry and is about to remove it: remove it now (only
-            // it: the sweep's own removal is conditional in the same way) and look again.
-            let _ = guard.remove_if(key, |_, e| Arc::ptr_eq(e, &entry));
+        let guard = self.inner.keys.pin();
+        let entry = pinned_entry(&guard, key, || self.inner.entry());
+        LeasedKey {
+            limiter: self.clone(),
+            entry,
+            key: key.into(),
+        }
+    }
+}
+
+/// `key`'s live entry in `keys` ([`live_entry`]), pinned for a handle. The sweep may
+/// retire the entry between the lookup and the pin; the pin then fails, and the next
+/// lookup puts a new entry in the retired one's place (removing only it: the sweep's own
+/// removal is conditional in the same way).
+fn pinned_entry(keys: &KeysRef<'_>, key: &str, make: impl Fn() -> Entry) -> Arc<Entry> {
+    loop {
+        let entry = live_entry(keys, key, &make);
+        if entry.pin() {
+            return Arc::clone(entry);
         }
     }
 }
@@ -143,7 +155,10 @@ impl<C: Clock + Clone + 'static> RateLimiter for LeasedKey<C> {
     }
 
     fn snapshot_at(&self, now: Nanos) -> Snapshot {
-        self.entry.counter.snapshot_at(now)
+        self.limiter
+            .inner
+            .rule
+            .snapshot(&self.entry.word.load(), now)
     }
 
     fn quota(&self) -> Quota {
@@ -159,49 +174,53 @@ impl<C: Clock + Clone + 'static> RateLimiter for LeasedKey<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::RedisServer;
-    use crate::{LeaseConfig, Policy, Redis, RedisConfig};
+    use crate::leased::{Keys, LeaseRule};
+    use limitcore::KeyHasher;
     use std::sync::atomic::Ordering;
 
-    /// The sweep's race with a new handle, step by step: an entry the sweep has retired
-    /// (but not yet removed) is never pinned; the handle puts a fresh entry in its place,
-    /// which the sweep's conditional removal then leaves alone; a pinned entry cannot be
-    /// retired, and once its last handle is gone it can.
-    #[tokio::test]
-    async fn a_handle_never_pins_a_retired_entry() {
-        let server = RedisServer::start().expect("a real redis-server (.ci/redis-deps.sh)");
-        let redis = Redis::connect(&server.url(), RedisConfig::default())
-            .await
-            .unwrap();
-        let quota = "100/s burst 10".parse().unwrap();
-        let limiter =
-            LeasedLimiter::new(redis, quota, LeaseConfig::new(4), Policy::FailClosed).unwrap();
-        let old = {
-            let guard = limiter.inner.keys.pin();
-            Arc::clone(limiter.entry(&guard, "k"))
-        };
-        // The sweep's first steps on the idle entry: its fetch slot, then retirement.
-        assert!(old
-            .fetching
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok());
-        assert!(old.retire());
-        let handle = limiter.key("k");
-        assert!(!Arc::ptr_eq(&handle.entry, &old), "pinned a retired entry");
-        let guard = limiter.inner.keys.pin();
-        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &handle.entry));
+    /// The sweep's race with a new handle, step by step, on the limiter's own map and entry
+    /// protocol (no server): an entry the sweep has retired (but not yet removed) is never
+    /// pinned; the handle puts a fresh entry in its place, which the sweep's conditional
+    /// removal then leaves alone; a pinned entry cannot be retired, and once its last
+    /// handle is gone it can.
+    #[test]
+    fn a_handle_never_pins_a_retired_entry() {
+        let rule = LeaseRule::new(&"100/s burst 10".parse().unwrap());
+        let make = || Entry::new(&rule, 1);
+        let keys = Keys::with_hasher(KeyHasher::new());
+        let guard = keys.pin();
+        let old = Arc::clone(live_entry(&guard, "k", make));
+        // The sweep's step on the idle entry: its fetch slot, kept, then retirement.
+        // Relaxed (the loads of `fetching` in this test): one thread, nothing published.
+        assert!(old.sweep_step(&rule, 0));
+        assert!(old.is_retired());
+        assert!(
+            old.fetching.load(Ordering::Relaxed),
+            "the sweep keeps the slot"
+        );
+        assert!(!old.pin(), "a retired entry is never pinned");
+        let handle = pinned_entry(&guard, "k", make);
+        assert!(!Arc::ptr_eq(&handle, &old), "pinned a retired entry");
+        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &handle));
         // The sweep's removal of the entry it retired leaves the new one.
         assert!(guard.remove_if("k", |_, e| Arc::ptr_eq(e, &old)).is_err());
-        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &handle.entry));
-        drop(guard);
-        // Pinned (twice, by a clone): not retired; free again after both are dropped.
-        let clone = handle.clone();
-        assert!(!handle.entry.retire());
-        drop(handle);
-        assert!(!clone.entry.retire());
-        assert!(clone.acquire(1).await.is_admitted());
-        let entry = Arc::clone(&clone.entry);
-        drop(clone);
-        assert!(entry.retire());
+        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &handle));
+        // Pinned (twice, as by a clone): the sweep keeps it and gives its slot back.
+        let clone = pinned_entry(&guard, "k", make);
+        assert!(Arc::ptr_eq(&clone, &handle));
+        assert!(!handle.sweep_step(&rule, 0));
+        assert!(!handle.is_retired());
+        assert!(
+            !handle.fetching.load(Ordering::Relaxed),
+            "the slot is given back"
+        );
+        handle.unpin();
+        assert!(!handle.sweep_step(&rule, 0), "one pin is left");
+        clone.unpin();
+        // Free again after both are dropped: retired, and the next lookup replaces it.
+        assert!(handle.sweep_step(&rule, 0));
+        let next = live_entry(&guard, "k", make);
+        assert!(!Arc::ptr_eq(next, &handle));
+        assert!(!next.is_retired());
     }
 }

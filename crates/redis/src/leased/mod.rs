@@ -4,18 +4,20 @@
 //!
 //! # Protocol
 //!
-//! Per key, a node holds a [`LeaseRule`] word in a [`limitcore::Limiter`] (the core's one
-//! compare-and-swap loop):
+//! Per key, a node holds a [`LeaseRule`] word in a [`WordCell`] (the core's one
+//! compare-and-swap loop, on a word of this crate's own protocol):
 //!
 //! 1. **Lease.** One script call takes up to `g` cells from the key's GCRA on Redis, as many
 //!    as conform now ([`RedisGcra::try_take_up_to`]): they are charged there first, exactly
 //!    as `g` admissions of the exact mode would be.
-//! 2. **Spend.** Requests take cells from the local word ([`Rule::take`], through
-//!    [`Limiter::decide_n_at`]); nothing else is on the request path.
+//! 2. **Spend.** Requests take cells from the local word ([`LeaseRule::spend`], through
+//!    [`WordCell::update`]); nothing else is on the request path. A word with too few
+//!    cells either is blocked (step 5) or needs a lease ([`Spend::NeedsLease`]), which
+//!    starts a fetch.
 //! 3. **Refill ahead.** When a decision leaves at most half the current lease size, the
 //!    next lease is fetched by a spawned task (off the request path), asking for
 //!    `g = size − held`; at most one fetch per key is in flight. It is installed with
-//!    [`Limiter::update`] ([`LeaseRule::install`]): cells still held plus the new ones.
+//!    [`WordCell::update`] ([`LeaseRule::install`]): cells still held plus the new ones.
 //! 4. **Expire.** A lease's cells expire `ttl` after it arrived; unspent cells are never
 //!    refunded (a refund could create a permit under a race; letting them lapse cannot).
 //! 5. **Refusal.** When Redis grants nothing it returns the exact wait `R` for one cell; the
@@ -67,18 +69,28 @@
 //! # First requests
 //!
 //! A key the node holds no lease for is refused through the synchronous trait until the
-//! first lease arrives (about one round trip; `retry_after` is the node's round-trip
-//! estimate). [`LeasedLimiter::acquire`] awaits that lease instead.
+//! first lease arrives (about one round trip), and the refusal starts the fetch. Its
+//! `retry_after` is an *estimate*: the node's round-trip time for lease fetches
+//! ([`LeasedLimiter::rtt`]), not the exact wait of the core's
+//! [`Denied::RateLimited`] contract, which no node can know before Redis answers (the
+//! lease may come back refused, with Redis's own exact wait, or later than usual).
+//! [`LeasedLimiter::acquire`] awaits that lease instead.
+//!
+//! # Idle keys
+//!
+//! A background sweep drops the local state of keys idle for a lease TTL (see `sweep` in
+//! the source for the protocol). A request that was waiting on a swept key's entry in
+//! [`LeasedLimiter::acquire`] is woken at once and looks the key up again, getting a fresh
+//! entry and a new lease fetch.
 
 use crate::client::Redis;
 use crate::exact::RedisGcra;
 use crate::policy::{Policy, Source, Verdict};
 use crate::Error;
+use limitcore::cell::WordCell;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
-use limitcore::rules::Rule;
-use limitcore::{
-    Decision, Denied, KeyHasher, KeyedRateLimiter, Limiter, Quota, RateLimiter, Snapshot,
-};
+use limitcore::{Decision, Denied, KeyHasher, KeyedRateLimiter, Quota, Snapshot};
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -87,7 +99,7 @@ mod key;
 mod rule;
 
 pub use key::LeasedKey;
-pub use rule::{LeaseRule, MAX_CELLS};
+pub use rule::{LeaseRule, Spend, MAX_CELLS};
 
 /// The leased mode's settings.
 ///
@@ -170,48 +182,51 @@ impl Default for LeaseConfig {
     }
 }
 
-/// The clock of a key's [`Limiter`]: none. Every decision on a key's word is given its time
-/// (the [`LeasedLimiter`]'s clock is read once per decision, by the caller), so the per-key
-/// limiter carries no clock of its own: a zero-sized stand-in, never read.
-#[derive(Debug, Clone, Copy)]
-struct Given;
-
-impl Clock for Given {
-    fn now(&self) -> Nanos {
-        // `Entry::counter` is private and only ever given explicit times (`update`, `state`,
-        // `snapshot_at`): nothing reads this clock.
-        unreachable!("a key's lease word is only decided at explicit times")
-    }
-}
-
 /// `d` in nanoseconds, saturating at `u64::MAX` (585 years).
 fn nanos(d: Duration) -> Nanos {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// One key's local state. `repr(C)`, the hot fields first: the word every decision
-/// compare-and-swaps (with the rule beside it), then the two that the refill check of an
-/// admission reads; the fetch's statistics and the waiters' `Notify` after them.
+/// One key's local state. `repr(C)`, the hot fields first: the lease word every decision
+/// compare-and-swaps (a [`LeaseRule`] word; the rule itself is the limiter's), then the two
+/// that the refill check of an admission reads, then `pins`, which every keyed lookup
+/// reads; the fetch's statistics and the waiters' `Notify` after them.
 #[repr(C)]
 struct Entry {
-    counter: Limiter<LeaseRule, Given>,
+    /// The lease word, changed only through the core's compare-and-swap loop.
+    word: WordCell,
     /// Current lease size (cells), `1 ..= L`.
     size: AtomicU32,
     fetching: AtomicBool,
-    /// When the last lease was installed (ns) and the cells held right after.
-    installed_cells: AtomicU32,
-    installed_at: AtomicU64,
     /// The [`LeasedKey`] handles on this entry, or [`RETIRED`] once the sweep has removed it
     /// (see [`Entry::pin`]).
     pins: AtomicUsize,
+    /// When the last lease was installed (ns) and the cells held right after.
+    installed_cells: AtomicU32,
+    installed_at: AtomicU64,
+    /// Woken when the entry's fetch slot is given back (a fetch ended, or the sweep let go
+    /// of an entry it kept) or the sweep retired the entry.
     arrived: tokio::sync::Notify,
 }
 
-/// [`Entry::pins`] of an entry the sweep retired: no handle may pin it again, and it never
-/// holds a cell again (the sweep also keeps its fetch slot).
+/// [`Entry::pins`] of an entry the sweep retired: no handle may pin it again, no lookup
+/// returns it again, and it never holds a cell again (the sweep also keeps its fetch slot).
 const RETIRED: usize = usize::MAX;
 
 impl Entry {
+    /// A key's first entry: the fresh word of `rule`, no fetch, a lease size of `size`.
+    fn new(rule: &LeaseRule, size: u32) -> Self {
+        Entry {
+            word: WordCell::new(rule.fresh()),
+            size: AtomicU32::new(size),
+            fetching: AtomicBool::new(false),
+            pins: AtomicUsize::new(0),
+            installed_cells: AtomicU32::new(0),
+            installed_at: AtomicU64::new(0),
+            arrived: tokio::sync::Notify::new(),
+        }
+    }
+
     /// Pin the entry for a [`LeasedKey`]: `false` if the sweep has retired it (the caller
     /// then looks the key up again). While pinned the sweep does not retire it.
     ///
@@ -244,6 +259,75 @@ impl Entry {
             .compare_exchange(0, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     }
+
+    /// Whether the sweep retired the entry (for good: `RETIRED` is never left).
+    #[inline]
+    fn is_retired(&self) -> bool {
+        // Relaxed: a retired entry only ever refuses (it holds no cell and its fetch slot is
+        // the sweep's for good), so a lookup that reads a stale "not retired" decides on it
+        // as it would have just before the retirement: a refusal, after which it looks
+        // again. Partner: the compare-and-swap in `retire`. Where a waiter must see the
+        // retirement (`await_lease`), the `Notify` orders it.
+        self.pins.load(Ordering::Relaxed) == RETIRED
+    }
+
+    /// One step of the idle-key sweep on this entry: take the fetch slot, and if the word
+    /// has been idle since `since` (ns) and no handle pins the entry, retire it
+    /// (`true`, the slot kept for good); otherwise give the slot back (`false`). Either way
+    /// the requests waiting on the entry (`await_lease`) are woken: on a retired entry
+    /// they look the key up again at once, instead of waiting for a fetch that will never
+    /// come.
+    fn sweep_step(&self, rule: &LeaseRule, since: Nanos) -> bool {
+        // Acquire on success: pairs with the Release that ends a fetch, so the installed
+        // word is seen below; the slot, once ours, is never given back for a retired entry.
+        if self
+            .fetching
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let retired = rule.idle_since(&self.word.load(), since) && self.retire();
+        if !retired {
+            // Release: pairs with the Acquire of the next refill's swap.
+            self.fetching.store(false, Ordering::Release);
+        }
+        // After the store (or the retirement) above: a waiter whose `Notified` was made
+        // before this call is woken; one made after it sees the store or the retirement
+        // (see `await_lease`).
+        self.arrived.notify_waiters();
+        retired
+    }
+}
+
+/// The map of a limiter's entries, and a pinned reference to it.
+type Keys = papaya::HashMap<String, Arc<Entry>, KeyHasher>;
+type KeysRef<'m> = papaya::HashMapRef<'m, String, Arc<Entry>, KeyHasher, papaya::LocalGuard<'m>>;
+
+/// `key`'s live entry in `keys`: the one there unless the sweep retired it, else a new one
+/// made by `make` (a key's first request, or the first after the sweep). A retired entry
+/// met in the map is removed, and only it (as the sweep's own removal: a newer entry put
+/// in its place is left alone). A lookup borrows the key (`&str`); only a new entry
+/// allocates it.
+#[inline]
+fn live_entry<'g>(keys: &'g KeysRef<'_>, key: &str, make: impl Fn() -> Entry) -> &'g Arc<Entry> {
+    match keys.get(key) {
+        Some(entry) if !entry.is_retired() => entry,
+        _ => insert_entry(keys, key, make),
+    }
+}
+
+/// [`live_entry`]'s slow path.
+#[cold]
+#[inline(never)]
+fn insert_entry<'g>(keys: &'g KeysRef<'_>, key: &str, make: impl Fn() -> Entry) -> &'g Arc<Entry> {
+    loop {
+        let entry = keys.get_or_insert_with(key.to_owned(), || Arc::new(make()));
+        if !entry.is_retired() {
+            return entry;
+        }
+        let _ = keys.remove_if(key, |_, e| Arc::ptr_eq(e, entry));
+    }
 }
 
 struct Inner<C: Clock> {
@@ -254,7 +338,7 @@ struct Inner<C: Clock> {
     /// Per key, its entry: papaya (lock-free lookups: threads deciding on one hot key share
     /// no lock word) hashing with the core's [`KeyHasher`] (aHash under random keys; see
     /// BENCHMARKS.md, "limitcore-redis", for the lookup's cost against SipHash and dashmap).
-    keys: papaya::HashMap<String, Arc<Entry>, KeyHasher>,
+    keys: Keys,
     runtime: tokio::runtime::Handle,
     /// Round-trip estimate of lease fetches, ns (EWMA, 1/8).
     rtt: AtomicU64,
@@ -278,6 +362,15 @@ struct Inner<C: Clock> {
 ///
 /// A request can take at most `min(burst, L)` permits (a lease never holds more);
 /// larger ones are [`Denied::ExceedsCapacity`] with that capacity.
+///
+/// # Refusals
+///
+/// A refusal is [`Denied::RateLimited`] with the exact wait when Redis refused the key's
+/// last lease (the local block), and [`Denied::ExceedsCapacity`] above the capacity. A key
+/// the node holds no valid cells for is refused through the synchronous calls with
+/// `retry_after` = the round-trip *estimate* ([`LeasedLimiter::rtt`]) while its lease is
+/// fetched: not the core's exact wait, since none is known before Redis answers.
+/// [`LeasedLimiter::acquire`] waits for that lease instead.
 ///
 /// # Outages
 ///
@@ -431,7 +524,9 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
 
     /// Decide `n` permits for `key` at `now` (ns of this limiter's clock), with where the
     /// decision came from: [`Source::Lease`] (held cells or a local block) or
-    /// [`Source::Fallback`] (Redis unreachable and no cells held).
+    /// [`Source::Fallback`] (Redis unreachable and no cells held). A key with no valid
+    /// cells is refused with the round-trip estimate as its wait, and its lease is fetched
+    /// (see the type's "Refusals").
     pub fn decide_verdict_at(&self, key: &str, n: u32, now: Nanos) -> Verdict {
         let guard = self.inner.keys.pin();
         self.decide_entry(self.entry(&guard, key), key, n, now)
@@ -459,14 +554,14 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 self.after_admission(entry, key, n, &word, now);
                 lease(Ok(()), rule.snapshot(&word, now))
             }
-            Err((denied, word)) => {
-                let state = rule.snapshot(&word, now);
-                match self.needs_lease(entry, key, n, denied, now) {
-                    Ok(retry_after) => lease(Err(Denied::RateLimited { retry_after }), state),
-                    Err(Some(fallback)) => fallback,
-                    Err(None) => lease(Err(denied), state),
-                }
-            }
+            Err((Refusal::Stands(denied), word)) => lease(Err(denied), rule.snapshot(&word, now)),
+            Err((Refusal::NeedsLease, word)) => match self.lease_needed(entry, key, n, now) {
+                Ok(retry_after) => lease(
+                    Err(Denied::RateLimited { retry_after }),
+                    rule.snapshot(&word, now),
+                ),
+                Err(fallback) => fallback,
+            },
         }
     }
 
@@ -478,64 +573,46 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 self.after_admission(entry, key, n, &word, now);
                 Ok(())
             }
-            Err((denied, _)) => match self.needs_lease(entry, key, n, denied, now) {
+            Err((Refusal::Stands(denied), _)) => Err(denied),
+            Err((Refusal::NeedsLease, _)) => match self.lease_needed(entry, key, n, now) {
                 Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
-                Err(Some(fallback)) => fallback.decision.result,
-                Err(None) => Err(denied),
+                Err(fallback) => fallback.decision.result,
             },
         }
     }
 
-    /// `key`'s entry, created (with no cells) on its first request. A lookup borrows the
-    /// key (`&str`); only a first request allocates it.
+    /// `key`'s live entry (see [`live_entry`]): created with no cells on its first
+    /// request, and in place of an entry the sweep retired.
     #[inline]
-    fn entry<'g>(
-        &self,
-        guard: &'g papaya::HashMapRef<'_, String, Arc<Entry>, KeyHasher, papaya::LocalGuard<'_>>,
-        key: &str,
-    ) -> &'g Arc<Entry> {
-        match guard.get(key) {
-            Some(entry) => entry,
-            None => self.insert(guard, key),
-        }
+    fn entry<'g>(&self, guard: &'g KeysRef<'_>, key: &str) -> &'g Arc<Entry> {
+        live_entry(guard, key, || self.inner.entry())
     }
 
-    #[cold]
-    #[inline(never)]
-    fn insert<'g>(
-        &self,
-        guard: &'g papaya::HashMapRef<'_, String, Arc<Entry>, KeyHasher, papaya::LocalGuard<'_>>,
-        key: &str,
-    ) -> &'g Arc<Entry> {
-        guard.get_or_insert_with(key.to_owned(), || Arc::new(self.inner.entry()))
-    }
-
-    /// Take `n` cells from `entry`'s word at `now`, in the core's compare-and-swap loop
-    /// ([`Limiter::update`]), with the size checks every shell makes first (`n = 0` admits
-    /// and writes nothing, `n` above the capacity is [`Denied::ExceedsCapacity`]): the word
-    /// it left on admission, or the refusal with the word it saw. The same decision as the
-    /// limiter's `decide_n_at`, without building a snapshot inside the loop.
+    /// Take `n` cells from `entry`'s word at `now` ([`LeaseRule::spend`] in the core's
+    /// compare-and-swap loop, [`WordCell::update`]), with the size checks every core shell
+    /// makes first (`n = 0` admits and writes nothing, `n` above the capacity is
+    /// [`Denied::ExceedsCapacity`]): the word it left on admission, or the refusal with the
+    /// word it saw.
     #[inline]
-    fn spend(&self, entry: &Entry, n: u32, now: Nanos) -> Result<u64, (Denied, u64)> {
+    fn spend(&self, entry: &Entry, n: u32, now: Nanos) -> Result<u64, (Refusal, u64)> {
         let rule = &self.inner.rule;
         if n > rule.capacity() || n == 0 {
-            let word = entry.counter.state();
+            let word = entry.word.load();
             return if n == 0 {
                 Ok(word)
             } else {
-                Err((
-                    Denied::ExceedsCapacity {
-                        capacity: rule.capacity(),
-                    },
-                    word,
-                ))
+                let capacity = rule.capacity();
+                Err((Refusal::Stands(Denied::ExceedsCapacity { capacity }), word))
             };
         }
-        entry.counter.update(|word| {
+        entry.word.update(|word| {
             let seen = *word;
-            match rule.take(word, now, n) {
-                Ok(_) => Ok(*word),
-                Err(denied) => Err((denied, seen)),
+            match rule.spend(word, now, n) {
+                Ok(()) => Ok(*word),
+                Err(Spend::Blocked { retry_after }) => {
+                    Err((Refusal::Stands(Denied::RateLimited { retry_after }), seen))
+                }
+                Err(Spend::NeedsLease) => Err((Refusal::NeedsLease, seen)),
             }
         })
     }
@@ -552,30 +629,23 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         }
     }
 
-    /// After a refusal: `Ok(retry_after)` if the word needs a lease (its refusal carries
-    /// `Duration::MAX`) and one is now being fetched, `Err(Some(_))` if the outage policy
-    /// decided instead (the breaker is open), `Err(None)` if the refusal stands as it is
-    /// (a local block, or `n` above the capacity).
+    /// After [`Spend::NeedsLease`]: `Ok(retry_after)` once a lease is being fetched, the
+    /// node's round-trip estimate (at least 1 µs; an estimate, not an exact wait), or the
+    /// outage policy's verdict if the breaker is open.
     #[inline]
-    fn needs_lease(
+    fn lease_needed(
         &self,
         entry: &Arc<Entry>,
         key: &str,
         n: u32,
-        denied: Denied,
         now: Nanos,
-    ) -> Result<Duration, Option<Verdict>> {
-        match denied {
-            Denied::RateLimited { retry_after } if retry_after == Duration::MAX => {
-                let gcra = &self.inner.gcra;
-                if gcra.redis().is_open() {
-                    return Err(Some(gcra.fall_back(key, n)));
-                }
-                self.refill(entry, key, now, true);
-                Ok(self.rtt().max(Duration::from_micros(1)))
-            }
-            _ => Err(None),
+    ) -> Result<Duration, Verdict> {
+        let gcra = &self.inner.gcra;
+        if gcra.redis().is_open() {
+            return Err(gcra.fall_back(key, n));
         }
+        self.refill(entry, key, now, true);
+        Ok(self.rtt().max(Duration::from_micros(1)))
     }
 
     /// Fetch the next lease for `key` in the background unless one is in flight.
@@ -603,7 +673,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             return;
         }
         let inner = &self.inner;
-        let held = inner.rule.cells(&entry.counter.state(), now);
+        let held = inner.rule.cells(&entry.word.load(), now);
         // Relaxed (these three): statistics of the key's last lease for the size estimate,
         // written by the fetch task before its Release of `fetching`, which the Acquire swap
         // above pairs with; a value from an older lease only skews the estimate.
@@ -673,15 +743,17 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     }
 
     /// After a refusal of `entry`'s word: wait until its lease fetch in flight ends, if
-    /// one is (the sweep's brief hold of the fetch slot counts as one). `false` if the key
-    /// is blocked by a Redis refusal instead (the refusal, with its exact wait, is then the
-    /// answer) or `deadline` has passed.
+    /// one is (the sweep's brief hold of the fetch slot counts as one), or until the sweep
+    /// retires the entry; `true` to decide again at once (on a retired entry the caller's
+    /// lookup then finds a new one). `false` if the key is blocked by a Redis refusal
+    /// instead (the refusal, with its exact wait, is then the answer) or `deadline` has
+    /// passed.
     async fn await_lease(&self, entry: &Entry, deadline: tokio::time::Instant) -> bool {
         let now = self.inner.clock.now();
         if self
             .inner
             .rule
-            .blocked_until(&entry.counter.state(), now)
+            .blocked_until(&entry.word.load(), now)
             .is_some()
         {
             return false;
@@ -689,11 +761,17 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let arrived = entry.arrived.notified();
         tokio::pin!(arrived);
         arrived.as_mut().enable();
-        // Acquire: pairs with the Release that ends `fetch` (or the sweep's hold). The
-        // `Notified` is enabled before this load and both call `notify_waiters` after their
-        // store, so one that ends after this load wakes us, and one that ended before reads
-        // `false` here (a fetch's word is then already installed).
-        if entry.fetching.load(Ordering::Acquire) {
+        // The `Notified` exists before the two loads below, and both the end of a fetch and
+        // the sweep (`Entry::sweep_step`) call `notify_waiters` after their store to
+        // `fetching` or their retirement: a `notify_waiters` after the `Notified` was made
+        // wakes it; one before it happened-before it (the `Notify`'s own synchronisation),
+        // and then these loads see what preceded it.
+        //
+        // Acquire: pairs with the Release that ends `fetch` (or the sweep's hold): `false`
+        // here means a fetch's word is already installed. Relaxed in `is_retired`: ordered
+        // by the `Notify` as said; a retired entry keeps `fetching` for good, so only the
+        // retirement tells the waiter to look again.
+        if entry.fetching.load(Ordering::Acquire) && !entry.is_retired() {
             return tokio::time::timeout_at(deadline, arrived).await.is_ok();
         }
         tokio::time::Instant::now() < deadline
@@ -701,17 +779,18 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
 }
 
 impl<C: Clock> Inner<C> {
+    /// A key's first entry: the fresh word, a first lease size of a quarter of `L`.
     fn entry(&self) -> Entry {
-        Entry {
-            counter: Limiter::from_rule(self.rule, Given),
-            fetching: AtomicBool::new(false),
-            size: AtomicU32::new((self.config.max_lease / 4).max(1)),
-            installed_at: AtomicU64::new(0),
-            installed_cells: AtomicU32::new(0),
-            pins: AtomicUsize::new(0),
-            arrived: tokio::sync::Notify::new(),
-        }
+        Entry::new(&self.rule, (self.config.max_lease / 4).max(1))
     }
+}
+
+/// Why [`LeasedLimiter::spend`] refused: a refusal that is the answer as it stands (the
+/// local block's exact wait, the capacity), or a word that needs a lease.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Stands(Denied),
+    NeedsLease,
 }
 
 /// One lease fetch: ask Redis for `want` cells and install what it grants, or block the
@@ -735,13 +814,10 @@ async fn fetch<C: Clock + Clone + 'static>(
         if answer.granted > 0 {
             let ttl = nanos(inner.config.ttl);
             let expires = arrived.saturating_add(ttl);
-            let held = entry
-                .counter
-                .update(|w| {
-                    rule.install(w, answer.granted, arrived, expires);
-                    Ok::<_, ()>(rule.cells(w, arrived))
-                })
-                .unwrap_or(0);
+            let Ok(held) = entry.word.update(|w| {
+                rule.install(w, answer.granted, arrived, expires);
+                Ok::<_, Infallible>(rule.cells(w, arrived))
+            });
             // Relaxed: published by the Release of `fetching` below (see `refill`).
             entry.installed_at.store(arrived, Ordering::Relaxed);
             entry.installed_cells.store(held, Ordering::Relaxed);
@@ -753,9 +829,9 @@ async fn fetch<C: Clock + Clone + 'static>(
         } else if let Some(wait) = answer.decision.retry_after() {
             let wait = nanos(wait);
             let until = arrived.saturating_add(wait);
-            let _ = entry.counter.update(|w| {
+            let Ok(()) = entry.word.update(|w| {
                 rule.block(w, arrived, until);
-                Ok::<_, ()>(())
+                Ok::<_, Infallible>(())
             });
             // Relaxed: a statistics counter.
             inner.refusals.fetch_add(1, Ordering::Relaxed);
@@ -777,6 +853,11 @@ async fn fetch<C: Clock + Clone + 'static>(
 /// never holds a cell again, and a late decision on it is refused (stricter, never more).
 /// It then retires the entry ([`Entry::retire`]), which fails while a [`LeasedKey`] pins
 /// it: a handle's entry stays the key's only one for as long as the handle lives.
+///
+/// A retired entry is dead: the sweep wakes the requests waiting on it
+/// ([`Entry::sweep_step`]), a keyed lookup never returns it (it puts a new entry in its
+/// place, [`live_entry`]), and the sweep removes it from the map unless that happened
+/// first.
 async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
     loop {
         let every = match inner.upgrade() {
@@ -791,30 +872,12 @@ async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
         let guard = inner.keys.pin();
         let idle: Vec<(String, Arc<Entry>)> = guard
             .iter()
-            .filter(|(_, e)| {
-                // Acquire on success: pairs with the Release that ends a fetch, so the
-                // installed word is seen below; the slot, once ours, is never given back
-                // for a retired entry.
-                if e.fetching
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_err()
-                {
-                    return false;
-                }
-                let idle = inner.rule.fresh_since(&e.counter.state(), since, now) && e.retire();
-                if !idle {
-                    // Release: pairs with the Acquire of the next refill's swap.
-                    e.fetching.store(false, Ordering::Release);
-                    // A request that waited on the slot meanwhile (`await_lease`) looks again.
-                    e.arrived.notify_waiters();
-                }
-                idle
-            })
+            .filter(|(_, e)| e.sweep_step(&inner.rule, since))
             .map(|(k, e)| (k.clone(), Arc::clone(e)))
             .collect();
         for (key, entry) in idle {
-            // Only the entry retired above: a handle that met it retired may already have
-            // put a fresh one in its place.
+            // Only the entry retired above: a lookup (keyed, or a handle's) that met it
+            // retired may already have put a fresh one in its place.
             let _ = guard.remove_if(&key, |_, e| Arc::ptr_eq(e, &entry));
         }
     }
@@ -838,7 +901,7 @@ impl<C: Clock + Clone + 'static, K: AsRef<str> + ?Sized> KeyedRateLimiter<K> for
         guard
             .get(key.as_ref())
             .map_or(Snapshot::new(0, Duration::ZERO), |e| {
-                e.counter.snapshot_at(now)
+                self.inner.rule.snapshot(&e.word.load(), now)
             })
     }
 
@@ -849,5 +912,74 @@ impl<C: Clock + Clone + 'static, K: AsRef<str> + ?Sized> KeyedRateLimiter<K> for
     #[inline]
     fn now(&self) -> Nanos {
         self.inner.clock.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    /// Whether `notified` is ready now (polled once, never waiting).
+    fn woken(notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(notified.poll(&mut cx), Poll::Ready(()))
+    }
+
+    /// The sweep's step, on the limiter's own map and entry protocol (no server): a busy
+    /// entry is left alone, a held one is let go, an idle one retired; every step that
+    /// took the fetch slot wakes the entry's waiters, and a retired entry is never returned
+    /// by a lookup again (it is replaced, and only it is removed).
+    #[test]
+    fn the_sweep_wakes_waiters_and_the_lookup_replaces_a_retired_entry() {
+        let rule = LeaseRule::with_epoch("100/s burst 10".parse().unwrap(), 0, 4);
+        let make = || Entry::new(&rule, 1);
+        let keys = Keys::with_hasher(KeyHasher::new());
+        let guard = keys.pin();
+        let entry = Arc::clone(live_entry(&guard, "k", make));
+        assert!(Arc::ptr_eq(live_entry(&guard, "k", make), &entry));
+
+        // A fetch in flight: the sweep does not touch the entry (nor wake anyone).
+        // Relaxed (every access to `fetching` in this test): one thread, no other memory
+        // published through it.
+        entry.fetching.store(true, Ordering::Relaxed);
+        let mut waiter = pin!(entry.arrived.notified());
+        waiter.as_mut().enable();
+        assert!(!entry.sweep_step(&rule, 0));
+        assert!(
+            !woken(waiter.as_mut()),
+            "no wake while a fetch is in flight"
+        );
+        entry.fetching.store(false, Ordering::Relaxed);
+
+        // Cells valid until 10 ms: not idle since 5 ms; the slot is given back, and the
+        // waiter (which waited on the sweep's hold of it) is woken to decide again.
+        let Ok(()) = entry.word.update(|w| {
+            rule.install(w, 2, 0, 10_000_000);
+            Ok::<_, Infallible>(())
+        });
+        assert!(!entry.sweep_step(&rule, 5_000_000));
+        assert!(woken(waiter.as_mut()), "woken when the slot is given back");
+        assert!(!entry.fetching.load(Ordering::Relaxed));
+        assert!(!entry.is_retired());
+
+        // Idle since 10 ms: retired, the slot kept, the waiter woken.
+        let mut waiter = pin!(entry.arrived.notified());
+        waiter.as_mut().enable();
+        assert!(entry.sweep_step(&rule, 10_000_000));
+        assert!(woken(waiter.as_mut()), "woken when the entry is retired");
+        assert!(entry.is_retired() && entry.fetching.load(Ordering::Relaxed));
+
+        // The next lookup meets the retired entry still in the map and replaces it.
+        let fresh = Arc::clone(live_entry(&guard, "k", make));
+        assert!(!Arc::ptr_eq(&fresh, &entry));
+        assert_eq!(fresh.word.load(), rule.fresh());
+        assert!(!fresh.is_retired() && !fresh.fetching.load(Ordering::Relaxed));
+        assert_eq!(guard.len(), 1);
+        // The sweep's conditional removal of the retired entry leaves the fresh one.
+        assert!(guard.remove_if("k", |_, e| Arc::ptr_eq(e, &entry)).is_err());
+        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &fresh));
     }
 }

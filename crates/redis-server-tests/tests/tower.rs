@@ -3,7 +3,7 @@
 //! HTTP client. One node's admissions stay within the GCRA bound plus one lease, and a
 //! refusal carries a `Retry-After` that is never early.
 
-mod common;
+use redis_server_tests as common;
 
 use bytes::Bytes;
 use http::{Request, StatusCode};

@@ -3,7 +3,7 @@
 //! within its deadline, the policy applied during the outage, the bound holding again
 //! after recovery, nothing beyond the stated bound admitted.
 
-mod common;
+use redis_server_tests as common;
 
 use common::proxy::Proxy;
 use limitcore::{KeyedRateLimiter, Quota};

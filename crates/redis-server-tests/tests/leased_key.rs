@@ -2,7 +2,7 @@
 //! keep their key through the idle-key sweep, and never end up on an entry the sweep
 //! retired.
 
-mod common;
+use redis_server_tests as common;
 
 use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
 use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy};

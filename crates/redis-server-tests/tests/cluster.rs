@@ -2,11 +2,10 @@
 //! against the reference model on keys spread over the slots, a tenant's limits in one
 //! slot through its hash tag, and a leased limiter.
 
-mod common;
+use redis_server_tests as common;
 
 use limitcore::reference::GcraModel;
 use limitcore::{KeyedRateLimiter, Quota};
-use limitcore_redis::server::RedisCluster;
 use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisGcra};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -14,8 +13,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_masters_same_api() {
-    let cluster = RedisCluster::start()
-        .unwrap_or_else(|e| panic!("this test needs redis-server and redis-cli: {e}"));
+    let cluster = common::cluster();
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let redis = Redis::connect_cluster(&urls, common::config())

@@ -2,7 +2,7 @@
 //! random steps at explicit times (µs), every decision, `retry_after` and state compared.
 //! Then the contract's edges on Redis's own clock: writes, TTLs, bounds, NOSCRIPT.
 
-mod common;
+use redis_server_tests as common;
 
 use limitcore::reference::{GcraModel, SlidingLogModel};
 use limitcore::{Denied, Quota, Snapshot};

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 /// The proxy: its listening port, the latency it adds (ms) and the signal that cuts every
 /// connection; the accept loop ends with it.
+#[derive(Debug)]
 pub struct Proxy {
     port: u16,
     latency_ms: Arc<AtomicU64>,

@@ -3,10 +3,9 @@
 //! client and connection) hammering one key in exact and leased mode, every 1 s window
 //! counted from the admissions' own timestamps.
 
-mod common;
+use redis_server_tests as common;
 
 use limitcore::reference::GcraModel;
-use limitcore::rules::Rule;
 use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
 use limitcore_redis::{gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra};
 use rand::rngs::StdRng;
@@ -59,7 +58,7 @@ async fn lease_protocol_matches_an_exact_model_of_the_fleet() {
             }
         }
         let n = rng.gen_range(1..=2);
-        let taken = rule.take(&mut node.word, local, n);
+        let taken = rule.spend(&mut node.word, local, n);
         if taken.is_ok() {
             admitted.extend(std::iter::repeat_n(now_us, n as usize));
         }

@@ -1,0 +1,83 @@
+//! The leased limiter's `acquire` while the idle-key sweep retires the key's entry every
+//! millisecond, on a real server: a request waiting on an entry the sweep retires is woken
+//! and looks the key up again at once (the lookup replaces a retired entry it meets), so
+//! no call waits out the Redis deadline, and every call is admitted. (Before the sweep
+//! woke its waiters and the lookup replaced retired entries, keyed calls here waited the
+//! whole deadline and were refused.)
+
+use redis_server_tests as common;
+
+use limitcore::Quota;
+use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy};
+use std::time::{Duration, Instant};
+
+/// The Redis deadline: what a request stuck on a retired entry would wait before its
+/// refusal.
+const DEADLINE: Duration = Duration::from_secs(1);
+/// Well before the deadline: a lease is one loopback round trip; the rest is scheduling
+/// slack on a loaded 2-core machine.
+const WELL_BEFORE: Duration = Duration::from_millis(250);
+/// Keys pinned by handles, which the sweep walks past on every pass.
+const PADS: usize = 5_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_never_wait_out_the_deadline_while_the_sweep_retires_the_entry() {
+    let server = common::server();
+    let redis = common::connect_with(&server.url(), common::config().deadline(DEADLINE)).await;
+    let q: Quota = "1000000/s burst 1000".parse().unwrap();
+    // Leases live 1 ms and the sweep runs every 1 ms: between two calls (and sometimes
+    // during one) the key's lease expires and the sweep retires its entry.
+    let config = LeaseConfig::new(2).ttl(Duration::from_millis(1));
+    let limiter = LeasedLimiter::new(redis, q, config, Policy::FailClosed).unwrap();
+    // Pinned keys the sweep walks past on every pass (it never retires them): a pass lasts
+    // long enough that requests meet an entry retired but not yet removed.
+    let pads: Vec<_> = (0..PADS)
+        .map(|i| limiter.key(&format!("pad-{i}")))
+        .collect();
+    let end = Instant::now() + Duration::from_millis(2_000);
+    // Four tasks, each on a key of its own, pausing 1 to 4 ms between calls, so that the
+    // key goes idle and the sweep retires its entry around the next call: three through
+    // the keyed `acquire`, one through a `LeasedKey` made for each call and dropped after.
+    let tasks: Vec<_> = (0..4u32)
+        .map(|task| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let key = format!("k{task}");
+                let (mut calls, mut slowest) = (0u32, Duration::ZERO);
+                while Instant::now() < end {
+                    let started = Instant::now();
+                    let verdict = if task < 3 {
+                        limiter.acquire(&key, 1).await
+                    } else {
+                        limiter.key(&key).acquire(1).await
+                    };
+                    let took = started.elapsed();
+                    assert!(
+                        took < WELL_BEFORE,
+                        "{key}, call {calls}: {took:?} (deadline {DEADLINE:?}): {verdict:?}"
+                    );
+                    assert!(verdict.is_admitted(), "{key}, call {calls}: {verdict:?}");
+                    slowest = slowest.max(took);
+                    calls += 1;
+                    let pause = 1 + u64::from((calls + task) % 4);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                (calls, slowest)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        let (calls, slowest) = task.await.unwrap();
+        eprintln!("{calls} calls, the slowest {slowest:?}");
+        total += calls;
+    }
+    assert!(total > 400, "{total} calls in 2 s");
+    assert!(limiter.leases() >= 200, "{} leases", limiter.leases());
+    // The sweep does retire the keys at this TTL: idle, they are gone within 100 ms (the
+    // pads stay).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let shown = format!("{limiter:?}");
+    assert!(shown.contains(&format!("keys: {PADS}")), "{shown}");
+    drop(pads);
+}
