@@ -465,8 +465,14 @@ impl RedisSlidingLog {
     /// # Errors
     ///
     /// [`Error::Quota`] if the quota has a burst other than its count (a window has none),
-    /// a period below 1 µs, or a period above [`MAX_SPAN_US`] µs.
+    /// a count above `u32::MAX` as written (a log keeps the written count per written
+    /// period), a period below 1 µs, or a period above [`MAX_SPAN_US`] µs.
     pub fn new(redis: Redis, quota: Quota, policy: Policy) -> Result<Self, Error> {
+        if quota.is_scaled() {
+            return Err(Error::Quota(format!(
+                "{quota}: a sliding log counts at most 4294967295 per window"
+            )));
+        }
         if quota.burst() != quota.count() {
             return Err(Error::Quota(format!(
                 "{quota}: a sliding log has no burst of its own (burst must equal count)"
