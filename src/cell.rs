@@ -248,11 +248,7 @@ impl sealed::Cells for u64 {
             #[inline(always)]
             move |word| {
                 if word >= REDIRECT {
-                    return Err(if word == RETIRED {
-                        Attempt::Retired
-                    } else {
-                        Attempt::Redirect
-                    });
+                    return Err(reserved(word));
                 }
                 let mut next = word;
                 match f(&mut next) {
@@ -270,8 +266,10 @@ impl sealed::Cells for u64 {
         // Relaxed: a read-only observation (module "Orderings"); a redirect is one for its
         // whole life, published with the slot.
         match slot.load(Ordering::Relaxed) {
-            RETIRED => Err(Gone::Retired),
-            REDIRECT => Err(Gone::Redirect),
+            word if word >= REDIRECT => Err(match reserved::<()>(word) {
+                Attempt::Retired => Gone::Retired,
+                _ => Gone::Redirect,
+            }),
             word => Ok(f(&word)),
         }
     }
@@ -295,6 +293,22 @@ impl sealed::Cells for u64 {
         // Relaxed: the retiring CAS is the slot's last write (module "Orderings"); a stale
         // read only leaves a live slot in place for a later sweep.
         slot.load(Ordering::Relaxed) == RETIRED
+    }
+}
+
+/// What a reserved word read from a slot means, after an acquire fence: a word that a
+/// budget's move wrote into a live slot (`REDIRECT`, with release) publishes the key's own
+/// state inserted before it (see `Keyed::reconfigure_key`), and the fence makes that insert
+/// visible to a reader that goes on to look the key up there. A marker published by the map
+/// with its slot needs none, and the fence costs a reader of a live word nothing.
+#[cold]
+fn reserved<E>(word: u64) -> Attempt<E> {
+    // Acquire: partner of the release compare-and-swap of a move (see above).
+    crate::sync::fence(Ordering::Acquire);
+    if word == RETIRED {
+        Attempt::Retired
+    } else {
+        Attempt::Redirect
     }
 }
 

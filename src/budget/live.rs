@@ -114,9 +114,15 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// A live configuration starting with `quota`, `max_debt` ns of debt and `mode`.
-    pub(crate) fn new(quota: &Quota, max_debt: Nanos, mode: Mode) -> Result<Live, QuotaError> {
-        let params = Params::new(quota, max_debt, mode, 0, 0, None)?;
+    /// A live configuration starting with `quota`, `max_debt` ns of debt and `mode`, in
+    /// effect from `since` (ns).
+    pub(crate) fn new(
+        quota: &Quota,
+        max_debt: Nanos,
+        mode: Mode,
+        since: Nanos,
+    ) -> Result<Live, QuotaError> {
+        let params = Params::new(quota, max_debt, mode, 0, since, None)?;
         let live = Live {
             current: AtomicU64::new(0),
             slots: core::array::from_fn(|_| Slot::empty()),

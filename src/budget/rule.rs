@@ -59,8 +59,19 @@ impl BudgetRule {
     /// of the budget's clock (about 2.3 years of a rate of one permit per ns or slower; 2^56
     /// permits faster).
     pub fn with_config(config: &BudgetConfig) -> Result<Self, QuotaError> {
+        Self::with_config_at(config, 0)
+    }
+
+    /// As [`BudgetRule::with_config`], its configuration taking effect at `since` (ns): the
+    /// time a state converted into it is re-timed at.
+    pub(crate) fn with_config_at(config: &BudgetConfig, since: Nanos) -> Result<Self, QuotaError> {
         Ok(BudgetRule {
-            live: Arc::new(Live::new(&config.quota, config.max_debt_ns(), config.mode)?),
+            live: Arc::new(Live::new(
+                &config.quota,
+                config.max_debt_ns(),
+                config.mode,
+                since,
+            )?),
         })
     }
 

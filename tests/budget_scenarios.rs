@@ -1,0 +1,271 @@
+//! Budgets in the peers' own scenarios (described and re-derived, not copied), and under
+//! real threads.
+
+use limitcore::clock::ManualClock;
+use limitcore::{Budget, BudgetConfig, BudgetRule, Denied, Keyed, Mode, Quota, RateLimiter};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+fn config(quota: &str, debt: Duration) -> BudgetConfig {
+    BudgetConfig::new(quota.parse().unwrap()).max_debt(debt)
+}
+
+/// CockroachDB's `quotapool.TokenBucket`: a request larger than the bucket waits until the
+/// bucket is full, then goes and leaves it in debt; the next request waits out the debt.
+#[test]
+fn cockroach_large_request_goes_into_debt() {
+    // 10 tokens a second, 10 at most, 20 s of debt.
+    let b = Budget::with_config(
+        &config("10/s burst 10", Duration::from_secs(20)),
+        ManualClock::new(),
+    )
+    .unwrap();
+    b.try_acquire_n_at(4, 0).unwrap();
+    // 150 tokens: not full yet (0.4 s to go), so it waits exactly that.
+    let wait = b
+        .try_acquire_n_at(150, 0)
+        .unwrap_err()
+        .retry_after()
+        .unwrap();
+    assert_eq!(wait, Duration::from_millis(400));
+    b.try_acquire_n_at(150, 400_000_000).unwrap();
+    // −140 tokens: one more token waits 14.1 s.
+    let wait = b
+        .try_acquire_n_at(1, 400_000_000)
+        .unwrap_err()
+        .retry_after()
+        .unwrap();
+    assert_eq!(wait, Duration::from_millis(14_100));
+}
+
+/// RocksDB's `LimitChangeTest`: a request of one full refill is pending when the rate
+/// doubles, or halves; it still completes, at the new rate's time.
+#[test]
+fn rocksdb_limit_change_completes_the_pending_request() {
+    for factor in [2u32, 0] {
+        // 20 permits a second, 20 at most: the pending request needs a whole second.
+        let b = Arc::new(
+            Budget::with_config(
+                &config("200/s burst 20", Duration::ZERO),
+                limitcore::DefaultClock::new(),
+            )
+            .unwrap(),
+        );
+        b.try_acquire_n(20).unwrap();
+        let waiter = {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                b.acquire_n_blocking(20).unwrap();
+                t0.elapsed()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        let rate = if factor == 2 {
+            "400/s burst 20"
+        } else {
+            "100/s burst 20"
+        };
+        b.reconfigure(&b.config().quota(rate.parse().unwrap()))
+            .unwrap();
+        let took = waiter.join().unwrap();
+        // At 200/s it would take 100 ms; the rest after 20 ms runs at the new rate.
+        let expected = if factor == 2 { 20 + 40 } else { 20 + 160 };
+        assert!(
+            took >= Duration::from_millis(expected - 5)
+                && took <= Duration::from_millis(expected + 60),
+            "{rate}: took {took:?}, expected about {expected} ms"
+        );
+    }
+}
+
+/// RocksDB's `AvailableByteSizeExhaustTest`: a partial grant takes exactly what is there.
+#[test]
+fn rocksdb_partial_consumption_takes_what_is_available() {
+    let b = Budget::with_config(
+        &config("1MiB/s burst 1MiB", Duration::ZERO),
+        ManualClock::new(),
+    )
+    .unwrap();
+    assert_eq!(b.take_up_to_at(700 << 10, 0), 700 << 10);
+    assert_eq!(b.take_up_to_at(700 << 10, 0), 324 << 10); // the rest of the MiB
+    assert_eq!(b.take_up_to_at(1, 0), 0);
+    // 1/4 s later, a quarter of a MiB.
+    assert_eq!(b.take_up_to_at(1 << 20, 250_000_000), 256 << 10);
+}
+
+/// RocksDB's runtime burst change (`SetSingleBurstBytes`): a larger burst admits larger
+/// requests at once; the state is kept.
+#[test]
+fn rocksdb_runtime_burst_change() {
+    let b = Budget::with_config(
+        &config("1000/s burst 10", Duration::ZERO),
+        ManualClock::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        b.try_acquire_n_at(50, 0),
+        Err(Denied::ExceedsCapacity { capacity: 10 })
+    );
+    b.reconfigure_at(&b.config().quota("1000/s burst 100".parse().unwrap()), 0)
+        .unwrap();
+    // Full at once: the ceiling moved, nothing was charged.
+    assert_eq!(b.try_acquire_n_at(50, 0), Ok(()));
+    assert_eq!(b.snapshot_at(0).remaining, 50);
+}
+
+/// TiKV's quota limiter switched off and on (a limit of 0 means unlimited there).
+#[test]
+fn tikv_toggle_off_and_on() {
+    let b =
+        Budget::with_config(&config("10/s burst 1", Duration::ZERO), ManualClock::new()).unwrap();
+    b.try_acquire_n_at(1, 0).unwrap();
+    b.set_mode(Mode::Disabled).unwrap();
+    assert!((0..1_000).all(|_| b.try_acquire_n_at(1, 0).is_ok()));
+    b.set_mode(Mode::Enabled).unwrap();
+    // Resumes from the state it had: one permit owed until 100 ms.
+    assert_eq!(
+        b.try_acquire_n_at(1, 50_000_000),
+        Err(Denied::RateLimited {
+            retry_after: Duration::from_millis(50)
+        })
+    );
+}
+
+/// RisingWave's `Pause`: waiters park until the policy changes, then decide again.
+#[test]
+fn risingwave_pause_parks_waiters_until_resumed() {
+    let b = Arc::new(Budget::new("1000/s burst 10".parse().unwrap()).unwrap());
+    b.set_mode(Mode::Paused).unwrap();
+    let done = Arc::new(AtomicU32::new(0));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let (b, done) = (Arc::clone(&b), Arc::clone(&done));
+            std::thread::spawn(move || {
+                b.acquire_n_blocking(1).unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(done.load(Ordering::SeqCst), 0, "admitted while paused");
+    let t0 = Instant::now();
+    b.set_mode(Mode::Enabled).unwrap();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 3);
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "woken late: {:?}",
+        t0.elapsed()
+    );
+    // A waiter with a deadline gives up while still paused.
+    b.set_mode(Mode::Paused).unwrap();
+    assert_eq!(
+        b.acquire_n_blocking_within(1, Duration::from_millis(20)),
+        Err(Denied::Paused)
+    );
+}
+
+/// async-speed-limit's speed change: what was consumed stays consumed, re-timed at the
+/// new speed.
+#[test]
+fn speed_change_keeps_what_was_consumed() {
+    let b = Budget::with_config(
+        &config("1MiB/s burst 64KiB", Duration::from_secs(4)),
+        ManualClock::new(),
+    )
+    .unwrap();
+    let charged = b.charge_at(2 << 20, 0); // 2 MiB consumed after the fact
+    assert_eq!(charged.shortfall, 0);
+    // 2 MiB − 64 KiB + 1 byte to go at 1 MiB/s.
+    assert_eq!(charged.wait, Duration::from_nanos(1_937_500_954));
+    b.reconfigure_at(&b.config().quota("2MiB/s burst 64KiB".parse().unwrap()), 0)
+        .unwrap();
+    assert_eq!(b.snapshot_at(0).full_after, Duration::from_secs(1));
+}
+
+/// First come, first served: a large waiter is not overtaken by small ones that come later.
+#[test]
+fn a_large_waiter_is_not_overtaken() {
+    let b = Arc::new(
+        Budget::with_config(
+            &config("1000/s burst 10", Duration::from_millis(200)),
+            limitcore::DefaultClock::new(),
+        )
+        .unwrap(),
+    );
+    b.try_acquire_n(10).unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let large = {
+        let (b, order) = (Arc::clone(&b), Arc::clone(&order));
+        std::thread::spawn(move || {
+            b.acquire_n_blocking(100).unwrap();
+            order.lock().unwrap().push("large");
+        })
+    };
+    std::thread::sleep(Duration::from_millis(2));
+    let small: Vec<_> = (0..5)
+        .map(|_| {
+            let (b, order) = (Arc::clone(&b), Arc::clone(&order));
+            std::thread::spawn(move || {
+                b.acquire_n_blocking(1).unwrap();
+                order.lock().unwrap().push("small");
+            })
+        })
+        .collect();
+    large.join().unwrap();
+    for s in small {
+        s.join().unwrap();
+    }
+    assert_eq!(order.lock().unwrap()[0], "large");
+}
+
+/// Threads deciding on one busy key while its configuration is changed — to the same
+/// quota, so that the count of admissions is exact: no permit is created or lost by the
+/// move into the key's own entry, nor by the default's conversions.
+#[test]
+fn reconfiguring_keys_under_real_threads_loses_and_creates_nothing() {
+    for round in 0..20 {
+        let q: Quota = "1/h burst 1000".parse().unwrap();
+        let keyed: Arc<Keyed<u32, BudgetRule, ManualClock>> =
+            Arc::new(Keyed::with_clock(q, ManualClock::new()).unwrap());
+        let admitted = Arc::new(AtomicU32::new(0));
+        let start = Arc::new(Barrier::new(4));
+        let deciders: Vec<_> = (0..3)
+            .map(|_| {
+                let (k, a, s) = (
+                    Arc::clone(&keyed),
+                    Arc::clone(&admitted),
+                    Arc::clone(&start),
+                );
+                std::thread::spawn(move || {
+                    s.wait();
+                    let mut mine = 0;
+                    while mine < 2_000 {
+                        if k.try_acquire_n_at(&7, 1, 0).is_ok() {
+                            a.fetch_add(1, Ordering::SeqCst);
+                        }
+                        mine += 1;
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        let same = BudgetConfig::new(q);
+        if round % 2 == 0 {
+            keyed.reconfigure_key_at(7, &same, 0).unwrap();
+            keyed.reconfigure_key_at(7, &same, 0).unwrap();
+        } else {
+            keyed.reconfigure_at(&same, 0).unwrap();
+            keyed.reconfigure_at(&same, 0).unwrap();
+        }
+        for d in deciders {
+            d.join().unwrap();
+        }
+        assert_eq!(admitted.load(Ordering::SeqCst), 1_000, "round {round}");
+        assert!(keyed.try_acquire_n_at(&7, 1, 0).is_err());
+    }
+}
