@@ -15,6 +15,18 @@
 //! **not** act as a memory fence for the caller's data; use a real synchronisation primitive
 //! for that.
 //!
+//! # Release for the budgets
+//!
+//! The state cells of every rule ([`cell`](crate::cell)) store with `Release` on success.
+//! The rules above need only `Relaxed`; a [`Budget`](crate::Budget) needs more: its word
+//! carries the generation of the configuration it was written under, and a decision that
+//! reads a word must then read a configuration at least that new. So every successful
+//! compare-and-swap of a state word is a release, and a budget follows its (relaxed) load
+//! of a word with an acquire fence (`budget::live::Live::resolve`): whoever reads a word
+//! sees everything its writer had seen (the configuration it decided under, or published
+//! before converting). On x86-64 a release compare-and-swap is the same instruction as a
+//! relaxed one, and an acquire fence only restrains the compiler.
+//!
 //! A protocol that spans several words ([`KeyedSketch`](crate::KeyedSketch)'s rows) needs
 //! more than that from some of its RMWs; it passes the success ordering its own proof asks
 //! for to [`apply_ordered`]. The first load and a failed CAS stay `Relaxed` there too: their

@@ -211,8 +211,10 @@ impl sealed::Cells for u64 {
 
     #[inline(always)]
     fn update<T, E>(cell: &AtomicU64, f: impl Fn(&mut u64) -> Result<T, E>) -> Result<T, E> {
-        cas::apply(
+        // Release on success: see "Release for the budgets" in `cas`.
+        cas::apply_ordered(
             cell,
+            Ordering::Release,
             #[inline(always)]
             move |word| {
                 let mut next = word;
@@ -243,8 +245,10 @@ impl sealed::Cells for u64 {
         slot: &AtomicU64,
         f: impl Fn(&mut u64) -> Result<T, E>,
     ) -> Result<T, Attempt<E>> {
-        cas::apply(
+        // Release on success: see "Release for the budgets" in `cas`.
+        cas::apply_ordered(
             slot,
+            Ordering::Release,
             #[inline(always)]
             move |word| {
                 if word >= REDIRECT {

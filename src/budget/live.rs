@@ -162,6 +162,10 @@ impl Live {
     /// backlog.
     #[inline]
     pub(crate) fn resolve(&self, word: u64) -> (Params, u64) {
+        // Acquire fence: `word` was loaded (relaxed) from a state cell whose every store is a
+        // release (`cas`, "Release for the budgets"); the fence makes its writer's view ours,
+        // so `current` below is at least the generation `word` carries.
+        fence(Ordering::Acquire);
         let now = self.current();
         if word == IDLE || word::gen(word) == now.gen {
             return (now, word);

@@ -35,7 +35,8 @@ use core::hash::Hash;
 /// generation: one compare-and-swap, retried by the caller's loop semantics (a decision
 /// that changed the word meanwhile has converted it itself).
 fn convert_slot(rule: &BudgetRule, slot: &crate::sync::AtomicU64) {
-    let _ = crate::cas::apply(slot, |word| {
+    // Release on success: as every state store (`cas`, "Release for the budgets").
+    let _ = crate::cas::apply_ordered(slot, Ordering::Release, |word| {
         if word >= REDIRECT {
             return Err(());
         }
