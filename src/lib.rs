@@ -167,6 +167,9 @@ mod limiters;
 
 // Layer 3: the composites.
 mod all;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod concurrency;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]

@@ -81,7 +81,7 @@
 
 mod global;
 mod sketch;
-mod store;
+pub(crate) mod store;
 
 pub use global::Global;
 pub use sketch::KeyedSketch;
