@@ -51,6 +51,8 @@ pub struct Token {
     pub(crate) class: u32,
     /// Permits in flight just after the grant, these included.
     pub(crate) in_flight: u32,
+    /// The limit the grant was decided under.
+    pub(crate) limit: u32,
     /// When they were granted, on the limit's clock (0 if the limit reads no clock).
     pub(crate) start: Nanos,
 }
@@ -61,6 +63,7 @@ impl Token {
         n: 0,
         class: 0,
         in_flight: 0,
+        limit: 0,
         start: 0,
     };
 }
@@ -147,6 +150,13 @@ where
     /// load an adaptive rule relates this request's latency to).
     pub fn in_flight_at_grant(&self) -> u32 {
         self.token.in_flight
+    }
+
+    /// The limit these permits were granted under (every grant checks `in flight + n ≤
+    /// limit` on one word: `in_flight_at_grant() ≤ limit_at_grant()`, except for a
+    /// partition's guaranteed share). 0 for a request of 0 permits.
+    pub fn limit_at_grant(&self) -> u32 {
+        self.token.limit
     }
 
     /// The partition the permits were charged to ([`Partitioned`](super::Partitioned)); 0

@@ -319,7 +319,7 @@ impl<F: Feedback> Permits<F> {
                 Err(e) => Err(refused(w, e)),
             },
         )?;
-        Ok(self.token(n, word.in_flight()))
+        Ok(self.token(n, word))
     }
 
     /// Take `n` permits whatever the limit (a partition's guaranteed share).
@@ -329,15 +329,17 @@ impl<F: Feedback> Permits<F> {
                 .force(n)
                 .map(|next| (next.bits(), next))
         })?;
-        Ok(self.token(n, word.in_flight()))
+        Ok(self.token(n, word))
     }
 
+    /// The token of `n` permits granted by a CAS that left `word`.
     #[inline]
-    pub(crate) fn token(&self, n: u32, in_flight: u32) -> Token {
+    pub(crate) fn token(&self, n: u32, word: PermitWord) -> Token {
         Token {
             n,
             class: 0,
-            in_flight,
+            in_flight: word.in_flight(),
+            limit: word.limit(),
             start: if F::TIMED { self.feedback.now() } else { 0 },
         }
     }
@@ -379,7 +381,7 @@ impl<F: Feedback> Permits<F> {
                 Ok((next.bits(), next))
             });
             match granted {
-                Ok(word) => wakes.extend(queue.grant_first(word.in_flight())),
+                Ok(word) => wakes.extend(queue.grant_first(word)),
                 Err(()) => break,
             }
         }
@@ -413,7 +415,7 @@ impl<F: Feedback> Permits<F> {
         })?;
         if took {
             drop(queue);
-            return Ok(Enqueued::Took(self.token(n, word.in_flight())));
+            return Ok(Enqueued::Took(self.token(n, word)));
         }
         Ok(Enqueued::Queued(queue.push(n, wake(), lifo)))
     }

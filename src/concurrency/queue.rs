@@ -7,6 +7,7 @@
 //! is never reused while its waiter can still use it.
 
 use super::error::AcquireError;
+use super::word::PermitWord;
 use crate::sync::Thread;
 use core::task::Waker;
 use slab::Slab;
@@ -40,9 +41,9 @@ enum Slot {
         prev: Option<usize>,
         next: Option<usize>,
     },
-    /// Granted: the permits are counted in the word already; `in_flight` is what the grant
-    /// left (the waiter's sample of the load it started under).
-    Granted { in_flight: u32 },
+    /// Granted: the permits are counted in the word already; `word` is what the grant left
+    /// (the load the waiter starts under).
+    Granted { word: PermitWord },
     /// Refused while waiting (the limit shrank below the request).
     Failed(AcquireError),
 }
@@ -51,7 +52,7 @@ enum Slot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Polled {
     /// Its permits are granted (and now its own: the entry is gone).
-    Granted { in_flight: u32 },
+    Granted { word: PermitWord },
     /// Refused (the entry is gone).
     Failed(AcquireError),
     /// Still queued (after a cancel: removed from the queue, nothing taken).
@@ -124,9 +125,9 @@ impl Queue {
 
     /// Mark the first waiter granted (its permits are in the word already) and take its
     /// wake-up.
-    pub(crate) fn grant_first(&mut self, in_flight: u32) -> Option<Wake> {
+    pub(crate) fn grant_first(&mut self, word: PermitWord) -> Option<Wake> {
         let key = self.head?;
-        self.resolve(key, Slot::Granted { in_flight })
+        self.resolve(key, Slot::Granted { word })
     }
 
     /// Refuse every waiter asking for more than `limit` (the limit shrank below them); their
@@ -185,7 +186,7 @@ impl Queue {
     /// Remove a resolved entry and say how it was resolved.
     fn collect(&mut self, key: usize) -> Polled {
         match self.slots.remove(key) {
-            Slot::Granted { in_flight } => Polled::Granted { in_flight },
+            Slot::Granted { word } => Polled::Granted { word },
             Slot::Failed(e) => Polled::Failed(e),
             Slot::Waiting { .. } => Polled::Waiting,
         }
@@ -244,10 +245,11 @@ mod tests {
             let mut q = Queue::new();
             let keys: Vec<usize> = (1..=3).map(|n| q.push(n, thread(), lifo)).collect();
             let mut served = Vec::new();
+            let word = PermitWord::new(10).unwrap();
             while let Some((key, n)) = q.first() {
-                assert!(q.grant_first(10).is_some());
+                assert!(q.grant_first(word).is_some());
                 served.push(n);
-                assert_eq!(q.poll(key, None), Polled::Granted { in_flight: 10 });
+                assert_eq!(q.poll(key, None), Polled::Granted { word });
             }
             assert_eq!(served, if lifo { [3, 2, 1] } else { [1, 2, 3] });
             assert!(q.is_empty() && keys.len() == 3);
@@ -276,9 +278,10 @@ mod tests {
     fn a_granted_entry_is_collected_by_cancel_too() {
         let mut q = Queue::new();
         let a = q.push(1, thread(), false);
-        q.grant_first(1);
+        let word = PermitWord::new(1).unwrap().acquire(1).unwrap();
+        q.grant_first(word);
         assert!(q.is_empty());
-        assert_eq!(q.cancel(a), Polled::Granted { in_flight: 1 });
+        assert_eq!(q.cancel(a), Polled::Granted { word });
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl<F: Feedback> Permits<F> {
         };
         loop {
             match self.poll_waiter(key, None) {
-                Polled::Granted { in_flight } => return Ok(self.token(n, in_flight)),
+                Polled::Granted { word } => return Ok(self.token(n, word)),
                 Polled::Failed(e) => return Err(e.into()),
                 Polled::Waiting => {}
             }
@@ -114,7 +114,7 @@ impl<F: Feedback> Permits<F> {
             let now = Instant::now();
             if now >= deadline {
                 return match self.cancel_waiter(key) {
-                    Polled::Granted { in_flight } => Ok(self.token(n, in_flight)),
+                    Polled::Granted { word } => Ok(self.token(n, word)),
                     Polled::Failed(e) => Err(e.into()),
                     Polled::Waiting => Err(AcquireError::TimedOut.into()),
                 };
@@ -258,7 +258,7 @@ fn poll_wait<F: Feedback>(
             done => done,
         },
         State::Queued(key) => match permits.poll_waiter(key, Some(cx.waker())) {
-            Polled::Granted { in_flight } => Ok(permits.token(n, in_flight)),
+            Polled::Granted { word } => Ok(permits.token(n, word)),
             Polled::Failed(e) => Err(e.into()),
             Polled::Waiting => return Poll::Pending,
         },
@@ -272,8 +272,8 @@ fn poll_wait<F: Feedback>(
 /// collected.
 fn abandon<F: Feedback>(permits: &Permits<F>, n: u32, state: State) {
     if let State::Queued(key) = state {
-        if let Polled::Granted { in_flight } = permits.cancel_waiter(key) {
-            permits.release(&permits.token(n, in_flight), Outcome::Ignored);
+        if let Polled::Granted { word } = permits.cancel_waiter(key) {
+            permits.release(&permits.token(n, word), Outcome::Ignored);
         }
     }
 }
