@@ -22,7 +22,7 @@
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release --test permits`.
 #![cfg(loom)]
 
-use limitcore::concurrency::{AcquireError, Permit, Permits, Release};
+use limitcore::concurrency::{AcquireError, Order, Permit, Permits, Release};
 use loom_tests::{model, Outcomes};
 use std::future::Future;
 use std::ops::Deref;
@@ -328,6 +328,77 @@ fn a_cancellation_serves_the_waiter_behind() {
             waiter.join().unwrap();
             drop(held);
             check_quiet(&permits, 2);
+        },
+    );
+}
+
+#[test]
+fn a_serve_grants_only_what_fits() {
+    model(
+        "permits: acquire_blocking(2) vs the release of one of two held",
+        || {
+            // Limit 2, both held: a request for 2 waits; the first release makes one free, which
+            // is not enough (the serve it triggers must leave the waiter queued); the second,
+            // made by the main thread after the first, grants it.
+            let permits = Arc::new(Permits::new(2).unwrap());
+            let first = permits.try_acquire_owned(1).unwrap();
+            let second = permits.try_acquire_owned(1).unwrap();
+            let waiter = {
+                let permits = permits.clone();
+                loom::thread::spawn(move || {
+                    let permit = permits.acquire_blocking(2, None).unwrap();
+                    check_grant(&permit);
+                    assert_eq!(permit.in_flight_at_grant(), 2);
+                })
+            };
+            let releaser = loom::thread::spawn(move || drop(first));
+            releaser.join().unwrap();
+            drop(second);
+            waiter.join().unwrap();
+            check_quiet(&permits, 2);
+        },
+    );
+}
+
+#[test]
+fn lifo_serves_the_newest_waiter() {
+    model(
+        "permits, LIFO: two queued acquire(1) vs the release of the one permit",
+        || {
+            // The release waits until both requests are queued (a flag), then races the
+            // waiter's polls; the serve must pick the newer one, and the older stays queued
+            // until it is cancelled.
+            let permits = Arc::new(Permits::new(1).unwrap().with_order(Order::Lifo));
+            let held = permits.try_acquire_owned(1).unwrap();
+            let queued = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let waiter = {
+                let (permits, queued) = (permits.clone(), queued.clone());
+                loom::thread::spawn(move || {
+                    let mut older = permits.acquire_owned(1);
+                    let mut newer = permits.acquire_owned(1);
+                    assert!(poll_once(&mut older).is_pending());
+                    assert!(poll_once(&mut newer).is_pending());
+                    // Release: the flag's partner is the releaser's Acquire load.
+                    queued.store(true, loom::sync::atomic::Ordering::Release);
+                    loop {
+                        if let Poll::Ready(permit) = poll_once(&mut newer) {
+                            check_grant(&permit.unwrap());
+                            break;
+                        }
+                        assert!(poll_once(&mut older).is_pending(), "LIFO served the older");
+                        loom::thread::yield_now();
+                    }
+                })
+            };
+            let releaser = loom::thread::spawn(move || {
+                while !queued.load(loom::sync::atomic::Ordering::Acquire) {
+                    loom::thread::yield_now();
+                }
+                drop(held)
+            });
+            waiter.join().unwrap();
+            releaser.join().unwrap();
+            check_quiet(&permits, 1);
         },
     );
 }
