@@ -1,5 +1,6 @@
 //! [`Permit`]: permits held, given back when dropped or completed with an [`Outcome`].
 
+use super::word::PermitWord;
 use crate::clock::Nanos;
 use core::fmt;
 use core::ops::Deref;
@@ -49,10 +50,9 @@ pub struct Token {
     /// The partition they were charged to ([`Partitioned`](super::Partitioned)), and
     /// whether the partition's own share took them; 0 elsewhere.
     pub(crate) class: u32,
-    /// Permits in flight just after the grant, these included.
-    pub(crate) in_flight: u32,
-    /// The limit the grant was decided under.
-    pub(crate) limit: u32,
+    /// The word the grant left (its in-flight count, these included, and the limit it was
+    /// decided under); also the release's first guess of the word.
+    pub(crate) word: PermitWord,
     /// When they were granted, on the limit's clock (0 if the limit reads no clock).
     pub(crate) start: Nanos,
 }
@@ -62,8 +62,7 @@ impl Token {
     pub(crate) const EMPTY: Token = Token {
         n: 0,
         class: 0,
-        in_flight: 0,
-        limit: 0,
+        word: PermitWord::from_bits(0),
         start: 0,
     };
 }
@@ -149,14 +148,14 @@ where
     /// Permits in flight on the limit just after these were granted, these included (the
     /// load an adaptive rule relates this request's latency to).
     pub fn in_flight_at_grant(&self) -> u32 {
-        self.token.in_flight
+        self.token.word.in_flight()
     }
 
     /// The limit these permits were granted under (every grant checks `in flight + n ≤
     /// limit` on one word: `in_flight_at_grant() ≤ limit_at_grant()`, except for a
     /// partition's guaranteed share). 0 for a request of 0 permits.
     pub fn limit_at_grant(&self) -> u32 {
-        self.token.limit
+        self.token.word.limit()
     }
 
     /// The partition the permits were charged to ([`Partitioned`](super::Partitioned)); 0
@@ -219,7 +218,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("n", &self.token.n)
-            .field("in_flight_at_grant", &self.token.in_flight)
+            .field("in_flight_at_grant", &self.token.word.in_flight())
             .finish_non_exhaustive()
     }
 }

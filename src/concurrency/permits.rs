@@ -338,17 +338,19 @@ impl<F: Feedback> Permits<F> {
         Token {
             n,
             class: 0,
-            in_flight: word.in_flight(),
-            limit: word.limit(),
+            word,
             start: if F::TIMED { self.feedback.now() } else { 0 },
         }
     }
 
-    /// Give back `n` permits: one CAS; if the queue is not empty, serve it.
+    /// Give back `n` permits: one CAS, from `guess` (the word the grant left: right when
+    /// nobody else came since, and then the load is saved); if the queue is not empty,
+    /// serve it.
     #[inline]
-    pub(crate) fn give_back(&self, n: u32) {
-        let word = infallible(cas::apply(
+    pub(crate) fn give_back(&self, n: u32, guess: PermitWord) {
+        let word = infallible(cas::apply_from(
             &self.word,
+            guess.bits(),
             #[inline(always)]
             |w| {
                 let next = PermitWord::from_bits(w).release(n);
@@ -514,7 +516,7 @@ impl<F: Feedback> Permits<F> {
         let observation = Observation {
             start: token.start,
             end,
-            in_flight: token.in_flight,
+            in_flight: token.word.in_flight(),
             dropped,
         };
         self.feedback.record(observation, &|limit| {
@@ -531,7 +533,7 @@ impl<F: Feedback> sealed::Release for Permits<F> {
         if token.n == 0 {
             return;
         }
-        self.give_back(token.n);
+        self.give_back(token.n, token.word);
         if F::TIMED {
             self.learn(token, outcome);
         }
