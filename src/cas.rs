@@ -71,6 +71,7 @@ where
 ///
 /// Every decision is still made on the value the successful CAS replaced: `transition` is
 /// pure, and a CAS succeeds only where the word equals the value it was computed from.
+#[cfg(feature = "std")]
 #[inline(always)]
 pub(crate) fn apply_from<T, E, F>(word: &AtomicU64, guess: u64, transition: F) -> Result<T, E>
 where
@@ -120,7 +121,7 @@ where
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, feature = "std", not(loom)))]
 mod tests {
     use super::*;
 

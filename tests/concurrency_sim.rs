@@ -283,9 +283,12 @@ where
         .unwrap_or(0)
 }
 
+/// A run of one algorithm: a scenario and a seed in, the figures out.
+type Algorithm = Box<dyn Fn(&Scenario, u64) -> Stats>;
+
 /// The algorithms under test, each with a floor of 1 (or Envoy's minimum concurrency, 3)
 /// so that it can follow a knee at 5, and its source's other defaults.
-fn algorithms() -> [(&'static str, Box<dyn Fn(&Scenario, u64) -> Stats>); 4] {
+fn algorithms() -> [(&'static str, Algorithm); 4] {
     [
         (
             "aimd",

@@ -16,7 +16,7 @@
 //!   [`Gradient2`] (Netflix concurrency-limits) and [`EnvoyGradient`] (Envoy's adaptive
 //!   concurrency filter). The rules are pure functions from samples to a limit.
 //! - [`KeyedPermits`] (feature `keyed`): one limit per key, in bounded memory, on
-//!   [`Keyed`](crate::Keyed)'s maps. [`Partitioned`]: shares of one limit by class, each
+//!   [`Keyed`][crate::Keyed]'s maps. [`Partitioned`]: shares of one limit by class, each
 //!   guaranteed its share and free to borrow what the others leave unused (Netflix's
 //!   partitioned limiter).
 //!

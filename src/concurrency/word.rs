@@ -51,7 +51,7 @@ pub(crate) const RETIRED: u64 = crate::cell::RETIRED;
 ///   wait is refused (it never overtakes a waiter), and a release hands permits to the queue.
 /// - **limit** (bits 32–61): 1 to [`MAX_LIMIT`] = 2^30 − 1.
 /// - **P** (bit 62): a keyed state given a limit of its own, never evicted
-///   ([`KeyedPermits::set_limit`](super::KeyedPermits::set_limit)).
+///   ([`KeyedPermits::set_limit`][set_limit]).
 /// - bit 63: 0 in every live word; the all-ones word marks a keyed state retired by eviction.
 ///
 /// # Rule
@@ -76,6 +76,16 @@ pub(crate) const RETIRED: u64 = crate::cell::RETIRED;
 /// assert_eq!(word.acquire(1)?.in_flight(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg_attr(
+    feature = "keyed",
+    doc = "",
+    doc = "[set_limit]: super::KeyedPermits::set_limit"
+)]
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[set_limit]: https://docs.rs/limitcore/latest/limitcore/concurrency/struct.KeyedPermits.html#method.set_limit"
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PermitWord(u64);
 
