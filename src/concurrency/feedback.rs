@@ -11,6 +11,22 @@ use core::fmt;
 /// What a concurrency limit learns from its permits' outcomes: [`Fixed`] (nothing; the
 /// limit only changes by [`Permits::resize`](super::Permits::resize)) or [`Adaptive`] (a
 /// rule sets it). Sealed.
+///
+/// # Examples
+///
+/// Code that takes any limit, fixed or adaptive:
+///
+/// ```
+/// use limitcore::concurrency::{Aimd, Feedback, Permits};
+///
+/// fn busy<F: Feedback>(permits: &Permits<F>) -> bool {
+///     permits.available() == 0
+/// }
+///
+/// assert!(!busy(&Permits::new(4)?));
+/// assert!(!busy(&Permits::adaptive(Aimd::new())?));
+/// # Ok::<(), limitcore::concurrency::LimitError>(())
+/// ```
 pub trait Feedback: sealed::Feedback {}
 
 impl<T: sealed::Feedback> Feedback for T {}

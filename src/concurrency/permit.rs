@@ -69,6 +69,28 @@ impl Token {
 
 /// A limit that gives out permits and takes them back: [`Permits`](super::Permits) and
 /// [`Partitioned`](super::Partitioned). Sealed: a [`Permit`] holds one of these.
+///
+/// # Examples
+///
+/// Code that takes any permit, borrowed or owned, of any limit:
+///
+/// ```
+/// use limitcore::concurrency::{Partitioned, Permit, Permits, Release};
+/// use std::ops::Deref;
+///
+/// fn finish<P: Deref>(permit: Permit<P>, failed: bool)
+/// where
+///     P::Target: Release,
+/// {
+///     if failed { permit.dropped() } else { permit.success() }
+/// }
+///
+/// let permits = Permits::new(2)?;
+/// finish(permits.try_acquire(1)?, false);
+/// let shared = Partitioned::new(2, &[0.5, 0.5])?;
+/// finish(shared.try_acquire(1, 1)?, true);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Release: sealed::Release {}
 
 impl<T: sealed::Release + ?Sized> Release for T {}

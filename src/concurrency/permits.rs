@@ -19,6 +19,17 @@ use core::convert::Infallible;
 use core::fmt;
 
 /// The order in which waiters are served when permits come back.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{Order, Permits};
+///
+/// // Under overload, serve the newest request first; at most 100 wait.
+/// let permits = Permits::new(32)?.with_order(Order::Lifo).with_backlog(100)?;
+/// assert_eq!(permits.order(), Order::Lifo);
+/// # Ok::<(), limitcore::concurrency::LimitError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Order {
     /// First come, first served (the default): no waiter is overtaken.
@@ -31,7 +42,28 @@ pub enum Order {
 }
 
 /// [`Permit`]s that own a reference to their limit (`'static` when the limit is): move one
-/// into a task or a response body's future.
+/// into a task or a response body's future, and complete it when the work ends.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{Aimd, OwnedPermit, Adaptive, Permits};
+/// use std::sync::Arc;
+///
+/// // What a response body could hold until its last byte.
+/// struct Body {
+///     permit: Option<OwnedPermit<Adaptive<Aimd>>>,
+/// }
+///
+/// let permits = Arc::new(Permits::adaptive(Aimd::new())?);
+/// let mut body = Body { permit: Some(permits.try_acquire_owned(1)?) };
+/// assert_eq!(permits.in_flight(), 1);
+/// if let Some(permit) = body.permit.take() {
+///     permit.success();                      // the body ended: back, with its latency
+/// }
+/// assert_eq!(permits.in_flight(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
 
 /// A request that found no permit and joins the queue, or took them on its way in.

@@ -285,6 +285,27 @@ fn abandon<F: Feedback>(permits: &Permits<F>, n: u32, state: State) {
 /// # Panics
 ///
 /// If polled again after it resolved.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use limitcore::concurrency::Permits;
+/// use std::time::Duration;
+///
+/// let permits = Permits::new(1)?;
+/// let held = permits.acquire(1).await?;
+/// // A wait that loses a race (here to a timer) leaves the queue as it is dropped.
+/// tokio::select! {
+///     _ = permits.acquire(1) => unreachable!("the permit is held"),
+///     _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+/// }
+/// assert_eq!(permits.waiters(), 0);
+/// # drop(held);
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a, F: Feedback = Fixed> {
     permits: &'a Permits<F>,
@@ -326,6 +347,22 @@ impl<F: Feedback> fmt::Debug for Acquire<'_, F> {
 /// # Panics
 ///
 /// If polled again after it resolved.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use limitcore::concurrency::Permits;
+/// use std::sync::Arc;
+///
+/// let permits = Arc::new(Permits::new(4)?);
+/// let task = tokio::spawn(permits.acquire_owned(2)); // 'static: a task of its own
+/// let permit = task.await??;
+/// assert_eq!((permit.n(), permits.in_flight()), (2, 2));
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct AcquireOwned<F: Feedback = Fixed> {
     /// `None` once resolved (moved into the permit).

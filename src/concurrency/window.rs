@@ -9,6 +9,16 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 /// One request's outcome, as an adaptive limit records it.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::Observation;
+///
+/// // Granted at 1 ms with 3 in flight, succeeded at 13 ms: a latency of 12 ms.
+/// let o = Observation { start: 1_000_000, end: 13_000_000, in_flight: 3, dropped: false };
+/// assert_eq!(o.end - o.start, 12_000_000);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
     /// When its permits were granted (ns, the limit's clock).
@@ -72,6 +82,18 @@ impl Sample {
 }
 
 /// How a window summarises its requests' latencies into [`Sample::rtt`].
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{Aggregate, Window};
+///
+/// // Netflix's windows, summarised by their 90th percentile.
+/// let window = Window::netflix().with_aggregate(Aggregate::Percentile(0.9))?;
+/// assert_eq!(window.aggregate(), Aggregate::Percentile(0.9));
+/// assert!(Window::netflix().with_aggregate(Aggregate::Percentile(0.0)).is_err());
+/// # Ok::<(), limitcore::concurrency::LimitError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Aggregate {
     /// The mean (Netflix's `AverageSampleWindow`, its default).

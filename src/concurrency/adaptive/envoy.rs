@@ -66,6 +66,16 @@ pub struct EnvoyGradient {
 }
 
 /// [`EnvoyGradient`]'s state.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{AdaptiveRule, EnvoyGradient};
+///
+/// let state = EnvoyGradient::new().initial();
+/// // Envoy starts by measuring the minRTT, pinned at its minimum concurrency.
+/// assert_eq!((state.limit, state.deferred), (3, Some(3)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvoyState {
     /// The current limit.

@@ -55,6 +55,17 @@ pub struct Gradient2 {
 }
 
 /// [`Gradient2`]'s state.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{AdaptiveRule, Gradient2, Sample};
+///
+/// let g2 = Gradient2::new();
+/// let mut state = g2.initial();
+/// g2.update(&mut state, &Sample::new(8_000_000, 20, false));
+/// assert_eq!((state.warm, state.long_rtt), (1, 8_000_000.0)); // the warm-up's plain mean
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gradient2State {
     /// The estimated limit (the limit is its integer part).

@@ -142,7 +142,19 @@ impl Level {
 }
 
 /// `⌊log10 n⌋`, at least 1: Netflix's `Log10RootIntFunction` (its table for `n < 1000`
-/// takes the same values).
+/// takes the same values); [`Vegas`]' default α, β, threshold, increase and decrease are
+/// built on it.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{log10_root, Vegas};
+///
+/// assert_eq!((log10_root(5), log10_root(150), log10_root(20_000)), (1, 2, 4));
+/// // Netflix's default β, written out.
+/// let vegas = Vegas::new().with_beta_fn(|limit| 6 * log10_root(limit));
+/// # let _ = vegas;
+/// ```
 pub fn log10_root(n: u32) -> u32 {
     n.checked_ilog10().unwrap_or(0).max(1)
 }

@@ -64,6 +64,17 @@ pub struct Vegas {
 }
 
 /// [`Vegas`]'s state: its estimate and what it knows of the no-load latency.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::concurrency::{AdaptiveRule, Sample, Vegas};
+///
+/// let vegas = Vegas::new();
+/// let mut state = vegas.initial();
+/// vegas.update(&mut state, &Sample::new(7_000_000, 20, false));
+/// assert_eq!(state.rtt_noload, 7_000_000); // the first latency is the no-load one
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct VegasState {
     /// The estimated limit (the limit is its integer part).
