@@ -118,6 +118,7 @@
 mod adaptive;
 mod error;
 mod feedback;
+mod handoff;
 #[cfg(feature = "keyed")]
 mod keyed;
 mod partition;

@@ -5,7 +5,7 @@
 use super::error::{AcquireError, LimitError, Refusal};
 use super::feedback::{sealed::Feedback as _, Adaptive, Feedback, Fixed};
 use super::permit::{sealed, Outcome, Permit, Token};
-use super::queue::{Polled, Queue, Wake};
+use super::queue::Queue;
 use super::window::Observation;
 use super::word::{check_limit, PermitWord, MAX_LIMIT, RETIRED};
 use super::AdaptiveRule;
@@ -14,7 +14,6 @@ use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::DefaultClock;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::convert::Infallible;
 use core::fmt;
 
@@ -65,12 +64,6 @@ pub enum Order {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
-
-/// A request that found no permit and joins the queue, or took them on its way in.
-pub(crate) enum Enqueued {
-    Took(Token),
-    Queued(usize),
-}
 
 /// A concurrency limit: at most `limit` permits in flight, the count and the limit in one
 /// `AtomicU64` ([`PermitWord`]), resizable at any time, with a bounded queue of waiters.
@@ -127,11 +120,11 @@ pub(crate) enum Enqueued {
 pub struct Permits<F: Feedback = Fixed> {
     /// The limit's state, a [`PermitWord`]: in flight (bits 0–30), the queue is not empty
     /// (bit 31), the limit (bits 32–61), pinned (bit 62, keyed states); see its "Layout".
-    word: AtomicU64,
-    waiters: Mutex<Queue>,
-    backlog: Option<u32>,
-    order: Order,
-    feedback: F,
+    pub(super) word: AtomicU64,
+    pub(super) waiters: Mutex<Queue>,
+    pub(super) backlog: Option<u32>,
+    pub(super) order: Order,
+    pub(super) feedback: F,
 }
 
 impl<F: Feedback> fmt::Debug for Permits<F> {
@@ -396,120 +389,6 @@ impl<F: Feedback> Permits<F> {
         }
     }
 
-    /// Serve the queue after a release or a growth that saw the waiting bit.
-    #[cold]
-    #[inline(never)]
-    fn serve(&self) {
-        let mut wakes = Vec::new();
-        self.grant(&mut lock(&self.waiters), &mut wakes);
-        wakes.into_iter().for_each(Wake::wake);
-    }
-
-    /// Under the queue's lock: grant the first waiters while their requests fit (each grant
-    /// one CAS; the last one clears the waiting bit in the same step).
-    fn grant(&self, queue: &mut Queue, wakes: &mut Vec<Wake>) {
-        while let Some((_, n)) = queue.first() {
-            let last = queue.len() == 1;
-            let granted = cas::apply(&self.word, |w| {
-                let next = PermitWord::from_bits(w).grant(n, last).ok_or(())?;
-                Ok((next.bits(), next))
-            });
-            match granted {
-                Ok(word) => wakes.extend(queue.grant_first(word)),
-                Err(()) => break,
-            }
-        }
-    }
-
-    /// Under the queue's lock, after waiters left other than by a grant: clear the waiting
-    /// bit if nobody is left, else serve the (possibly new) first waiter.
-    fn settle(&self, queue: &mut Queue, wakes: &mut Vec<Wake>) {
-        if queue.is_empty() {
-            infallible(cas::apply(&self.word, |w| {
-                Ok((PermitWord::from_bits(w).with_waiting(false).bits(), ()))
-            }));
-        } else {
-            self.grant(queue, wakes);
-        }
-    }
-
-    /// A request that will wait: under the lock, take the permits if it may and they fit,
-    /// else set the waiting bit and join the queue (in one critical section).
-    pub(crate) fn enqueue(&self, n: u32, wake: impl FnOnce() -> Wake) -> Result<Enqueued, Refusal> {
-        let mut queue = lock(&self.waiters);
-        let lifo = self.order == Order::Lifo;
-        let may_take = lifo || queue.is_empty();
-        let full = self.backlog.filter(|&b| queue.len() >= b);
-        let (word, took) = cas::apply(&self.word, |w| {
-            if w == RETIRED {
-                return Err(Refusal::Gone);
-            }
-            let (next, took) = PermitWord::from_bits(w).enqueue(n, may_take, full)?;
-            Ok((next.bits(), (next, took)))
-        })?;
-        if took {
-            drop(queue);
-            return Ok(Enqueued::Took(self.token(n, word)));
-        }
-        Ok(Enqueued::Queued(queue.push(n, wake(), lifo)))
-    }
-
-    /// A waiter's look at its entry (a task's waker is refreshed).
-    pub(crate) fn poll_waiter(&self, key: usize, waker: Option<&core::task::Waker>) -> Polled {
-        lock(&self.waiters).poll(key, waker)
-    }
-
-    /// A waiter gives up: removed if still queued (then the queue is settled); a grant or
-    /// refusal it had not collected yet is returned.
-    pub(crate) fn cancel_waiter(&self, key: usize) -> Polled {
-        let mut wakes = Vec::new();
-        let polled = {
-            let mut queue = lock(&self.waiters);
-            let polled = queue.cancel(key);
-            if polled == Polled::Waiting {
-                self.settle(&mut queue, &mut wakes);
-            }
-            polled
-        };
-        wakes.into_iter().for_each(Wake::wake);
-        polled
-    }
-
-    /// Set the limit (and, for a keyed state, the pinned bit); serve or refuse waiters if
-    /// the queue is not empty.
-    pub(crate) fn set_limit(&self, limit: u32, pin: Option<bool>) -> Result<(), Refusal> {
-        let word = cas::apply(&self.word, |w| {
-            if w == RETIRED {
-                return Err(Refusal::Gone);
-            }
-            let mut next = PermitWord::from_bits(w).with_limit(limit);
-            if let Some(pinned) = pin {
-                next = next.with_pinned(pinned);
-            }
-            Ok((next.bits(), next))
-        })?;
-        if word.waiting() {
-            self.after_resize();
-        }
-        Ok(())
-    }
-
-    /// Under the lock: refuse the waiters above the limit, serve the others.
-    #[cold]
-    fn after_resize(&self) {
-        let mut wakes = Vec::new();
-        {
-            let mut queue = lock(&self.waiters);
-            // Relaxed: read under the lock after our resize CAS. A later resize is either
-            // seen here or runs this same step after us (it saw the waiting bit too), so
-            // the last limit is the one the queue ends up checked against.
-            let limit = PermitWord::from_bits(self.word.load(Ordering::Relaxed)).limit();
-            queue.fail_above(limit, &mut wakes);
-            self.settle(&mut queue, &mut wakes);
-        }
-        wakes.into_iter().for_each(Wake::wake);
-    }
-
     /// Keyed eviction: retire the word if it is idle (one CAS; see `crate::cell`'s
     /// "Orderings of the retirement protocol"). Whether it is retired now.
     #[cfg(feature = "keyed")]
@@ -588,7 +467,7 @@ fn refused(word: u64, e: AcquireError) -> Refusal {
 
 /// The value of a transition that cannot fail.
 #[inline(always)]
-fn infallible<T>(result: Result<T, Infallible>) -> T {
+pub(super) fn infallible<T>(result: Result<T, Infallible>) -> T {
     match result {
         Ok(value) => value,
         Err(never) => match never {},

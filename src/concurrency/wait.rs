@@ -9,8 +9,9 @@
 
 use super::error::{AcquireError, Refusal};
 use super::feedback::{Feedback, Fixed};
+use super::handoff::Enqueued;
 use super::permit::{sealed::Release as _, Outcome, Permit, Token};
-use super::permits::{Enqueued, OwnedPermit, Permits};
+use super::permits::{OwnedPermit, Permits};
 use super::queue::{Polled, Wake};
 use crate::sync::{current_thread, park, park_timeout};
 use alloc::sync::Arc;
