@@ -365,3 +365,36 @@ async fn a_select_that_loses_gives_the_grant_back() {
     );
     assert!(permits.try_acquire(1).is_ok());
 }
+
+#[test]
+fn an_adaptive_limit_learns_from_outcomes_on_its_clock() {
+    use limitcore::clock::ManualClock;
+    use limitcore::concurrency::{Aimd, Outcome};
+
+    let clock = ManualClock::new();
+    let rule = Aimd::new()
+        .with_limits(1, 10)
+        .unwrap()
+        .with_initial(4)
+        .unwrap();
+    let permits = Permits::adaptive_with_clock(rule, clock.clone()).unwrap();
+    let held: Vec<_> = (0..4).map(|_| permits.try_acquire(1).unwrap()).collect();
+    clock.advance(Duration::from_millis(40));
+    assert_eq!(held[0].elapsed(), Duration::from_millis(40));
+    // An ignored outcome teaches nothing; a drop cuts ⌊4 · 0.9⌋ = 3 while 3 are still held.
+    let mut held = held.into_iter();
+    held.next().unwrap().ignore();
+    assert_eq!(permits.limit(), 4);
+    held.next().unwrap().dropped();
+    assert_eq!((permits.limit(), permits.in_flight()), (3, 2));
+    // A success measured on the clock past AIMD's 5 s timeout counts as a drop: 3 → 2.
+    clock.advance(Duration::from_secs(6));
+    held.next().unwrap().success();
+    assert_eq!(permits.limit(), 2);
+    // A latency the caller measured: a plain success, granted at 3 in flight (≥ 2 / 2): + 1.
+    held.next()
+        .unwrap()
+        .complete(Outcome::SuccessAfter(Duration::from_millis(5)));
+    assert_eq!((permits.limit(), permits.in_flight()), (3, 0));
+    assert_eq!(permits.feedback().state(), 3);
+}

@@ -45,8 +45,9 @@ pub(crate) mod sealed {
         /// The limit to start from (`None`: the caller's).
         fn initial_limit(&self) -> Option<u32>;
         /// Learn from one request's outcome; `resize` sets the limit (called under the
-        /// feedback's own lock, so limits are applied in the order they were decided).
-        fn record(&self, observation: Observation, resize: &dyn Fn(u32));
+        /// feedback's own lock, so limits are applied in the order they were decided; it
+        /// wakes nobody itself: the caller wakes after `record` returns).
+        fn record(&self, observation: Observation, resize: &mut dyn FnMut(u32));
     }
 }
 
@@ -78,7 +79,7 @@ impl sealed::Feedback for Fixed {
     }
 
     #[inline(always)]
-    fn record(&self, _: Observation, _: &dyn Fn(u32)) {}
+    fn record(&self, _: Observation, _: &mut dyn FnMut(u32)) {}
 }
 
 /// An adaptive limit's controller: the rule `R` fed the outcomes of the permits it gave
@@ -184,7 +185,7 @@ where
         Some(self.rule.limit(&lock(&self.controller).state))
     }
 
-    fn record(&self, observation: Observation, resize: &dyn Fn(u32)) {
+    fn record(&self, observation: Observation, resize: &mut dyn FnMut(u32)) {
         let mut guard = lock(&self.controller);
         let c = &mut *guard;
         let Some(closed) = c.collector.add(&c.window, observation) else {

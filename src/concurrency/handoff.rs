@@ -102,6 +102,21 @@ impl<F: Feedback> Permits<F> {
     /// Set the limit (and, for a keyed state, the pinned bit); serve or refuse waiters if
     /// the queue is not empty.
     pub(crate) fn set_limit(&self, limit: u32, pin: Option<bool>) -> Result<(), Refusal> {
+        let mut wakes = Vec::new();
+        let set = self.set_limit_then(limit, pin, &mut wakes);
+        wakes.into_iter().for_each(Wake::wake);
+        set
+    }
+
+    /// [`Permits::set_limit`], leaving the waiters it served or refused in `wakes` for the
+    /// caller to wake once it holds no lock (an adaptive limit resizes under its
+    /// controller's lock).
+    pub(crate) fn set_limit_then(
+        &self,
+        limit: u32,
+        pin: Option<bool>,
+        wakes: &mut Vec<Wake>,
+    ) -> Result<(), Refusal> {
         let word = cas::apply(&self.word, |w| {
             if w == RETIRED {
                 return Err(Refusal::Gone);
@@ -113,24 +128,20 @@ impl<F: Feedback> Permits<F> {
             Ok((next.bits(), next))
         })?;
         if word.waiting() {
-            self.after_resize();
+            self.after_resize(wakes);
         }
         Ok(())
     }
 
     /// Under the lock: refuse the waiters above the limit, serve the others.
     #[cold]
-    fn after_resize(&self) {
-        let mut wakes = Vec::new();
-        {
-            let mut queue = lock(&self.waiters);
-            // Relaxed: read under the lock after our resize CAS. A later resize is either
-            // seen here or runs this same step after us (it saw the waiting bit too), so
-            // the last limit is the one the queue ends up checked against.
-            let limit = PermitWord::from_bits(self.word.load(Ordering::Relaxed)).limit();
-            queue.fail_above(limit, &mut wakes);
-            self.settle(&mut queue, &mut wakes);
-        }
-        wakes.into_iter().for_each(Wake::wake);
+    fn after_resize(&self, wakes: &mut Vec<Wake>) {
+        let mut queue = lock(&self.waiters);
+        // Relaxed: read under the lock after our resize CAS. A later resize is either seen
+        // here or runs this same step after us (it saw the waiting bit too), so the last
+        // limit is the one the queue ends up checked against.
+        let limit = PermitWord::from_bits(self.word.load(Ordering::Relaxed)).limit();
+        queue.fail_above(limit, wakes);
+        self.settle(&mut queue, wakes);
     }
 }

@@ -104,6 +104,29 @@ impl Partitioned<Fixed> {
     }
 }
 
+impl<R: AdaptiveRule> Partitioned<Adaptive<R>> {
+    /// An adaptive limit shared by partitions: `rule` sets the total limit from every
+    /// partition's outcomes, timed on the default clock, and the shares follow it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::adaptive`] and [`Partitioned::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::{Gradient2, Partitioned};
+    ///
+    /// let limit = Partitioned::adaptive(Gradient2::new(), &[0.9, 0.1])?;
+    /// assert_eq!((limit.limit(), limit.partition_limit(0), limit.partition_limit(1)), (20, 18, 2));
+    /// limit.try_acquire(1, 1)?.success();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn adaptive(rule: R, shares: &[f64]) -> Result<Self, LimitError> {
+        Partitioned::build(Permits::adaptive(rule)?, shares)
+    }
+}
+
 impl<R: AdaptiveRule, C: Clock + fmt::Debug + 'static> Partitioned<Adaptive<R, C>> {
     /// An adaptive limit shared by partitions: `rule` sets the total limit from every
     /// partition's outcomes, timed on `clock`, and the shares follow it.

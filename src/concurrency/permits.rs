@@ -5,7 +5,7 @@
 use super::error::{AcquireError, LimitError, Refusal};
 use super::feedback::{sealed::Feedback as _, Adaptive, Feedback, Fixed};
 use super::permit::{sealed, Outcome, Permit, Token};
-use super::queue::Queue;
+use super::queue::{Queue, Wake};
 use super::window::Observation;
 use super::word::{check_limit, PermitWord, MAX_LIMIT, RETIRED};
 use super::AdaptiveRule;
@@ -14,6 +14,7 @@ use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::DefaultClock;
 use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::convert::Infallible;
 use core::fmt;
 
@@ -171,7 +172,8 @@ impl<R: AdaptiveRule> Permits<Adaptive<R>> {
     ///
     /// # Errors
     ///
-    /// A [`LimitError`] if the rule's initial limit is 0 or above
+    /// The rule's [`AdaptiveRule::check`] (an initial limit outside its minimum and
+    /// maximum); a [`LimitError`] if its initial limit is 0 or above
     /// [`MAX_LIMIT`](super::MAX_LIMIT).
     ///
     /// # Examples
@@ -197,6 +199,7 @@ impl<R: AdaptiveRule, C: Clock + fmt::Debug + 'static> Permits<Adaptive<R, C>> {
     ///
     /// As [`Permits::adaptive`].
     pub fn adaptive_with_clock(rule: R, clock: C) -> Result<Self, LimitError> {
+        rule.check()?;
         let feedback = Adaptive::new(rule, clock);
         let limit = feedback.initial_limit().unwrap_or(1);
         Permits::build(limit, feedback)
@@ -317,7 +320,8 @@ impl<F: Feedback> Permits<F> {
 
     /// Change the limit. A larger limit serves waiters at once; a smaller one takes effect
     /// as permits come back (nothing is revoked), and refuses the waiters asking for more
-    /// than it ([`AcquireError::ExceedsLimit`]).
+    /// than it ([`AcquireError::ExceedsLimit`]). An adaptive limit's rule sets the limit
+    /// again at its next sample.
     ///
     /// # Errors
     ///
@@ -430,11 +434,14 @@ impl<F: Feedback> Permits<F> {
             in_flight: token.word.in_flight(),
             dropped,
         };
-        self.feedback.record(observation, &|limit| {
+        let mut wakes = Vec::new();
+        self.feedback.record(observation, &mut |limit| {
             // A rule keeps to its bounds (`AdaptiveRule`'s contract); the clamp keeps a
             // rule of the caller's that does not within what the word holds.
-            let _ = self.set_limit(limit.clamp(1, MAX_LIMIT), None);
+            let _ = self.set_limit_then(limit.clamp(1, MAX_LIMIT), None, &mut wakes);
         });
+        // Woken once the controller's lock is released.
+        wakes.into_iter().for_each(Wake::wake);
     }
 }
 

@@ -5,6 +5,7 @@ use super::{fraction, AdaptiveRule, Bounds};
 use crate::clock::{duration_to_nanos, Nanos};
 use crate::concurrency::error::LimitError;
 use crate::concurrency::window::{Sample, Window};
+use crate::concurrency::word::check_limit;
 use core::time::Duration;
 
 /// Additive increase, multiplicative decrease: one more permit after a sample that used at
@@ -73,25 +74,26 @@ impl Aimd {
         }
     }
 
-    /// The minimum and maximum limits (the initial limit must stay within them).
+    /// The minimum and maximum limits (the initial limit must lie within them: checked by
+    /// [`AdaptiveRule::check`] when a limit is built, so the two can be set in any order).
     ///
     /// # Errors
     ///
-    /// [`LimitError`] for a zero or too large bound, `min > max`, or an initial limit
-    /// outside the new bounds.
+    /// [`LimitError`] for a zero or too large bound, or `min > max`.
     pub fn with_limits(mut self, min: u32, max: u32) -> Result<Self, LimitError> {
         self.bounds = Bounds::new(min, max)?;
-        self.bounds.check(self.initial, "initial limit")?;
         Ok(self)
     }
 
-    /// The limit to start from.
+    /// The limit to start from (within the minimum and maximum: see
+    /// [`AdaptiveRule::check`]).
     ///
     /// # Errors
     ///
-    /// [`LimitError::Parameter`] if it is outside the minimum and maximum (set those first).
+    /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
+    /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT).
     pub fn with_initial(mut self, initial: u32) -> Result<Self, LimitError> {
-        self.initial = self.bounds.check(initial, "initial limit")?;
+        self.initial = check_limit(initial)?;
         Ok(self)
     }
 
@@ -134,6 +136,11 @@ impl AdaptiveRule for Aimd {
     /// The current limit.
     type State = u32;
 
+    /// The initial limit lies within the minimum and maximum.
+    fn check(&self) -> Result<(), LimitError> {
+        self.bounds.check(self.initial, "initial limit").map(|_| ())
+    }
+
     fn initial(&self) -> u32 {
         self.initial
     }
@@ -162,6 +169,7 @@ impl AdaptiveRule for Aimd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::concurrency::Permits;
 
     #[test]
     fn netflix_anchor_cases() {
@@ -215,14 +223,21 @@ mod tests {
         assert!(Aimd::new().with_backoff(f64::NAN).is_err());
         assert!(Aimd::new().with_backoff(0.5).is_ok());
         assert!(Aimd::new().with_timeout(Duration::ZERO).is_err());
-        assert!(
-            Aimd::new().with_initial(19).is_err(),
-            "below the default minimum"
-        );
-        assert!(
-            Aimd::new().with_limits(30, 40).is_err(),
-            "the initial 20 falls outside"
-        );
+        assert!(Aimd::new().with_initial(0).is_err());
+        // An initial limit outside the bounds is refused when the limit is built, whatever
+        // the order the two were set in.
+        let below = Aimd::new().with_initial(19).unwrap();
+        assert!(below.check().is_err(), "below the default minimum");
+        assert!(Permits::adaptive(below).is_err());
+        let outside = Aimd::new().with_limits(30, 40).unwrap();
+        assert!(outside.check().is_err(), "the initial 20 falls outside");
+        let fits = Aimd::new()
+            .with_initial(4)
+            .unwrap()
+            .with_limits(1, 10)
+            .unwrap();
+        assert_eq!(fits.check(), Ok(()));
+        assert_eq!(Permits::adaptive(fits).unwrap().limit(), 4);
         assert_eq!(Aimd::new().with_limits(0, 40), Err(LimitError::ZeroLimit));
     }
 }

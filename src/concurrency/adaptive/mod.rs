@@ -86,6 +86,18 @@ pub trait AdaptiveRule: Clone + fmt::Debug + Send + Sync + 'static {
 
     /// Learn from `sample`; returns the new limit.
     fn update(&self, state: &mut Self::State, sample: &Sample) -> u32;
+
+    /// Whether the rule's settings fit together (its initial limit within its minimum and
+    /// maximum, say), so that the contract holds from the first state on. Called when a
+    /// limit is built from the rule ([`Permits::adaptive`](crate::concurrency::Permits::adaptive));
+    /// the provided version accepts every rule.
+    ///
+    /// # Errors
+    ///
+    /// The [`LimitError`] of the first setting that does not fit.
+    fn check(&self) -> Result<(), LimitError> {
+        Ok(())
+    }
 }
 
 /// A rule's minimum and maximum limits, checked once.

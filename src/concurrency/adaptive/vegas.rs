@@ -5,6 +5,7 @@ use super::{fraction, log10_root, uniform, AdaptiveRule, Bounds, Level};
 use crate::clock::Nanos;
 use crate::concurrency::error::LimitError;
 use crate::concurrency::window::{Sample, Window};
+use crate::concurrency::word::check_limit;
 use crate::concurrency::word::MAX_LIMIT;
 
 /// Delay-based limit after TCP Vegas: the queue is estimated as
@@ -129,25 +130,26 @@ impl Vegas {
         }
     }
 
-    /// The minimum and maximum limits.
+    /// The minimum and maximum limits (the initial limit must lie within them: checked by
+    /// [`AdaptiveRule::check`] when a limit is built, so the two can be set in any order).
     ///
     /// # Errors
     ///
-    /// [`LimitError`] for a zero or too large bound, `min > max`, or an initial limit
-    /// outside the new bounds.
+    /// [`LimitError`] for a zero or too large bound, or `min > max`.
     pub fn with_limits(mut self, min: u32, max: u32) -> Result<Self, LimitError> {
         self.bounds = Bounds::new(min, max)?;
-        self.bounds.check(self.initial, "initial limit")?;
         Ok(self)
     }
 
-    /// The limit to start from.
+    /// The limit to start from (within the minimum and maximum: see
+    /// [`AdaptiveRule::check`]).
     ///
     /// # Errors
     ///
-    /// [`LimitError::Parameter`] outside the minimum and maximum (set those first).
+    /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
+    /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT).
     pub fn with_initial(mut self, initial: u32) -> Result<Self, LimitError> {
-        self.initial = self.bounds.check(initial, "initial limit")?;
+        self.initial = check_limit(initial)?;
         Ok(self)
     }
 
@@ -256,6 +258,11 @@ impl Vegas {
 
 impl AdaptiveRule for Vegas {
     type State = VegasState;
+
+    /// The initial limit lies within the minimum and maximum.
+    fn check(&self) -> Result<(), LimitError> {
+        self.bounds.check(self.initial, "initial limit").map(|_| ())
+    }
 
     fn initial(&self) -> VegasState {
         let mut random = self.seed;
