@@ -137,9 +137,12 @@ impl<F: Feedback> Permits<F> {
     #[cold]
     fn after_resize(&self, wakes: &mut Vec<Wake>) {
         let mut queue = lock(&self.waiters);
-        // Relaxed: read under the lock after our resize CAS. A later resize is either seen
-        // here or runs this same step after us (it saw the waiting bit too), so the last
-        // limit is the one the queue ends up checked against.
+        // Relaxed: read under the lock after our resize CAS; its partners are the other
+        // resizes' CASes. One whose critical section came before ours happens-before this
+        // load (its CAS, then its unlock, then our lock), so coherence shows us its limit
+        // or a later one; one we do not see saw the waiting bit (the queue is not empty
+        // unless we empty it, and then there is nothing left to check) and runs this same
+        // step after us. So the queue ends up checked against the last limit.
         let limit = PermitWord::from_bits(self.word.load(Ordering::Relaxed)).limit();
         queue.fail_above(limit, wakes);
         self.settle(&mut queue, wakes);

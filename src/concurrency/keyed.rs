@@ -373,7 +373,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         {
             self.evict_idle();
             let keys = S::len(&self.map) as u64;
-            // Relaxed: as above; until this store no other thread sweeps.
+            // Relaxed: its partners are the other arrivals' load and CAS above, which only
+            // elect the next sweeper; until this store (after `u64::MAX`) none is elected.
             self.next_sweep.store(
                 arrivals.saturating_add(keys.max(SWEEP_EVERY)),
                 Ordering::Relaxed,

@@ -236,7 +236,7 @@ mod tests {
     use super::*;
 
     fn thread() -> Wake {
-        Wake::Thread(std::thread::current())
+        Wake::Thread(crate::sync::current_thread())
     }
 
     #[test]
