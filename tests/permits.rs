@@ -398,3 +398,24 @@ fn an_adaptive_limit_learns_from_outcomes_on_its_clock() {
     assert_eq!((permits.limit(), permits.in_flight()), (3, 0));
     assert_eq!(permits.feedback().state(), 3);
 }
+
+#[test]
+fn the_types_move_between_threads() {
+    use limitcore::concurrency::{
+        Acquire, AcquireOwned, Adaptive, Aimd, EnvoyGradient, OwnedPermit, Partitioned, Permit,
+        Vegas,
+    };
+    fn send_sync<T: Send + Sync>() {}
+    fn send_static<T: Send + 'static>() {}
+    send_sync::<Permits>();
+    send_sync::<Permits<Adaptive<Aimd>>>();
+    send_sync::<Permits<Adaptive<Vegas>>>();
+    send_sync::<Permits<Adaptive<EnvoyGradient>>>();
+    send_sync::<Partitioned>();
+    // What a response body holds, and the futures a task awaits.
+    send_static::<OwnedPermit>();
+    send_static::<OwnedPermit<Adaptive<Aimd>>>();
+    send_static::<AcquireOwned<Adaptive<Aimd>>>();
+    send_sync::<Permit<&'static Permits>>();
+    send_sync::<Acquire<'static>>();
+}

@@ -250,3 +250,10 @@ fn partitions_keep_their_bound_under_threads() {
         "the guaranteed path was never taken"
     );
 }
+
+#[test]
+fn keyed_limits_are_shared_between_threads() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<KeyedPermits<String>>();
+    send_sync::<KeyedPermits<u64, PapayaStore<u64>>>();
+}
