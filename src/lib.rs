@@ -16,6 +16,10 @@
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
 //! - [`wait`]: blocking and async waits with deadlines.
+//! - [`concurrency`]: concurrency limits (at most N in flight) whose count and limit share
+//!   one `AtomicU64`: resizable permits with FIFO or LIFO waiters, fixed or adaptive (AIMD,
+//!   Vegas and Gradient2 after Netflix's concurrency-limits, Envoy's gradient controller),
+//!   per key and partitioned.
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
 //! - [`clock`]: the [`Clock`](clock::Clock) trait, a fast TSC-based
@@ -43,6 +47,9 @@
 //! 3. **Composites**: [`Keyed`] (any rule per key), [`KeyedSketch`], [`Global`], [`All`]
 //!    (keyed and unkeyed limits, all or nothing) and [`Throttler`].
 //!
+//! The concurrency limits ([`concurrency`]) are built the same way: a pure rule on one
+//! word, its shell, keyed and partitioned composites.
+//!
 //! Integrations live in their own crates of the workspace: the `limitcore` command
 //! (`crates/cli`), a tower layer (`crates/tower`) and a Redis backend (`crates/redis`).
 //!
@@ -64,8 +71,8 @@
 //!
 //! Features are additive: turning one on only adds items.
 //!
-//! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`wait`], and
-//!   [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
+//! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`wait`],
+//!   [`concurrency`], and [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
 //!   takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own), and the
 //!   default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
 //! - `keyed` (default; implies `std`): [`Keyed`] (on dashmap by default, [`DashMapStore`], or
@@ -145,6 +152,11 @@
     doc = "",
     doc = "[`wait`]: https://docs.rs/limitcore/latest/limitcore/wait/index.html"
 )]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`concurrency`]: https://docs.rs/limitcore/latest/limitcore/concurrency/index.html"
+)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -168,6 +180,9 @@ mod limiters;
 // Layer 3: the composites.
 mod all;
 mod budget;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod concurrency;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]

@@ -35,8 +35,10 @@ impl Backoff {
 }
 
 /// The locks and condition variables: the one limiter that needs a lock
-/// ([`SlidingLog`](crate::SlidingLog)), `ManualClock`'s list of waiters, and the
-/// [`Throttler`](crate::Throttler)'s schedule, queue and task states.
+/// ([`SlidingLog`](crate::SlidingLog)), `ManualClock`'s list of waiters, the
+/// [`Throttler`](crate::Throttler)'s schedule, queue and task states, and the queue of
+/// waiters of [`Permits`](crate::concurrency::Permits) (with the adaptive limits' sample
+/// window).
 #[cfg(all(feature = "std", not(loom)))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -53,6 +55,29 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Parking a blocked thread: the blocking waits of [`Permits`](crate::concurrency::Permits)
+/// register the waiting thread's handle in the queue and park until a release unparks it
+/// (loom's under loom, so the models see every park and unpark).
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use std::thread::{current as current_thread, park, Thread};
+
+#[cfg(all(feature = "std", loom))]
+pub(crate) use loom::thread::{current as current_thread, park, Thread};
+
+/// Park the current thread for at most `timeout` (it may wake earlier, spuriously or by an
+/// unpark).
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) fn park_timeout(timeout: core::time::Duration) {
+    std::thread::park_timeout(timeout);
+}
+
+/// Loom has no timed park: the models never use a deadline (a waiter with one parks until
+/// it is unparked, and a wait that nothing ends is reported by loom as a deadlock).
+#[cfg(all(feature = "std", loom))]
+pub(crate) fn park_timeout(_timeout: core::time::Duration) {
+    loom::thread::park();
 }
 
 /// A value set once: `Keyed`'s side maps, built by the first `set_quota`. Std's under loom

@@ -82,7 +82,7 @@
 mod budget;
 mod global;
 mod sketch;
-mod store;
+pub(crate) mod store;
 
 pub use global::Global;
 pub use sketch::KeyedSketch;
