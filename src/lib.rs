@@ -15,6 +15,9 @@
 //!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
+//! - [`Counted`]: any limiter's decisions counted (admitted, refused, delayed, permits, wait
+//!   granted, time exhausted) in per-CPU stripes, read as [`Counts`]; a limiter that is not
+//!   wrapped pays nothing.
 //! - [`wait`]: blocking and async waits with deadlines.
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
@@ -41,7 +44,8 @@
 //!    [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`] and [`SlidingLog`] are its
 //!    aliases. [`SlidingWindow`] spreads its counts over per-CPU shards.
 //! 3. **Composites**: [`Keyed`] (any rule per key), [`KeyedSketch`], [`Global`], [`All`]
-//!    (keyed and unkeyed limits, all or nothing) and [`Throttler`].
+//!    (keyed and unkeyed limits, all or nothing), [`Throttler`], and [`Counted`] (any
+//!    limiter, keyed or not, with its decisions counted).
 //!
 //! Integrations live in their own crates of the workspace: the `limitcore` command
 //! (`crates/cli`), a tower layer (`crates/tower`) and a Redis backend (`crates/redis`).
@@ -167,6 +171,7 @@ mod limiters;
 
 // Layer 3: the composites.
 mod all;
+mod counters;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]
@@ -180,6 +185,7 @@ pub mod wait;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
+pub use counters::{Counted, Counts};
 #[cfg(all(feature = "keyed", loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
