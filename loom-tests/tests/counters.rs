@@ -34,7 +34,11 @@ fn three_threads_count_what_they_were_told() {
         let admitted = results.iter().filter(|r| r.is_ok()).count() as u64;
         assert_eq!(admitted, 2);
         let c = limiter.counts();
-        assert_eq!((c.admitted, c.permits, c.rate_limited), (2, 2, 1), "{results:?}");
+        assert_eq!(
+            (c.admitted, c.permits, c.rate_limited),
+            (2, 2, 1),
+            "{results:?}"
+        );
         // Every time is NOW: whatever episodes opened and closed lasted 0 ns.
         assert_eq!(c.exhausted_ns, 0);
     });
@@ -47,23 +51,26 @@ fn three_threads_count_what_they_were_told() {
 fn a_refusal_and_a_later_admission_race() {
     let outcomes = Outcomes::default();
     let seen = outcomes.clone();
-    model("counted gcra refusal at NOW, admission at NOW + T", move || {
-        let limiter = counted(1);
-        limiter.try_acquire_n_at(1, NOW).unwrap();
-        // Each thread decides at its own time; the limiter admits at NOW + T whatever the
-        // order (a refusal writes nothing).
-        let results = in_threads(&limiter, &[NOW, NOW + T], |l: &L, now| {
-            l.try_acquire_n_at(1, now)
-        });
-        assert!(results[0].is_err() && results[1].is_ok(), "{results:?}");
-        let c = limiter.counts();
-        assert_eq!((c.admitted, c.rate_limited), (2, 1));
-        match c.exhausted_since {
-            Some(since) => assert_eq!((since, c.exhausted_ns), (NOW, 0)),
-            None => assert_eq!(c.exhausted_ns, T),
-        }
-        seen.record_pattern(vec![c.exhausted_since.is_some()]);
-    });
+    model(
+        "counted gcra refusal at NOW, admission at NOW + T",
+        move || {
+            let limiter = counted(1);
+            limiter.try_acquire_n_at(1, NOW).unwrap();
+            // Each thread decides at its own time; the limiter admits at NOW + T whatever the
+            // order (a refusal writes nothing).
+            let results = in_threads(&limiter, &[NOW, NOW + T], |l: &L, now| {
+                l.try_acquire_n_at(1, now)
+            });
+            assert!(results[0].is_err() && results[1].is_ok(), "{results:?}");
+            let c = limiter.counts();
+            assert_eq!((c.admitted, c.rate_limited), (2, 1));
+            match c.exhausted_since {
+                Some(since) => assert_eq!((since, c.exhausted_ns), (NOW, 0)),
+                None => assert_eq!(c.exhausted_ns, T),
+            }
+            seen.record_pattern(vec![c.exhausted_since.is_some()]);
+        },
+    );
     // Both orders of the two records were explored.
     outcomes.assert_exactly(&["N", "Y"]);
 }
