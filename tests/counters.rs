@@ -622,7 +622,7 @@ mod differential {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: limitcore_testkit::cases() / 4, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: limitcore_testkit::cases(), ..ProptestConfig::default() })]
 
         #[test]
         fn wrapping_changes_no_decision((q, script) in quotas().prop_flat_map(|q| (Just(q), ops(q.burst(), q.period_ns())))) {

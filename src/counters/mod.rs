@@ -33,9 +33,9 @@ use stripes::Counters;
 ///
 /// # Cost and striping
 ///
-/// One relaxed `fetch_add` on the current CPU's stripe per decision (two for a request of
-/// `n ≠ 1` permits, or a delayed reservation), and one relaxed load of a shared word that
-/// changes only when an exhausted episode opens or closes. The stripes, one per CPU (the
+/// One relaxed `fetch_add` on the current CPU's stripe per decision (one more for a request
+/// of `n ≠ 1` permits, two more for a delayed reservation), and one relaxed load of a shared
+/// word that changes only when an exhausted episode opens or closes. The stripes, one per CPU (the
 /// count rounded up to a power of two), are each alone on a cache line
 /// (`crossbeam_utils::CachePadded`), picked the way [`SlidingWindow`](crate::SlidingWindow)
 /// picks its shards (the CPU's number on Linux, a per-thread index elsewhere), so threads on

@@ -26,6 +26,7 @@ use crate::limiter::Denied;
 use crate::sync::{self, AtomicU64, Ordering};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::fmt;
 use crossbeam_utils::CachePadded;
 
 use super::Counts;
@@ -72,7 +73,6 @@ fn bump(counter: &AtomicU64, v: u64) {
 }
 
 /// The striped counters of one [`Counted`](super::Counted) limiter.
-#[derive(Debug)]
 pub(crate) struct Counters {
     /// One stripe per CPU (the number rounded up to a power of two), picked by
     /// [`sync::shard_hint`] as [`SlidingWindow`](crate::SlidingWindow) picks its shards.
@@ -82,6 +82,16 @@ pub(crate) struct Counters {
     /// an episode opens or closes, so that in a steady state (admitting, or refusing) its
     /// line stays shared in every CPU's cache.
     episode: CachePadded<AtomicU64>,
+}
+
+/// The stripes' number and their sum, rather than every stripe's every atomic.
+impl fmt::Debug for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Counters")
+            .field("stripes", &self.stripes.len())
+            .field("counts", &self.counts())
+            .finish()
+    }
 }
 
 impl Counters {
@@ -300,6 +310,17 @@ mod tests {
         // A refusal at the clock's last nanosecond opens one nanosecond earlier.
         c.decided(1, u64::MAX, &Err::<(), _>(LIMITED));
         assert_eq!(c.counts().exhausted_since, Some(u64::MAX - 1));
+    }
+
+    #[test]
+    fn debug_shows_the_sum() {
+        let c = Counters::with_stripes(2);
+        c.decided(3, 0, &Ok::<(), Denied>(()));
+        let text = alloc::format!("{c:?}");
+        assert!(
+            text.starts_with("Counters { stripes: 2, counts: Counts { admitted: 1, permits: 3,"),
+            "{text}"
+        );
     }
 
     #[test]
