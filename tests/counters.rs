@@ -279,6 +279,30 @@ fn counted_parts_and_a_counted_whole_of_all() {
     );
 }
 
+/// A blocking wait through the wrapper counts its attempts: the refusal it slept on, then the
+/// admission.
+#[test]
+fn a_wait_counts_each_attempt() {
+    use limitcore::wait::Blocking;
+    let q = Quota::per_second(1_000).unwrap().with_burst(1).unwrap();
+    let l = Counted::new(Gcra::with_clock(q, MonotonicClock::new()).unwrap());
+    l.acquire_blocking().unwrap();
+    let start = std::time::Instant::now();
+    l.acquire_blocking().unwrap(); // refused at first: the 1 ms slot is taken
+    let elapsed = start.elapsed();
+    let c = l.counts();
+    assert_eq!((c.admitted, c.permits, c.final_refusals), (2, 2, 0));
+    assert!(c.rate_limited >= 1, "{c}");
+    // The refusal opened an episode, the admission after the sleep closed it: both within
+    // the second call (100 µs for the two clocks' difference).
+    assert_eq!(c.exhausted_since, None);
+    assert!(c.exhausted_ns > 0, "{c}");
+    assert!(
+        c.exhausted() <= elapsed + Duration::from_micros(100),
+        "{c}, {elapsed:?}"
+    );
+}
+
 /// `threads` threads each make `attempts` calls of `decide` on `limiter` after a common start;
 /// the number of calls that returned `Ok`.
 fn race<L: Sync>(

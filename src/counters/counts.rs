@@ -28,7 +28,9 @@ use core::time::Duration;
 /// | `refund` of a receipt of `n > 0` permits | `refunds` +1, `permits_refunded` +n |
 /// | `check_at`, `snapshot*`, `quota*`, `now` | nothing (they decide nothing) |
 ///
-/// A request for `n = 0` permits is an admitted decision of 0 permits.
+/// A request for `n = 0` permits is an admitted decision of 0 permits. A wait through the
+/// wrapper (`wait::Blocking`, `wait::Async`) counts each attempt it makes: every refusal it
+/// sleeps on, then its admission.
 ///
 /// # Time exhausted
 ///
