@@ -74,6 +74,8 @@ for n, m in sorted(rows.items(), key=lambda kv: kv[1] or 0):
 
 def pairs(group, names_, counts=(1, 2)):
     """Total M checks/s for `names_` at each thread count, and the first ÷ the second."""
+    if not names_:
+        return  # the group was not run
     print(f"\n#### {group.replace('_', '/')} (total M operations/s; this machine has 2 cores)\n")
     print("| | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}" for t in counts) + " |")
     print("|---|" + "---:|" * len(counts))
