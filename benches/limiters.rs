@@ -13,6 +13,9 @@
 //!   machine has 2 cores, so 8 threads shows oversubscription.
 //! - `clock`: one reading of each clock (the default `MonotonicClock`, and each of its
 //!   sources forced).
+//! - `counters/allow`, `counters/deny`: `Gcra::try_acquire` with and without `Counted` (the
+//!   core's counters), on 1 and 2 threads sharing the limiter, time per check per thread as
+//!   in `threads/*` (`cargo bench --bench limiters -- counters`).
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
@@ -21,7 +24,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
 use limitcore::clock::{Clock, ClockSource, CoarseClock, MonotonicClock, StdClock};
 use limitcore::{
-    FixedWindow, Gcra, LeakyBucket, Quota, RateLimiter, SlidingLog, SlidingWindow, TokenBucket,
+    Counted, FixedWindow, Gcra, LeakyBucket, Quota, RateLimiter, SlidingLog, SlidingWindow,
+    TokenBucket,
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -180,9 +184,46 @@ fn clocks(c: &mut Criterion) {
     g.finish();
 }
 
+/// The counters' cost: the same GCRA check bare (`gcra`) and wrapped in `Counted`
+/// (`counted-gcra`), each on a limiter of its own, on 1 and 2 threads; allow and deny quotas
+/// as in `threads/*`. The 1-thread difference is the cost per decision; the 2-thread ratio
+/// shows whether the stripes keep the threads off each other's lines.
+fn counters(c: &mut Criterion) {
+    for (path, deny) in [("allow", false), ("deny", true)] {
+        let mut g = c.benchmark_group(format!("counters/{path}"));
+        let quota = if deny {
+            deny_quota()
+        } else {
+            allow_quota("gcra")
+        };
+        let plain = Gcra::new(quota).unwrap();
+        let counted = Counted::new(Gcra::new(quota).unwrap());
+        if deny {
+            assert!(plain.try_acquire().is_ok() && plain.try_acquire().is_err());
+            assert!(counted.try_acquire().is_ok() && counted.try_acquire().is_err());
+        }
+        let checks: [(&str, Check); 2] = [
+            ("gcra", Box::new(move || plain.try_acquire().is_ok())),
+            (
+                "counted-gcra",
+                Box::new(move || counted.try_acquire().is_ok()),
+            ),
+        ];
+        for (name, check) in checks {
+            for threads in [1usize, 2] {
+                g.throughput(Throughput::Elements(threads as u64));
+                g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
+                    b.iter_custom(|iters| run_threads(&*check, threads, iters))
+                });
+            }
+        }
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = single, threads, clocks
+    targets = single, threads, clocks, counters
 }
 criterion_main!(benches);

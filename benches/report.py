@@ -74,6 +74,8 @@ for n, m in sorted(rows.items(), key=lambda kv: kv[1] or 0):
 
 def pairs(group, names_, counts=(1, 2)):
     """Total M checks/s for `names_` at each thread count, and the first ÷ the second."""
+    if not names_:
+        return  # the group was not run
     print(f"\n#### {group.replace('_', '/')} (total M operations/s; this machine has 2 cores)\n")
     print("| | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}" for t in counts) + " |")
     print("|---|" + "---:|" * len(counts))
@@ -112,3 +114,24 @@ if gov:
             print(f"| {n} | {m:.1f} | {gov / m:.2f} |")
 pairs("map_hot", ["papaya", "dashmap"])
 pairs("map_spread", ["papaya", "dashmap"])
+
+
+def counters(group):
+    """`counted-gcra` against `gcra`: ns per check on 1 thread and the difference, total M
+    checks/s on 2 threads and the ratio."""
+    one = {n: median(group, n, "1") for n in ("gcra", "counted-gcra")}
+    two = {n: median(group, n, "2") for n in ("gcra", "counted-gcra")}
+    if None in one.values() or None in two.values():
+        return
+    print(f"\n#### {group.replace('_', '/')} (this machine has 2 cores)\n")
+    print("| | gcra | counted-gcra | difference |")
+    print("|---|---:|---:|---:|")
+    print(f"| 1 thread, ns/check | {one['gcra']:.2f} | {one['counted-gcra']:.2f} | "
+          f"{one['counted-gcra'] - one['gcra']:+.2f} ns |")
+    rate = {n: 2 * 1e9 / m / 1e6 for n, m in two.items()}
+    print(f"| 2 threads, total M checks/s | {rate['gcra']:.1f} | {rate['counted-gcra']:.1f} | "
+          f"{rate['counted-gcra'] / rate['gcra']:.3f}× |")
+
+
+counters("counters_allow")
+counters("counters_deny")

@@ -15,6 +15,9 @@
 //!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
+//! - [`Counted`]: any limiter's decisions counted (admitted, refused, delayed, permits, wait
+//!   granted, time exhausted) in per-CPU stripes, read as [`Counts`]; a limiter that is not
+//!   wrapped pays nothing.
 //! - [`wait`]: blocking and async waits with deadlines.
 //! - [`concurrency`]: concurrency limits (at most N in flight) whose count and limit share
 //!   one `AtomicU64`: resizable permits with FIFO or LIFO waiters, fixed or adaptive (AIMD,
@@ -45,7 +48,8 @@
 //!    [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`] and [`SlidingLog`] are its
 //!    aliases. [`SlidingWindow`] spreads its counts over per-CPU shards.
 //! 3. **Composites**: [`Keyed`] (any rule per key), [`KeyedSketch`], [`Global`], [`All`]
-//!    (keyed and unkeyed limits, all or nothing) and [`Throttler`].
+//!    (keyed and unkeyed limits, all or nothing), [`Throttler`], and [`Counted`] (any
+//!    limiter, keyed or not, with its decisions counted).
 //!
 //! The concurrency limits ([`concurrency`]) are built the same way: a pure rule on one
 //! word, its shell, keyed and partitioned composites.
@@ -183,6 +187,7 @@ mod budget;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod concurrency;
+mod counters;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]
@@ -197,6 +202,7 @@ pub mod wait;
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
+pub use counters::{Counted, Counts};
 #[cfg(all(feature = "keyed", loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]

@@ -47,6 +47,11 @@ impl Reservation {
         Duration::from_nanos(self.delay)
     }
 
+    /// [`Reservation::delay`] in ns, as the limiter decided it.
+    pub(crate) fn delay_ns(&self) -> Nanos {
+        self.delay
+    }
+
     /// When the permits may be used, in nanoseconds of the limiter's clock.
     pub fn start(&self) -> Nanos {
         self.start

@@ -11,7 +11,10 @@
 //!    decision, which step 2 checks). With a global limit (`--global`) every decision
 //!    depends on every earlier one, so the replay runs on one thread in trace order: the
 //!    per-client [`Keyed`] and the global limit (in [`Global`]), all or nothing, through
-//!    [`All`], for every algorithm (each one refunds exactly).
+//!    [`All`], for every algorithm (each one refunds exactly). Either way the deciding
+//!    limiter (each shard's `Keyed`, or the `All`) is wrapped in the core's [`Counted`], and
+//!    its counts are kept ([`Outcome::counts`]): they must agree with the decisions
+//!    ([`Outcome::counts_agree`]).
 //! 2. **Check** (not timed). Each shard runs its clients again through the algorithm's
 //!    reference model ([`reference::model`], a different formulation in plain `u128`
 //!    arithmetic) and counts the decisions that differ (refusals compared with their
@@ -46,7 +49,10 @@ use crate::trace::{Request, Trace};
 use limitcore::clock::ManualClock;
 use limitcore::reference::{self, AnyModel, Model};
 use limitcore::rules::Rule;
-use limitcore::{All, Denied, Global, Keyed, KeyedRefund, Limiter, Quota, QuotaError, WithRule};
+use limitcore::{
+    All, Counted, Counts, Denied, Global, Keyed, KeyedRateLimiter, KeyedRefund, Limiter, Quota,
+    QuotaError, WithRule,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -130,6 +136,9 @@ pub struct Outcome {
     pub threads: usize,
     /// Keys held by the keyed limiters when the replay ended (eviction at work).
     pub keys_held: usize,
+    /// The core's counters of the deciding limiters ([`Counted`]), summed over the shards,
+    /// from the pass whose decisions are [`Outcome::admitted`].
+    pub counts: Counts,
 }
 
 impl Outcome {
@@ -170,6 +179,32 @@ impl Outcome {
     /// admitted in one window of the promise's kind.
     pub fn bound_holds(&self) -> bool {
         self.worst_window().1 <= self.promise.bound
+    }
+
+    /// Whether the core's counters ([`Outcome::counts`]) agree with the decisions: as many
+    /// admitted and refused as [`Outcome::admitted`] says, one permit per admission (every
+    /// request asks for one), and no final refusal (a request of one permit never exceeds a
+    /// capacity, and trace times are far from the clock's horizon).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_cli::engine::{self, Algorithm, Settings};
+    /// use limitcore_cli::trace;
+    ///
+    /// let trace = trace::synthetic(30, 20, 3);
+    /// let settings = Settings { quota: "2/s".parse()?, global: Some("20/s".parse()?), threads: 1 };
+    /// let outcome = engine::replay(&trace, Algorithm::TokenBucket, &settings)?;
+    /// assert!(outcome.counts_agree());
+    /// assert_eq!(outcome.counts.admitted, outcome.admitted_count());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn counts_agree(&self) -> bool {
+        let (admitted, c) = (self.admitted_count(), &self.counts);
+        c.admitted == admitted
+            && c.permits == admitted
+            && c.rate_limited == self.requests() - admitted
+            && c.final_refusals == 0
     }
 
     /// Decisions per second of wall time in the decision phase ([`Outcome::decide_time`]).
@@ -263,15 +298,20 @@ trait Decide {
     fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied>;
     /// Keys held.
     fn keys(&self) -> usize;
+    /// The core's counts of the decisions made.
+    fn counts(&self) -> Counts;
 }
 
-impl<R: Rule> Decide for Keyed<u32, R, ManualClock> {
+impl<R: Rule> Decide for Counted<Keyed<u32, R, ManualClock>> {
     #[inline]
     fn decide(&mut self, client: u32, t: u64) -> Result<(), Denied> {
         self.try_acquire_n_at(&client, 1, t)
     }
     fn keys(&self) -> usize {
-        self.len()
+        self.inner().len()
+    }
+    fn counts(&self) -> Counts {
+        Counted::counts(self)
     }
 }
 
@@ -354,25 +394,25 @@ pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Resul
         Some(g) => Some(without_burst(g, algorithm).map_err(|e| e.to_string())?),
         None => None,
     };
-    let (decisions, decide_time, keys_held, threads, shards) = match global {
+    let (Decided(decisions, decide_time, keys_held, counts), threads, shards) = match global {
         Some(global) => {
-            let (d, time, keys) = algorithm.with_rule(DecideGlobal {
+            let decided = algorithm.with_rule(DecideGlobal {
                 trace,
                 quota,
                 global,
             });
-            (d, time, keys, 1, vec![(0..n as u32).collect::<Vec<_>>()])
+            (decided, 1, vec![(0..n as u32).collect::<Vec<_>>()])
         }
         None => {
             // Several shards per thread, so that a heavy client does not idle a thread.
             let shards = shard(&trace.requests, settings.threads.max(1).saturating_mul(8));
-            let (d, time, keys) = algorithm.with_rule(DecideSharded {
+            let decided = algorithm.with_rule(DecideSharded {
                 trace,
                 shards: &shards,
                 pool: &pool,
                 quota,
             });
-            (d, time, keys, pool.current_num_threads(), shards)
+            (decided, pool.current_num_threads(), shards)
         }
     };
     let models = Models {
@@ -410,6 +450,7 @@ pub fn replay(trace: &Trace, algorithm: Algorithm, settings: &Settings) -> Resul
         decide_time,
         threads,
         keys_held,
+        counts,
     })
 }
 
@@ -420,6 +461,10 @@ fn keyed<R: Rule>(quota: Quota) -> Keyed<u32, R, ManualClock> {
         .with_sweep_interval(Duration::from_secs(1))
 }
 
+/// What a decision phase gives: every request's decision (in trace order), the phase's wall
+/// time, the keys held at the end, the deciding limiters' counts.
+struct Decided(Vec<Result<(), Denied>>, Duration, usize, Counts);
+
 /// [`decide_sharded`] for the algorithm's rule.
 struct DecideSharded<'a> {
     trace: &'a Trace,
@@ -429,20 +474,23 @@ struct DecideSharded<'a> {
 }
 
 impl WithRule for DecideSharded<'_> {
-    type Output = (Vec<Result<(), Denied>>, Duration, usize);
-    fn run<R: Rule>(self) -> Self::Output {
+    type Output = Decided;
+    fn run<R: Rule>(self) -> Decided {
         let quota = self.quota;
-        decide_sharded(self.trace, self.shards, self.pool, || keyed::<R>(quota))
+        decide_sharded(self.trace, self.shards, self.pool, || {
+            Counted::new(keyed::<R>(quota))
+        })
     }
 }
 
-/// The decision phase, sharded: every shard's decisions, the wall time, the keys held.
+/// The decision phase, sharded: every shard's decisions, the wall time, the keys held and
+/// the counts, summed over the shards of the last pass.
 fn decide_sharded<D: Decide>(
     trace: &Trace,
     shards: &[Vec<u32>],
     pool: &rayon::ThreadPool,
     make: impl Fn() -> D + Sync,
-) -> (Vec<Result<(), Denied>>, Duration, usize) {
+) -> Decided {
     let requests = &trace.requests;
     let once = || {
         pool.install(|| {
@@ -457,7 +505,7 @@ fn decide_sharded<D: Decide>(
                             decider.decide(r.client, r.t)
                         })
                         .collect();
-                    (out, decider.keys())
+                    (out, decider.keys(), decider.counts())
                 })
                 .collect::<Vec<_>>()
         })
@@ -480,14 +528,15 @@ fn decide_sharded<D: Decide>(
     times.sort();
     let time = times[times.len() / 2];
     let mut decisions = vec![Ok(()); requests.len()];
-    let mut keys = 0;
-    for (indices, (out, held)) in shards.iter().zip(per_shard) {
+    let (mut keys, mut counts) = (0, Counts::default());
+    for (indices, (out, held, counted)) in shards.iter().zip(per_shard) {
         keys += held;
+        counts += counted;
         for (&i, d) in indices.iter().zip(out) {
             decisions[i as usize] = d;
         }
     }
-    (decisions, time, keys)
+    Decided(decisions, time, keys, counts)
 }
 
 /// The decision phase with a global limit: one thread, trace order, all or nothing, through
@@ -499,26 +548,26 @@ struct DecideGlobal<'a> {
 }
 
 impl WithRule for DecideGlobal<'_> {
-    type Output = (Vec<Result<(), Denied>>, Duration, usize);
-    fn run<R: Rule>(self) -> Self::Output {
+    type Output = Decided;
+    fn run<R: Rule>(self) -> Decided {
         // `All` refunds at the later of the request's time and its clock's; the clock stays
         // at 0, so every refund is at the request's own time: exact.
         let clock = ManualClock::new();
         let per_client = Arc::new(keyed::<R>(self.quota));
         let global: Limiter<R, ManualClock> =
             Limiter::with_clock(self.global, clock).expect("checked in `validate`");
-        let both: All<Box<dyn KeyedRefund<u32>>> = All::new(vec![
+        let both: Counted<All<Box<dyn KeyedRefund<u32>>>> = Counted::new(All::new(vec![
             Box::new(per_client.clone()),
             Box::new(Global::new(global)),
-        ]);
+        ]));
         let start = Instant::now();
         let decisions = self
             .trace
             .requests
             .iter()
-            .map(|r| limitcore::KeyedRateLimiter::try_acquire_n_at(&both, &r.client, 1, r.t))
+            .map(|r| both.try_acquire_n_at(&r.client, 1, r.t))
             .collect();
-        (decisions, start.elapsed(), per_client.len())
+        Decided(decisions, start.elapsed(), per_client.len(), both.counts())
     }
 }
 

@@ -47,11 +47,14 @@ enum Command {
 /// For each algorithm it prints requests, admitted, denied, clients limited, the most
 /// requests admitted for one client in one window of the quota's period beside what the
 /// algorithm promises, the decisions that differ from the algorithm's reference model
-/// (always 0), decisions per second, and the top clients by denials. Malformed lines are
-/// counted and listed with their line numbers.
+/// (always 0), decisions per second, and the top clients by denials; then the core's counters
+/// of each algorithm's decisions (limitcore::Counted: admitted, refused, rate-limited, final,
+/// permits), which must agree with the table. Malformed lines are counted and listed with
+/// their line numbers.
 ///
-/// Exit status: 0 when every check held, 1 if a decision differs from the reference model or
-/// a promise is broken, 2 on an error (unreadable log, a quota no algorithm can take).
+/// Exit status: 0 when every check held, 1 if a decision differs from the reference model, a
+/// promise is broken or the counters disagree with the table, 2 on an error (unreadable log,
+/// a quota no algorithm can take).
 #[derive(Debug, Args)]
 struct ReplayArgs {
     /// NASA-HTTP TSV, EDGAR CSV or combined-format log; a synthetic trace if absent.
@@ -211,7 +214,9 @@ fn replay(args: ReplayArgs) -> Result<bool, String> {
             println!("plot: {}", path.display());
         }
     }
-    Ok(outcomes.iter().all(|o| o.differing == 0 && o.bound_holds()))
+    Ok(outcomes
+        .iter()
+        .all(|o| o.differing == 0 && o.bound_holds() && o.counts_agree()))
 }
 
 /// `limitcore pace`.

@@ -86,9 +86,24 @@
 //!   slot and counts as `T` late (a worker preempted for half the run makes the p50 `T`).
 //! - `slip_us` (limitcore only): `last start − first start − (sends − 1)·T`, the time the
 //!   pacer's schedule lost to idle queues; 0 for the open loop by construction.
+//!
+//! # The pacer's own counters ([`PacerCounters`])
+//!
+//! The limitcore run's `LeakyBucket` is wrapped in the core's [`Counted`], so the report also
+//! shows what the pacer itself counted, beside what the workers recorded: the reservations it
+//! admitted and refused, how many of them were delayed (a start later than the time the
+//! reservation was made at) and the wait it granted in all (the sum of those delays).
+//!
+//! - Open loop, `W` workers, `N` slots: exactly `N` reservations (the sends), `W` refused
+//!   (each worker's first one after the last slot was given out, which ends it), `N − 1`
+//!   delayed (slot `k` is made at `t0` and starts `k·T` later) and a wait of
+//!   `T·N·(N − 1) / 2` in all, whatever the machine does.
+//! - Live: the sends plus each worker's last reservation (the one that starts past the end
+//!   and is not sent); a refusal is possible only when a worker is preempted between its
+//!   clock reading and its reservation. The delays are the real waits the pacer imposed.
 
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
-use limitcore::{LeakyBucket, Quota, Reserve};
+use limitcore::{Counted, Counts, LeakyBucket, Quota, Reserve};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::num::NonZeroU32;
@@ -262,6 +277,8 @@ pub struct PacerRun {
     pub interval: Nanos,
     /// Each worker's sends, in the order it made them.
     pub workers: Vec<Vec<Slot>>,
+    /// The pacer's own counts ([`Counted`] around it) after the run.
+    pub counts: Counts,
 }
 
 /// The record of a governor run, made by [`run_governor`].
@@ -393,8 +410,9 @@ pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
         .quota()?
         .with_burst(capacity)
         .map_err(|e| format!("pacer capacity {capacity}: {e}"))?;
-    let pacer = LeakyBucket::new(quota).map_err(|e| format!("pacer quota {quota}: {e}"))?;
-    let clock = pacer.clock();
+    let pacer =
+        Counted::new(LeakyBucket::new(quota).map_err(|e| format!("pacer quota {quota}: {e}"))?);
+    let clock = pacer.inner().clock();
     let duration = config.duration_ns();
     let (spin, work) = (nanos(config.spin), nanos(config.work));
     let yield_in_spin = oversubscribed(config.workers);
@@ -447,6 +465,7 @@ pub fn run_limitcore(config: &Config) -> Result<PacerRun, String> {
         rate: config.rate,
         interval,
         workers,
+        counts: pacer.counts(),
     })
 }
 
@@ -606,6 +625,7 @@ impl PacerRun {
     ///     rate: 1_000,
     ///     interval: 1_000_000,
     ///     workers: vec![vec![slot(0, 0), slot(1_000_000, 0), slot(2_000_000, 2_000)]],
+    ///     counts: Default::default(),
     /// };
     /// let summary = run.summary();
     /// assert_eq!((summary.sends, summary.rate), (3, 1_000.0));
@@ -720,6 +740,46 @@ impl Ratio {
     }
 }
 
+/// The limitcore pacer's own counters after a run, from the core's [`Counts`] (see the
+/// [module documentation](self), "The pacer's own counters", for what they are exactly in
+/// each schedule).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_cli::pace::{run_limitcore, Config, PacerCounters};
+///
+/// // 1,000 per second on one worker for 10 ms, open loop: 10 slots 1 ms apart.
+/// let run = run_limitcore(&Config::new(1_000, 1, 0.01))?;
+/// let counters = PacerCounters::from(&run.counts);
+/// assert_eq!((counters.reservations, counters.refused, counters.delayed), (10, 1, 9));
+/// assert_eq!(counters.wait_total_ns, 1_000_000 * 10 * 9 / 2);
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PacerCounters {
+    /// Reservations admitted.
+    pub reservations: u64,
+    /// Reservations refused.
+    pub refused: u64,
+    /// Admitted reservations that start later than the time they were made at.
+    pub delayed: u64,
+    /// The wait granted: the sum of the admitted reservations' delays, ns (modulo 2^64, which
+    /// an open loop of `N` slots passes when `T·N·(N − 1) / 2` does: a day at 1,000/s).
+    pub wait_total_ns: u64,
+}
+
+impl From<&Counts> for PacerCounters {
+    fn from(c: &Counts) -> PacerCounters {
+        PacerCounters {
+            reservations: c.admitted,
+            refused: c.refused(),
+            delayed: c.delayed,
+            wait_total_ns: c.wait_ns,
+        }
+    }
+}
+
 /// Both runs of one [`Config`] side by side: the `limitcore pace` report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
@@ -735,6 +795,8 @@ pub struct Comparison {
     pub governor: Summary,
     /// `governor / limitcore`.
     pub ratio: Ratio,
+    /// The limitcore pacer's own counters (governor has none).
+    pub limitcore_counters: PacerCounters,
 }
 
 impl Comparison {
@@ -747,7 +809,8 @@ impl Comparison {
     /// could not be built.
     pub fn run(config: Config) -> Result<Comparison, String> {
         let interval_ns = config.interval_ns()?;
-        let limitcore = run_limitcore(&config)?.summary();
+        let run = run_limitcore(&config)?;
+        let limitcore = run.summary();
         let governor = run_governor(&config)?.summary();
         Ok(Comparison {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -755,12 +818,14 @@ impl Comparison {
             ratio: Ratio::of(&limitcore, &governor),
             limitcore,
             governor,
+            limitcore_counters: PacerCounters::from(&run.counts),
             config,
         })
     }
 
     /// The comparison as pretty JSON: `config`, `cores`, `interval_ns`, `limitcore`,
-    /// `governor` (lateness in µs) and `ratio` (`null` where undefined).
+    /// `governor` (lateness in µs), `ratio` (`null` where undefined) and
+    /// `limitcore_counters`.
     ///
     /// # Errors
     ///
@@ -770,7 +835,8 @@ impl Comparison {
     }
 
     /// The comparison as a table, a line for each figure and a column for each run, with
-    /// a header that names the two pacers and their settings.
+    /// a header that names the two pacers and their settings, then the limitcore pacer's own
+    /// counters.
     pub fn text(&self) -> String {
         let (config, lc, gov, r) = (&self.config, &self.limitcore, &self.governor, &self.ratio);
         let interval_ns = self.interval_ns;
@@ -886,6 +952,17 @@ impl Comparison {
             ideal(gov, |p| p.max),
             r.ideal_lateness_max,
             2,
+        );
+        let c = &self.limitcore_counters;
+        let _ = writeln!(
+            s,
+            "\nlimitcore pacer's counters (limitcore::Counted): {} reservations, {} refused, \
+             {} delayed, wait granted {:.6} s in all ({:.2} µs a reservation)",
+            c.reservations,
+            c.refused,
+            c.delayed,
+            c.wait_total_ns as f64 / 1e9,
+            c.wait_total_ns as f64 / 1e3 / c.reservations.max(1) as f64
         );
         s
     }

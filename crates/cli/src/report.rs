@@ -14,12 +14,15 @@
 //! assert!(report.text().starts_with("trace: generated, seed 1 (synthetic): "));
 //! assert_eq!(report.algorithms[0].algorithm, "gcra");
 //! assert!(report.json().contains("\"differing_decisions\": 0"));
+//! // The core's counters, beside the table's own columns.
+//! let row = &report.algorithms[0];
+//! assert_eq!((row.counters.admitted, row.counters.refused), (row.admitted, row.denied));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use crate::engine::{Outcome, Settings};
 use crate::trace::{Request, Trace};
-use limitcore::Quota;
+use limitcore::{Counts, Quota};
 use plotters::prelude::*;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -34,6 +37,37 @@ pub struct TopClient {
     pub requests: u64,
     /// Requests refused.
     pub denied: u64,
+}
+
+/// The core's counters of one algorithm's replay ([`limitcore::Counted`] around the deciding
+/// limiters: [`Outcome::counts`]), as the report shows them. They count the same decisions
+/// as the table's columns, by another route: `admitted` and `refused` equal [`Row::admitted`]
+/// and [`Row::denied`] ([`Outcome::counts_agree`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RowCounters {
+    /// Decisions admitted.
+    pub admitted: u64,
+    /// Decisions refused: `rate_limited + final_refusals`.
+    pub refused: u64,
+    /// Refusals that a wait would cure ([`limitcore::Denied::RateLimited`]).
+    pub rate_limited: u64,
+    /// Refusals that no wait would cure ([`limitcore::Denied::is_final`]; none in a replay,
+    /// whose requests ask for one permit each).
+    pub final_refusals: u64,
+    /// Permits charged by the admitted decisions (one each in a replay).
+    pub permits: u64,
+}
+
+impl From<&Counts> for RowCounters {
+    fn from(c: &Counts) -> RowCounters {
+        RowCounters {
+            admitted: c.admitted,
+            refused: c.refused(),
+            rate_limited: c.rate_limited,
+            final_refusals: c.final_refusals,
+            permits: c.permits,
+        }
+    }
 }
 
 /// One algorithm's row of the report, from its [`Outcome`].
@@ -73,6 +107,10 @@ pub struct Row {
     pub keys_held_at_end: usize,
     /// Top clients by denials.
     pub top_denied: Vec<TopClient>,
+    /// The core's counters of the same decisions.
+    pub counters: RowCounters,
+    /// Whether they agree with `admitted` and `denied` ([`Outcome::counts_agree`]).
+    pub counters_agree: bool,
 }
 
 /// The whole report of a replay: the trace, the settings and one [`Row`] per algorithm.
@@ -158,6 +196,8 @@ impl Report {
                             denied: o.clients[c].denied,
                         })
                         .collect(),
+                    counters: RowCounters::from(&o.counts),
+                    counters_agree: o.counts_agree(),
                 }
             })
             .collect();
@@ -189,8 +229,9 @@ impl Report {
     }
 
     /// The report as text: a line on the trace (and its first malformed lines), the limit,
-    /// a table with a row per algorithm, the promises' rules, any difference from a reference
-    /// model or broken promise, and the top clients by denials.
+    /// a table with a row per algorithm, the promises' rules, the core's counters of every
+    /// algorithm, any difference from a reference model, broken promise or disagreement of
+    /// the counters, and the top clients by denials.
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -262,7 +303,37 @@ impl Report {
         for r in &self.algorithms {
             let _ = writeln!(s, "  {:<15} {}", r.algorithm, r.promise_rule);
         }
+        let _ = writeln!(
+            s,
+            "\ncore counters (limitcore::Counted around each algorithm's deciding limiter):"
+        );
+        let _ = writeln!(
+            s,
+            "{:<15} {:>9} {:>9} {:>12} {:>6} {:>9}",
+            "algorithm", "admitted", "refused", "rate-limited", "final", "permits"
+        );
         for r in &self.algorithms {
+            let c = &r.counters;
+            let _ = writeln!(
+                s,
+                "{:<15} {:>9} {:>9} {:>12} {:>6} {:>9}",
+                r.algorithm, c.admitted, c.refused, c.rate_limited, c.final_refusals, c.permits
+            );
+        }
+        for r in &self.algorithms {
+            if !r.counters_agree {
+                let _ = writeln!(
+                    s,
+                    "COUNTERS DISAGREE ({}): counted {} admitted, {} refused, {} permits; \
+                     the table: {} admitted, {} denied",
+                    r.algorithm,
+                    r.counters.admitted,
+                    r.counters.refused,
+                    r.counters.permits,
+                    r.admitted,
+                    r.denied
+                );
+            }
             if let Some(first) = &r.first_difference {
                 let _ = writeln!(s, "DIFFERENCE ({}): {first}", r.algorithm);
             }

@@ -126,6 +126,7 @@ fn replay_prints_the_table() {
     );
     assert_eq!(lines[1], "limit: 10/s per client");
     assert!(lines[3].starts_with("algorithm        requests  admitted    denied  limited"));
+    let mut table = Vec::new();
     for (line, algorithm) in lines[4..6].iter().zip(["gcra", "sliding-log"]) {
         let cells: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(cells[0], algorithm, "{line}");
@@ -135,7 +136,43 @@ fn replay_prints_the_table() {
         assert_eq!(n(2) + n(3), 2000, "{line}");
         assert_eq!(cells[8], "0", "{line}");
         assert_eq!(cells[cells.len() - 1], "1", "{line}");
+        table.push((n(2), n(3)));
     }
+    // The core's counters of the same decisions: admitted, refused (all rate-limited, none
+    // final) and one permit per admission, equal to the table's columns.
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("core counters (limitcore::Counted"))
+        .expect("the counters' section");
+    assert_eq!(
+        lines[at + 1].split_whitespace().collect::<Vec<_>>(),
+        [
+            "algorithm",
+            "admitted",
+            "refused",
+            "rate-limited",
+            "final",
+            "permits"
+        ]
+    );
+    for (i, algorithm) in ["gcra", "sliding-log"].into_iter().enumerate() {
+        let cells: Vec<&str> = lines[at + 2 + i].split_whitespace().collect();
+        let (admitted, denied) = table[i];
+        assert_eq!(
+            cells,
+            [
+                algorithm.to_string(),
+                admitted.to_string(),
+                denied.to_string(),
+                denied.to_string(),
+                "0".to_string(),
+                admitted.to_string()
+            ],
+            "{}",
+            lines[at + 2 + i]
+        );
+    }
+    assert!(!text.contains("COUNTERS DISAGREE"), "{text}");
     assert!(text.contains("top clients by denials (denied/requests):"));
 }
 
@@ -194,10 +231,33 @@ fn replay_json_keeps_its_fields() {
             "threads",
             "keys_held_at_end",
             "top_denied",
+            "counters",
+            "counters_agree",
         ],
     );
     assert_eq!(row["algorithm"], "token-bucket");
     assert_eq!(row["differing_decisions"], 0);
+    assert_keys(
+        &row["counters"],
+        &[
+            "admitted",
+            "refused",
+            "rate_limited",
+            "final_refusals",
+            "permits",
+        ],
+    );
+    // The core's counters equal the row's own columns.
+    assert_eq!(row["counters"]["admitted"], row["admitted"]);
+    assert_eq!(row["counters"]["refused"], row["denied"]);
+    assert_eq!(row["counters"]["rate_limited"], row["denied"]);
+    assert_eq!(row["counters"]["final_refusals"], 0);
+    assert_eq!(row["counters"]["permits"], row["admitted"]);
+    assert_eq!(row["counters_agree"], true);
+    // The same sample, quota and algorithm as the table test's GCRA row (token bucket and
+    // GCRA decide alike): the counts are the trace's, whatever the thread count.
+    assert_eq!(row["admitted"], 1571);
+    assert_eq!(row["denied"], 429);
     let top = row["top_denied"].as_array().unwrap();
     assert_eq!(top.len(), 2);
     assert_keys(&top[0], &["client", "requests", "denied"]);
@@ -307,6 +367,7 @@ fn pace_json_and_its_errors() {
             "limitcore",
             "governor",
             "ratio",
+            "limitcore_counters",
         ],
     );
     assert_keys(
@@ -336,6 +397,19 @@ fn pace_json_and_its_errors() {
         ],
     );
     assert_eq!(report["governor"]["slip_us"], Value::Null);
+    // The pacer's own counters: 50 slots 1 ms apart, all reserved at t0 (slot k waits k ms),
+    // and the one worker's refusal after the last slot, which ended it.
+    assert_keys(
+        &report["limitcore_counters"],
+        &["reservations", "refused", "delayed", "wait_total_ns"],
+    );
+    assert_eq!(report["limitcore_counters"]["reservations"], 50);
+    assert_eq!(report["limitcore_counters"]["refused"], 1);
+    assert_eq!(report["limitcore_counters"]["delayed"], 49);
+    assert_eq!(
+        report["limitcore_counters"]["wait_total_ns"],
+        1_000_000u64 * 50 * 49 / 2
+    );
 
     for (args, message) in [
         (

@@ -7,7 +7,9 @@
 //! check and a loose sanity bound. The runs are serialised by a lock so that they do not
 //! compete for the CPUs; the whole file takes about 2 s.
 
-use limitcore_cli::pace::{self, Config, PacerRun, Percentiles, Schedule, Slot};
+use limitcore_cli::pace::{
+    self, Comparison, Config, PacerCounters, PacerRun, Percentiles, Schedule, Slot,
+};
 use std::sync::Mutex;
 
 /// One real-clock run at a time.
@@ -101,6 +103,19 @@ fn open_loop_keeps_the_rate_and_the_schedule() {
     assert!(late.p50 < 50_000.0, "median lateness {} µs", late.p50);
     assert!(summary.ideal_lateness_us.unwrap().min >= 0.0);
     assert!(summary.wall_rate.is_some());
+
+    // The pacer's own counters: every slot reserved at t0 (slot k waits k·T), and each
+    // worker's one refusal after the last slot was given out.
+    let n = summary.sends;
+    assert_eq!(
+        PacerCounters::from(&run.counts),
+        PacerCounters {
+            reservations: n,
+            refused: config.workers as u64,
+            delayed: n - 1,
+            wait_total_ns: run.interval * n * (n - 1) / 2,
+        }
+    );
 }
 
 #[test]
@@ -118,6 +133,33 @@ fn live_clock_never_exceeds_the_rate() {
     assert!(gaps(&run).iter().all(|&g| g >= run.interval));
     assert!(summary.slip_us.unwrap() >= 0.0);
     assert_never_early(&run);
+    // Every send was a reservation, and each worker made one more that starts past the end.
+    assert_eq!(run.counts.admitted, summary.sends + config.workers as u64);
+    assert!(run.counts.delayed <= run.counts.admitted);
+}
+
+#[test]
+fn the_report_shows_the_pacer_counters() {
+    let _one = serial();
+    // 20 slots of 1 ms on two workers, open loop.
+    let comparison = Comparison::run(Config::new(1_000, 2, 0.02)).unwrap();
+    assert_eq!(
+        comparison.limitcore_counters,
+        PacerCounters {
+            reservations: 20,
+            refused: 2,
+            delayed: 19,
+            wait_total_ns: 1_000_000 * 20 * 19 / 2,
+        }
+    );
+    let text = comparison.text();
+    assert!(
+        text.ends_with(
+            "\nlimitcore pacer's counters (limitcore::Counted): 20 reservations, 2 refused, \
+             19 delayed, wait granted 0.190000 s in all (9500.00 µs a reservation)\n"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -155,6 +197,7 @@ fn figures_follow_their_definitions() {
             vec![slot(10 * ms, 0), slot(12 * ms, 3_000)],
             vec![slot(11 * ms, 0), slot(14 * ms, 0)],
         ],
+        counts: Default::default(),
     };
     let s = run.summary();
     assert_eq!(s.sends, 4);

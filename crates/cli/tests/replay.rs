@@ -161,6 +161,21 @@ fn assert_sound(outcomes: &[Outcome], what: &str) {
             o.requests(),
             o.clients.iter().map(|c| c.requests).sum::<u64>()
         );
+        // The core's counters of the same decisions equal the decisions' own tally.
+        let admitted = o.admitted_count();
+        assert!(
+            o.counts_agree(),
+            "{what}, {}: {}",
+            o.algorithm.name(),
+            o.counts
+        );
+        assert_eq!(
+            (o.counts.admitted, o.counts.refused(), o.counts.permits),
+            (admitted, o.requests() - admitted, admitted),
+            "{what}, {}",
+            o.algorithm.name()
+        );
+        assert_eq!(o.counts.final_refusals, 0);
     }
     let by = |a| outcomes.iter().find(|o| o.algorithm == a).unwrap();
     // Token bucket and GCRA decide identically (within the token bucket's time window).
@@ -262,6 +277,13 @@ fn edgar_log_with_a_global_limit() {
                 o.first_difference
             );
             assert!(o.bound_holds(), "{name}, {algorithm:?}");
+            // `Counted` around the `All`: the combined decisions, counted once each.
+            assert_eq!(
+                (o.counts.admitted, o.counts.rate_limited),
+                (o.admitted_count(), o.requests() - o.admitted_count()),
+                "{name}, {algorithm:?}"
+            );
+            assert!(o.counts_agree());
             let times: Vec<u64> = trace
                 .requests
                 .iter()
