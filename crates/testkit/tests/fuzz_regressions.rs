@@ -95,6 +95,15 @@ fn token_bucket_differential() {
 }
 
 #[test]
+fn budget_differential() {
+    run_target(
+        "budget_differential",
+        harness::budget_differential,
+        0x2545_f491_4f6c_dd1d,
+    );
+}
+
+#[test]
 fn quota_parse() {
     run_target("quota_parse", harness::quota_parse, 0x8cb9_2ba7_2f3d_8dd7);
 }

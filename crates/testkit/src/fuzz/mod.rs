@@ -22,6 +22,8 @@
 //!   refuses.
 //! - [`leaky_bucket_differential`]: `LeakyBucket`'s `try_acquire_n_at` and `reserve_n_at`
 //!   against `LeakyBucketModel`, at any time.
+//! - [`budget_differential`]: `Budget` against `BudgetModel`: decisions, charges, partial
+//!   grants, reservations, refunds and reconfigurations at decoded times.
 //! - [`keyed_differential`]: `Keyed`, for each rule it runs, against a shadow of its map
 //!   (per key: the model and the single limiter; the overflow state, the overrides and the
 //!   sweeps), with every reading inside what the rules and the eviction grace promise
@@ -45,6 +47,7 @@
 //! it decided before (a window quota that cannot be built that way, a period past about
 //! 2^62 ns, is skipped).
 
+mod budget;
 mod decode;
 mod gcra;
 mod keyed;
@@ -54,6 +57,7 @@ mod timed;
 mod token_bucket;
 mod windows;
 
+pub use budget::budget_differential;
 pub use gcra::gcra_differential;
 pub use keyed::keyed_differential;
 pub use leaky_bucket::leaky_bucket_differential;
