@@ -211,8 +211,8 @@ pub use limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, 
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;
 pub use limiters::{
-    FixedWindow, Gcra, KeyedReserve, LeakyBucket, Limiter, Reservation, Reserve, SlidingWindow,
-    TokenBucket,
+    FixedWindow, Gcra, KeyedReserve, LeakyBucket, Limiter, Reservation, Reserve, RuleCell,
+    SlidingWindow, TokenBucket,
 };
 pub use quota::{Quota, QuotaError};
 pub use rules::Receipt;

@@ -17,19 +17,19 @@
 //! [`SlidingWindow`] is the one shell of its own: its counts are leased to per-CPU shards.
 
 mod reservation;
+mod rule_cell;
 mod sliding_window;
 
 pub use reservation::{KeyedReserve, Reservation, Reserve};
+pub use rule_cell::RuleCell;
 pub use sliding_window::SlidingWindow;
 
-use crate::cell::sealed::Cells;
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::{Clock, Nanos};
 use crate::limiter::{Decision, Denied, RateLimiter, Refund, Snapshot};
 #[cfg(feature = "std")]
 use crate::rules::SlidingLogRule;
 use crate::rules::{
-    precheck, FixedWindowRule, GcraRule, LeakyBucketRule, Receipt, ReserveRule, Rule,
-    TokenBucketRule,
+    FixedWindowRule, GcraRule, LeakyBucketRule, Receipt, ReserveRule, Rule, TokenBucketRule,
 };
 use crate::{DefaultClock, Quota, QuotaError};
 use core::fmt;
@@ -70,17 +70,14 @@ use core::time::Duration;
     doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
 )]
 pub struct Limiter<R: Rule, C = DefaultClock> {
-    /// The rule's state (see each rule's "Word" or "Word layout").
-    state: <R::State as Cells>::Cell,
-    rule: R,
+    cell: RuleCell<R>,
     clock: C,
 }
 
 impl<R: Rule, C: fmt::Debug> fmt::Debug for Limiter<R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("rule", &self.rule)
-            .field("state", &self.state)
+            .field("cell", &self.cell)
             .field("clock", &self.clock)
             .finish()
     }
@@ -112,8 +109,7 @@ impl<R: Rule, C: Clock> Limiter<R, C> {
     /// A fresh limiter applying `rule`, reading time from `clock`.
     pub fn from_rule(rule: R, clock: C) -> Self {
         Limiter {
-            state: rule.fresh().cell(),
-            rule,
+            cell: RuleCell::new(rule),
             clock,
         }
     }
@@ -124,21 +120,23 @@ impl<R: Rule, C: Clock> Limiter<R, C> {
     }
 
     /// The rule this limiter applies.
+    #[inline]
     pub fn rule(&self) -> &R {
-        &self.rule
+        self.cell.rule()
+    }
+
+    /// The state cell: the rule and its state, decided at explicit times.
+    pub fn cell(&self) -> &RuleCell<R> {
+        &self.cell
     }
 
     /// A copy of the current state (for the sliding log, a copy of its ring).
     pub fn state(&self) -> R::State {
-        R::State::read(&self.state, R::State::clone)
+        self.cell.state()
     }
 
     /// Apply a transition of your own to the state, through the same compare-and-swap loop
-    /// (or lock) as every decision: for a protocol built on a rule of your own that has
-    /// transitions besides [`Rule::take`] (a downstream crate's lease being installed, for
-    /// example). `f` must be pure: it may run once per attempt, on the freshest state, and
-    /// on `Err` nothing is written. The rule's guarantees hold only for transitions that
-    /// keep its state meaningful.
+    /// (or lock) as every decision (see [`RuleCell::update`]).
     ///
     /// # Errors
     ///
@@ -158,29 +156,9 @@ impl<R: Rule, C: Clock> Limiter<R, C> {
     /// assert!(limiter.try_acquire().is_err());
     /// # Ok::<(), limitcore::QuotaError>(())
     /// ```
+    #[inline]
     pub fn update<T, E>(&self, f: impl Fn(&mut R::State) -> Result<T, E>) -> Result<T, E> {
-        R::State::update(&self.state, f)
-    }
-
-    /// The decision with the state it left, read inside the same update: what
-    /// `decide_n_at` and `decide_refundable_at` return.
-    fn decide(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
-        match precheck(n, self.rule.capacity()) {
-            Ok(true) => {
-                let rule = &self.rule;
-                let outcome = R::State::update(&self.state, |s| match rule.take(s, now, n) {
-                    Ok(receipt) => Ok((receipt, rule.snapshot(s, now))),
-                    // The state the refusal saw: the freshest, unchanged.
-                    Err(d) => Err((d, rule.snapshot(s, now))),
-                });
-                match outcome {
-                    Ok((receipt, state)) => (Ok(receipt), state),
-                    Err((d, state)) => (Err(d), state),
-                }
-            }
-            Ok(false) => (Ok(Receipt::NOTHING), self.snapshot_at(now)),
-            Err(d) => (Err(d), self.snapshot_at(now)),
-        }
+        self.cell.update(f)
     }
 }
 
@@ -196,19 +174,11 @@ impl<R: Rule, C: Clock> RateLimiter for Limiter<R, C> {
     // `retry_after` (a division) is never computed for it.
     #[inline(always)]
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if !precheck(n, self.rule.capacity())? {
-            return Ok(());
-        }
-        let rule = &self.rule;
-        R::State::update(&self.state, move |s| rule.take(s, now, n).map(|_| ()))
+        self.cell.try_acquire_n_at(n, now)
     }
 
     fn decide_n_at(&self, n: u32, now: Nanos) -> Decision {
-        let (result, state) = self.decide(n, now);
-        Decision {
-            result: result.map(|_| ()),
-            state,
-        }
+        self.cell.decide_at(n, now)
     }
 
     #[inline]
@@ -217,66 +187,42 @@ impl<R: Rule, C: Clock> RateLimiter for Limiter<R, C> {
     }
 
     fn snapshot_at(&self, now: Nanos) -> Snapshot {
-        R::State::read(&self.state, |s| self.rule.snapshot(s, now))
+        self.cell.snapshot_at(now)
     }
 
     fn quota(&self) -> Quota {
-        self.rule.quota()
+        self.rule().quota()
     }
 
     #[inline]
     fn capacity(&self) -> u32 {
-        self.rule.capacity()
+        self.rule().capacity()
     }
 }
 
 impl<R: Rule, C: Clock> Refund for Limiter<R, C> {
     #[inline]
     fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
-        if !precheck(n, self.rule.capacity())? {
-            return Ok(Receipt::NOTHING);
-        }
-        let rule = &self.rule;
-        R::State::update(&self.state, move |s| rule.take(s, now, n))
+        self.cell.acquire_refundable_at(n, now)
     }
 
     fn decide_refundable_at(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
-        self.decide(n, now)
+        self.cell.decide_refundable_at(n, now)
     }
 
     fn refund(&self, receipt: Receipt, at: Nanos) {
-        if receipt.n() == 0 {
-            return;
-        }
-        let rule = &self.rule;
-        // `Err` when the rule has nothing to give back: then nothing is written.
-        let _ = R::State::update(&self.state, |s| {
-            if rule.refund(s, &receipt, at) {
-                Ok(())
-            } else {
-                Err(())
-            }
-        });
+        self.cell.refund(receipt, at);
     }
 
     fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if !precheck(n, self.rule.capacity())? {
-            return Ok(());
-        }
-        R::State::read(&self.state, |s| self.rule.check(s, now, n))
+        self.cell.check_at(n, now)
     }
 }
 
 impl<R: ReserveRule, C: Clock> Reserve for Limiter<R, C> {
     #[inline]
     fn reserve_n_at(&self, n: u32, now: Nanos, max_wait: Duration) -> Result<Reservation, Denied> {
-        if !precheck(n, self.rule.capacity())? {
-            return Ok(Reservation::new(now, 0));
-        }
-        let max_wait = duration_to_nanos(max_wait);
-        let rule = &self.rule;
-        let delay = R::State::update(&self.state, move |s| rule.reserve(s, now, n, max_wait))?;
-        Ok(Reservation::new(now, delay))
+        self.cell.reserve_n_at(n, now, max_wait)
     }
 }
 

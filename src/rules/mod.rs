@@ -281,11 +281,27 @@ pub trait ReserveRule: Rule {
     ) -> Result<Nanos, Denied>;
 }
 
-/// The size checks every shell makes before handing a request to a rule:
+/// The size checks every shell makes before handing a request to a rule (a protocol of
+/// your own on a [`Rule`] makes them too, so that its sizes mean what the crate's do):
 /// [`Denied::ExceedsCapacity`] for `n > capacity` (never conforms, consumes nothing),
 /// `Ok(false)` for `n == 0` (admitted, nothing to do), `Ok(true)` for a request to decide.
+///
+/// # Errors
+///
+/// [`Denied::ExceedsCapacity`] with `capacity` for `n > capacity`.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::rules::precheck;
+/// use limitcore::Denied;
+///
+/// assert_eq!(precheck(0, 5), Ok(false));
+/// assert_eq!(precheck(5, 5), Ok(true));
+/// assert_eq!(precheck(6, 5), Err(Denied::ExceedsCapacity { capacity: 5 }));
+/// ```
 #[inline]
-pub(crate) fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
+pub fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
     if n > capacity {
         Err(Denied::ExceedsCapacity { capacity })
     } else {
