@@ -194,12 +194,14 @@ mod keyed;
 mod throttler;
 
 mod algorithm;
+mod async_limiter;
 pub mod reference;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod wait;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
+pub use async_limiter::AsyncKeyedRateLimiter;
 pub use all::All;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
 pub use counters::{Counted, Counts};
