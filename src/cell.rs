@@ -24,6 +24,20 @@
 //! mutex (the sliding log's slot) the lock orders everything, and retirement is the slot's
 //! state becoming `Held::Retired`.
 //!
+//! # Why the words are raw `AtomicU64`s
+//!
+//! The `atomic` crate's `Atomic<T>` (a typed word over a `bytemuck::NoUninit` struct) was
+//! considered for the state words and not adopted, for two reasons. It stores through
+//! `core`'s atomics, which loom cannot see: every model of `loom-tests` would lose the
+//! word it checks, and a shim under the loom cfg would have to re-implement `Atomic<T>` over
+//! loom's `AtomicU64`, which is this module's `u64` cell again. And the words are not
+//! fixed structs: the token bucket splits its word at the bit length of the burst, chosen
+//! per quota at run time ([`TokenBucketRule`](crate::rules::TokenBucketRule)'s "Word
+//! layout"); a budget's TAT field means units of whichever configuration its generation tag
+//! names ([`Budget`](crate::Budget)'s "Word"); a `#[repr(C)]` struct of fixed fields
+//! expresses neither. Each rule documents its layout where it packs and unpacks it, and
+//! this module's one CAS loop is the only place a word changes.
+//!
 //! # The redirect word
 //!
 //! `REDIRECT` (`u64::MAX − 1`) is a second reserved word: a slot created holding it (by
