@@ -65,12 +65,27 @@ fn contenders() -> Vec<(&'static str, Check)> {
         ("token-bucket", Box::new(move || tb.try_acquire().is_ok())),
         ("governor", Box::new(move || gov.check().is_ok())),
         ("budget", Box::new(move || budget.try_acquire_n(1).is_ok())),
-        ("budget-debt", Box::new(move || debt.try_acquire_n(1).is_ok())),
-        ("budget-charge", Box::new(move || charge.charge(1).shortfall == 0)),
-        ("budget-take-up-to", Box::new(move || up_to.take_up_to(1) == 1)),
-        ("budget-bytes", Box::new(move || bytes.try_acquire_n(4096).is_ok())),
+        (
+            "budget-debt",
+            Box::new(move || debt.try_acquire_n(1).is_ok()),
+        ),
+        (
+            "budget-charge",
+            Box::new(move || charge.charge(1).shortfall == 0),
+        ),
+        (
+            "budget-take-up-to",
+            Box::new(move || up_to.take_up_to(1) == 1),
+        ),
+        (
+            "budget-bytes",
+            Box::new(move || bytes.try_acquire_n(4096).is_ok()),
+        ),
         ("leaky-bucket", Box::new(move || leaky.try_acquire(1))),
-        ("async-speed-limit", Box::new(move || speed.consume_duration(1).is_zero())),
+        (
+            "async-speed-limit",
+            Box::new(move || speed.consume_duration(1).is_zero()),
+        ),
     ]
 }
 
@@ -104,9 +119,11 @@ fn budget(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("budget/{threads}"));
         g.throughput(Throughput::Elements(threads as u64));
         for (name, check) in contenders() {
-            g.bench_with_input(BenchmarkId::from_parameter(name), &threads, |b, &threads| {
-                b.iter_custom(|iters| run_threads(&*check, threads, iters))
-            });
+            g.bench_with_input(
+                BenchmarkId::from_parameter(name),
+                &threads,
+                |b, &threads| b.iter_custom(|iters| run_threads(&*check, threads, iters)),
+            );
         }
         g.finish();
     }

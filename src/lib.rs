@@ -183,7 +183,7 @@ mod limiters;
 
 // Layer 3: the composites.
 mod all;
-mod budget;
+pub mod budget;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod concurrency;
@@ -201,8 +201,8 @@ pub mod reference;
 pub mod wait;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
-pub use async_limiter::AsyncKeyedRateLimiter;
 pub use all::All;
+pub use async_limiter::AsyncKeyedRateLimiter;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
 pub use counters::{Counted, Counts};
 #[cfg(all(feature = "keyed", loom))]

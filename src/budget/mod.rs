@@ -14,7 +14,7 @@
 //!   the budget is full (at once if it is) and leaves it in debt; later requests wait until
 //!   the debt is repaid at the rate (CockroachDB's `quotapool.TokenBucket`; Neon's pageserver
 //!   lets such a request wait upfront instead, for the same schedule). Without debt, the
-//!   default, such a request is [`Denied::ExceedsCapacity`].
+//!   default, such a request is refused as [`ExceedsCapacity`](crate::Denied::ExceedsCapacity).
 //! - **Forced charges** ([`Budget::charge`]): usage measured after the work (TiKV's
 //!   `consume_sample`), never refused, saturating at the burst plus the debt with the
 //!   shortfall reported.
@@ -24,8 +24,9 @@
 //!   applies to the next decision; the state is kept in permits and re-timed at the new rate,
 //!   so neither a rise nor a cut creates or forgives a permit. [`Mode::Disabled`] admits
 //!   everything and charges nothing (TiKV's limit of 0); [`Mode::Paused`] admits nothing and
-//!   its waiters wake when it ends (RisingWave's `Pause`).
-//! - **Waits in order** ([`Budget::acquire_n_blocking`], [`Budget::acquire_n_async`]): a
+//!   its waiters wake when it ends (RisingWave's `Pause`; the refusal is
+//!   [`Paused`](crate::Denied::Paused)).
+//! - **Waits in order** (`Budget::acquire_n_blocking`, `Budget::acquire_n_async`): a
 //!   waiter takes its place in the schedule first and then sleeps until it, so a large
 //!   request is never overtaken by small ones; a change of configuration wakes it to re-time
 //!   its place; a dropped async waiter gives its place back.
@@ -196,7 +197,7 @@ pub enum Mode {
     /// Admit everything and charge nothing (forced charges are not recorded either); the
     /// state resumes as it was when the budget is enabled again.
     Disabled,
-    /// Admit nothing ([`Denied::Paused`]); forced charges are still recorded. Waiters sleep
+    /// Admit nothing ([`Paused`](crate::Denied::Paused)); forced charges are still recorded. Waiters sleep
     /// until the mode changes, then decide again.
     Paused,
 }

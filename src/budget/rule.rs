@@ -15,8 +15,7 @@ use core::fmt;
 /// charges, partial grants and a configuration that can change while it runs.
 ///
 /// Its state is one `u64` ([`Budget`](crate::Budget)'s "Word"); its configuration is
-/// shared by every clone of the rule (a [`Keyed`](crate::Keyed) budget's keys share their
-/// default's), so a change through any handle applies to all of them.
+/// shared by every clone of the rule (a keyed budget's keys share their default's), so a change through any handle applies to all of them.
 ///
 /// # Examples
 ///
