@@ -125,9 +125,11 @@ pub mod scripts;
 pub mod server;
 
 pub use client::{Redis, RedisConfig};
-pub use exact::{gcra_micros, Answer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US};
+pub use exact::{
+    gcra_micros, Answer, ChargeAnswer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US,
+};
 pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
-pub use policy::{Policy, Source, Verdict};
+pub use policy::{ChargeVerdict, Policy, Source, Verdict};
 
 use std::fmt;
 use std::time::Duration;

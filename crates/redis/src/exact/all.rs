@@ -2,7 +2,7 @@
 
 use super::{gcra_micros, parse, verdict, Answer};
 use crate::client::Redis;
-use crate::policy::{Charge, Fallback, Policy, Verdict};
+use crate::policy::{Admission, Fallback, Policy, Verdict};
 use crate::scripts::{scripts, Script};
 use crate::Error;
 use limitcore::Quota;
@@ -73,17 +73,17 @@ impl RedisAll {
     /// the last limit's admission.
     fn fallback(&self, tenant: &str, n: u32) -> Verdict {
         let nodes = self.redis.nodes();
-        let mut charged: Vec<Charge> = Vec::with_capacity(self.fallbacks.len());
+        let mut charged: Vec<Admission> = Vec::with_capacity(self.fallbacks.len());
         let mut last = None;
         for fallback in &self.fallbacks {
-            let (verdict, charge) = fallback.decide_refundable(tenant, n, nodes);
+            let (verdict, admission) = fallback.decide_refundable(tenant, n, nodes);
             if !verdict.is_admitted() {
-                for charge in charged {
-                    charge.refund(tenant);
+                for admission in charged {
+                    admission.refund();
                 }
                 return verdict;
             }
-            charged.extend(charge);
+            charged.extend(admission);
             last = Some(verdict);
         }
         // `new` refuses an empty list of limits: one verdict at least.
@@ -138,7 +138,7 @@ impl RedisAll {
     /// Decide `n` permits for `tenant` against every limit, all or nothing. When Redis
     /// cannot answer, each limit's outage policy ([`Policy`]) is asked in turn, still all
     /// or nothing: the first refusal is returned, and the local limits that admitted before
-    /// it are given their charge back (`FailLocal`'s GCRA refund is exact).
+    /// it are given their charge back (`FailLocal`'s budget refund is exact at the admission's own time).
     ///
     /// # Errors
     ///

@@ -8,10 +8,12 @@ use redis::Value;
 use std::time::Duration;
 
 mod all;
+mod charge;
 mod gcra;
 mod sliding_log;
 
 pub use all::RedisAll;
+pub use charge::ChargeAnswer;
 pub use gcra::RedisGcra;
 pub use sliding_log::RedisSlidingLog;
 
@@ -75,41 +77,6 @@ pub(crate) fn parse(value: Value, capacity: u32) -> Result<Answer, Error> {
         _ => return Err(bad(&value)),
     };
     Ok(answer(result, remaining, full, granted, now))
-}
-
-/// Parse the GCRA script's reply to `count` requests on one key: `{now_us, granted,
-/// retry_us, backlog_us, …}` (see [`scripts`](crate::scripts)), the permits remaining
-/// computed from each backlog as the script would (`⌊(burst·T − backlog)/T⌋`).
-fn parse_gcra(value: Value, burst: u32, t_us: u64, count: usize) -> Result<Vec<Answer>, Error> {
-    let bad = |v: &Value| Error::Reply(format!("unexpected script reply {v:?}"));
-    let Value::Array(items) = &value else {
-        return Err(bad(&value));
-    };
-    if items.len() != 1 + 3 * count {
-        return Err(bad(&value));
-    }
-    let now = int(&items[0]).ok_or_else(|| bad(&value))?;
-    let span = u64::from(burst) * t_us;
-    items[1..]
-        .chunks_exact(3)
-        .map(|group| {
-            let (Some(granted), Some(retry), Some(backlog)) =
-                (int(&group[0]), int(&group[1]), int(&group[2]))
-            else {
-                return Err(bad(&value));
-            };
-            let result = match retry {
-                0 => Ok(()),
-                -1 => Err(Denied::ExceedsCapacity { capacity: burst }),
-                r if r > 0 => Err(Denied::RateLimited {
-                    retry_after: micros(r),
-                }),
-                _ => return Err(bad(&value)),
-            };
-            let remaining = span.saturating_sub(backlog.max(0) as u64) / t_us.max(1);
-            Ok(answer(result, remaining as i64, backlog, granted, now))
-        })
-        .collect()
 }
 
 /// The first `N` integers of an array reply of exactly `N`.
