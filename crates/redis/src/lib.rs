@@ -4,22 +4,35 @@
 //! scripts (one round trip a decision), and a leased lock-free fast path whose overshoot
 //! is stated and proved.
 //!
-//! | mode | type | a decision costs | fleet admits in any window Δ |
+//! | mode | type | a decision costs | fleet consumes in any window Δ |
 //! |---|---|---|---|
-//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈Δ/T⌉ − 1` (the GCRA bound) |
+//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈(Δ + D)/T⌉ − 1` (the GCRA bound when `D = 0`) |
 //! | exact sliding log | [`RedisSlidingLog`] | one script call | `count` per `period`, any window |
 //! | several limits, all or nothing | [`RedisAll`] | one script call | each limit's GCRA bound |
-//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈Δ/T⌉ − 1 + N·L` |
+//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈(Δ + D)/T⌉ − 1 + N·L` |
 //! | leased, one key | [`LeasedKey`] ([`LeasedLimiter::key`]) | a local compare-and-swap | the same |
 //!
-//! (`B` burst, `T` emission interval, `N` nodes, `L` largest lease.) Over the long run the
-//! leased mode never admits more than the exact limit; the proof is in [`leased`]'s docs.
+//! (`B` burst, `T` emission interval, `D` maximum debt, zero without a debt policy, `N`
+//! nodes, `L` largest lease.) What is counted is what the fleet consumes: admissions plus
+//! forced charges. Over the long run the leased mode never consumes more than the exact
+//! limit; the proof is in [`leased`]'s docs.
+//!
+//! ## Debt and forced charges
+//!
+//! The GCRA limits take the core's [`Budget`](limitcore::Budget) policy for storage
+//! engines (CockroachDB's distributed token bucket is the model): a maximum debt
+//! ([`RedisGcra::with_max_debt`], [`RedisGcra::from_budget`], [`LeaseConfig::max_debt`];
+//! none by default) lets a request above the burst through once the key is full, leaving it
+//! in debt, and forced charges ([`RedisGcra::charge`], [`LeasedLimiter::charge`]) record
+//! usage measured after the work, never refused, saturating at the burst plus the debt
+//! with the shortfall reported. A leased charge spends the node's cells first, then charges
+//! Redis. What each outage policy does with a charge is in [`Policy`], "Charges".
 //!
 //! ## Exact mode
 //!
 //! The scripts ([`scripts`]) keep the core's contract on Redis's own clock (`TIME`, the
-//! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n > burst`
-//! is `ExceedsCapacity`, a denial writes nothing, `retry_after` is exact to the µs and
+//! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n` above the
+//! capacity (the burst, without debt) is `ExceedsCapacity`, a denial writes nothing, `retry_after` is exact to the µs and
 //! never early, every product is bounded below 2^53 (where Lua's doubles stop being
 //! exact), and each key expires exactly when its state becomes indistinguishable from a
 //! fresh one. They are loaded once and invoked by hash (`EVALSHA`), reloaded on

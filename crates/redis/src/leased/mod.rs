@@ -1,6 +1,7 @@
 //! The leased fast path: each node takes leases of cells from the Redis GCRA and spends
 //! them from a local lock-free counter, so a decision is a local compare-and-swap and
-//! Redis sees one script call per lease.
+//! Redis sees one script call per lease; with the core's debt policy and forced charges
+//! across the fleet.
 //!
 //! # Protocol
 //!
@@ -30,41 +31,88 @@
 //!    target` (the cells spent since the last lease over the time it took, times the
 //!    target lease duration), doubled when the node ran dry, within `1 ..= L`.
 //!
+//! # Debt, oversized requests and forced charges
+//!
+//! The key's limit on Redis may run a debt policy ([`LeaseConfig::max_debt`], `D`: the
+//! core's [`Budget`](limitcore::Budget) semantics, [`RedisGcra`]'s "Contract"), and nodes
+//! may charge usage after the fact; CockroachDB's distributed token bucket is the model
+//! (pods spend a local bucket filled by grants from a central one, and report usage that
+//! cannot be throttled into debt):
+//!
+//! - **A lease never runs into debt** and never holds more than `L` cells: it takes only
+//!   what fits below the burst span, as before.
+//! - **A request above `L`** cannot be served by a lease. [`LeasedLimiter::acquire`] (and
+//!   [`LeasedKey::acquire`]) decides it on Redis by the exact script, one call, as
+//!   [`RedisGcra::decide`] would: up to the burst, or under debt up to `⌊(B·T + D)/T⌋`
+//!   admitted only from a full key. The synchronous calls, which never wait for Redis,
+//!   refuse it as [`Denied::ExceedsCapacity`] with capacity `min(burst, L)`, as before.
+//! - **A forced charge** ([`LeasedLimiter::charge`], [`LeasedKey::charge`]) spends the
+//!   cells the node holds for the key first (one compare-and-swap on the key's word:
+//!   Redis charged them when it leased them), then charges the rest on Redis in one script
+//!   call, never refused by the limit (saturating at `B·T + D` of backlog, the rest
+//!   reported as the shortfall). If Redis's answer says a request must now wait, the node
+//!   blocks the key until that wait has passed, as after a refused lease (step 5).
+//!
 //! # The bound
 //!
 //! Let `N` nodes share a key, `L` be the largest lease ([`LeaseConfig::max_lease`]), `B`
-//! the burst and `T` the emission interval. Then in any window `[a, a + Δ)`:
+//! the burst, `T` the emission interval and `D` the maximum debt (zero without a debt
+//! policy), `T` and `D` in µs as on Redis. What the fleet *consumes* of the key is what it
+//! admits plus what its forced charges record (from held cells, or on Redis). While Redis
+//! answers, in any window `[a, a + Δ)`:
 //!
 //! ```text
-//! admitted(fleet, [a, a+Δ))  ≤  B + ⌈Δ / T⌉ − 1  +  N·L          (exact GCRA bound + N·L)
-//! admitted(fleet, [0, t))    ≤  granted(Redis, [0, t))  ≤  B + ⌈t / T⌉ − 1   (long run)
+//! consumed(fleet, [a, a+Δ))  ≤  B + ⌈(Δ + D) / T⌉ − 1  +  N·L          (the exact bound + N·L)
+//! consumed(fleet, [0, t))    ≤  consumed(Redis, [0, t))  ≤  B + ⌈(t + D) / T⌉ − 1   (long run)
 //! ```
 //!
-//! *Proof sketch.* Every local admission spends a cell that Redis granted earlier (a cell is
-//! created only by a lease, and a local take never adds cells), so each admission in the
-//! window spends a cell granted either (i) within the window or (ii) before it.
-//! (i) Grants are admissions of the exact GCRA on Redis (a lease of `g` cells is one
-//! admission of `g` permits), and in any window of length Δ the GCRA admits at most
-//! `B + ⌈Δ/T⌉ − 1` permits (the TAT rises by `T` per permit from at least the window's
-//! start and may not pass the last admission's time plus `B·T`), whatever the offset of
-//! Redis's clock, provided it runs at the true rate. (ii) Cells granted before `a` and
-//! spent in the window were *owned* by a node at `a`, held or in flight. A node asks for
-//! `g = size − held` with `size ≤ L`, has at most one fetch in flight, and its held cells
-//! only decrease until that fetch installs; so at every instant `held + in flight ≤ L`,
-//! and the fleet owns at most `N·L` at `a`. Summing (i) and (ii) gives the first line; the
-//! second follows from "every admission spends a granted cell", with no `N·L` term: over
-//! the long run the fleet never exceeds the exact limit, and the cells that expire unspent
-//! only lower it. ∎
+//! With no debt (`D = 0`) this is GCRA's `B + ⌈Δ/T⌉ − 1 + N·L`, the bound before charges
+//! existed, now counting the charges in it: **the charge path adds nothing** to the window
+//! bound. The debt adds exactly `⌈(Δ + D)/T⌉ − ⌈Δ/T⌉` permits (at most `⌈D/T⌉`) to a
+//! window and to the long run, whether requests or charges run it up.
+//!
+//! *Proof.* (i) **Redis.** Every script call on the key that changes it consumes `m ≥ 1`
+//! permits: a lease of `m` cells, an admission of `m` permits (at most the burst, or
+//! under debt above it from a full key), a charge of `m` permits; every call runs on one
+//! state, atomically, whichever node sent it. Such a call at Redis's time `t` moves the
+//! TAT to `max(TAT, t) + m·T` and leaves `TAT − t ≤ B·T + D`: a lease or an admission of
+//! at most the burst by its own condition (`≤ B·T`), an oversized admission because `m`
+//! is at most the capacity `⌊(B·T + D)/T⌋`, a charge because it is cut to the room below
+//! `B·T + D`. Let the calls consuming `m₁ … m_k` run at `a ≤ t₁ ≤ … ≤ t_k < a + Δ`. The
+//! first leaves `TAT ≥ t₁ + m₁·T ≥ a + m₁·T`, each later one adds at least its `m_i·T`,
+//! so after the last `TAT ≥ a + Σm_i·T`, and the last left `TAT ≤ t_k + B·T + D < a + Δ
+//! + B·T + D`. Hence `Σm_i·T < Δ + B·T + D`, and as `Σm_i` is an integer, `Σm_i ≤ B +
+//! ⌈(Δ + D)/T⌉ − 1`. Calls that change nothing (refusals, charges cut to 0) consume
+//! nothing; an expired key is a full one (its TTL is its backlog). This holds whatever the
+//! offset of Redis's clock, provided it runs at the true rate and never steps back.
+//! (ii) **Cells.** A node consumes locally only by spending cells: an admission spends
+//! `n`, a charge `min(held, n)` before it asks Redis for the rest. Cells are created only
+//! by leases and never added by a spend, so a cell spent in the window was granted either
+//! within it, and is counted in (i), or before `a`, and was then *owned* by its node at
+//! `a`, held or in flight. A node asks for `g = size − held` with `size ≤ L`, has at most
+//! one fetch in flight, and its held cells only decrease until that fetch installs (a
+//! decision and a charge spend them, a block keeps them, expiry drops them); so at every
+//! instant `held + in flight ≤ L`, and the fleet owns at most `N·L` at `a`.
+//! (iii) Everything else the fleet consumes is a Redis call of (i): a request above `L`,
+//! the part of a charge beyond the held cells. Summing (i) and (ii) gives the first line.
+//! For the second, every local consumption spends a granted cell and every other one is a
+//! Redis call, so the fleet never consumes more than Redis did, which (i) bounds with
+//! `a = 0`, `Δ = t`: no `N·L` term, and the cells that expire unspent only lower it. ∎
 //!
 //! A refusal from Redis only blocks locally, and expiry only removes cells: neither can
-//! break the bound. The outage policies ([`Policy`]) state their own.
+//! break the bound. Every limiter on the key (leased or exact, on every node) must share
+//! the quota and the debt: the bound is that configuration's. The outage policies
+//! ([`Policy`]) state their own, charges included; a charge whose call timed out may have
+//! been recorded on Redis as well as by the policy (stricter, never looser).
 //!
 //! # Cost
 //!
 //! A decision is a map lookup and a compare-and-swap on the key's word (on a [`LeasedKey`],
-//! resolved once, the compare-and-swap alone). Redis sees about
-//! one command per lease (`rate × target` decisions), plus heartbeats; a node that is
-//! refused by Redis sends nothing until Redis's wait has passed.
+//! resolved once, the compare-and-swap alone): debt and charges add nothing to it (no
+//! field, no atomic operation; the limit's debt lives in the Redis script's arguments).
+//! Redis sees about one command per lease (`rate × target` decisions), plus heartbeats,
+//! plus one per request above `L` and one per charge that the held cells do not cover; a
+//! node that is refused by Redis sends no lease request until Redis's wait has passed.
 //!
 //! # First requests
 //!
@@ -93,6 +141,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod charge;
 mod entry;
 mod fetch;
 mod key;
@@ -116,6 +165,7 @@ pub use rule::{LeaseRule, Spend, MAX_CELLS};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseConfig {
     max_lease: u32,
+    max_debt: Duration,
     target: Duration,
     ttl: Duration,
     prefix: String,
@@ -123,10 +173,12 @@ pub struct LeaseConfig {
 
 impl LeaseConfig {
     /// Leases of at most `max_lease` cells (`L` of the bound; clamped to the burst and
-    /// [`MAX_CELLS`], at least 1), lasting about 50 ms each, expiring 1 s after they arrive.
+    /// [`MAX_CELLS`], at least 1), lasting about 50 ms each, expiring 1 s after they arrive;
+    /// no debt.
     pub fn new(max_lease: u32) -> Self {
         LeaseConfig {
             max_lease: max_lease.max(1),
+            max_debt: Duration::ZERO,
             target: Duration::from_millis(50),
             ttl: Duration::from_secs(1),
             prefix: "lc:gcra:".to_owned(),
@@ -145,6 +197,29 @@ impl LeaseConfig {
     #[must_use]
     pub fn max_lease(mut self, max_lease: u32) -> Self {
         self.max_lease = max_lease.max(1);
+        self
+    }
+
+    /// The debt policy of the key's limit on Redis ([`RedisGcra::with_max_debt`]): up to
+    /// `max_debt` of backlog beyond the burst (whole µs, rounded down). A request above the
+    /// largest lease is then decided on Redis up to `⌊(burst·T + D)/T⌋` permits
+    /// ([`LeasedLimiter::acquire`]), and forced charges ([`LeasedLimiter::charge`]) may run
+    /// the key's backlog that far. A lease itself never runs into debt, and never holds more
+    /// than `L` cells. Zero (the default): no debt. `D` of the bound
+    /// `B + ⌈(Δ + D)/T⌉ − 1 + N·L`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_redis::LeaseConfig;
+    /// use std::time::Duration;
+    ///
+    /// let config = LeaseConfig::new(16).max_debt(Duration::from_secs(2));
+    /// assert_eq!(config.get_max_debt(), Duration::from_secs(2));
+    /// ```
+    #[must_use]
+    pub fn max_debt(mut self, max_debt: Duration) -> Self {
+        self.max_debt = max_debt;
         self
     }
 
@@ -174,10 +249,15 @@ impl LeaseConfig {
     pub fn get_max_lease(&self) -> u32 {
         self.max_lease
     }
+
+    /// `D`, the maximum debt as given (zero: none).
+    pub fn get_max_debt(&self) -> Duration {
+        self.max_debt
+    }
 }
 
 impl Default for LeaseConfig {
-    /// `L = 16` (clamped to the burst), 50 ms leases, 1 s expiry.
+    /// `L = 16` (clamped to the burst), 50 ms leases, 1 s expiry, no debt.
     fn default() -> Self {
         LeaseConfig::new(16)
     }
@@ -212,14 +292,19 @@ struct Inner<C: Clock> {
 ///
 /// # Bound
 ///
-/// With `N` nodes and largest lease `L`, in any window of length Δ the fleet admits at most
-/// `B + ⌈Δ/T⌉ − 1 + N·L` per key (the exact GCRA's bound plus `N·L`), and over the long run
-/// never more than the exact limit. The proof is in the [module docs](self).
+/// With `N` nodes, largest lease `L` and maximum debt `D` ([`LeaseConfig::max_debt`], zero
+/// by default), in any window of length Δ the fleet consumes (admits, plus charges) at
+/// most `B + ⌈(Δ + D)/T⌉ − 1 + N·L` per key (the exact bound plus `N·L`), and over the
+/// long run never more than the exact limit. The proof is in the [module docs](self).
 ///
 /// # Capacity
 ///
-/// A request can take at most `min(burst, L)` permits (a lease never holds more);
-/// larger ones are [`Denied::ExceedsCapacity`] with that capacity.
+/// The synchronous calls (the [`KeyedRateLimiter`] trait, [`LeasedLimiter::decide_verdict_at`])
+/// take at most `min(burst, L)` permits a request (a lease never holds more); larger ones
+/// are [`Denied::ExceedsCapacity`] with that capacity. [`LeasedLimiter::acquire`] decides a
+/// request above `L` on Redis instead (one script call), up to
+/// [`LeasedLimiter::capacity`]: the burst, or `⌊(burst·T + D)/T⌋` under debt (admitted only
+/// from a full key). Forced charges ([`LeasedLimiter::charge`]) have no capacity.
 ///
 /// # Refusals
 ///
@@ -233,7 +318,8 @@ struct Inner<C: Clock> {
 /// # Outages
 ///
 /// While the circuit breaker is open, cells already held are spent first (they were
-/// charged); then the [`Policy`] decides ([`Source::Fallback`]).
+/// charged), by decisions and by charges alike; then the [`Policy`] decides, or records a
+/// charge as it says ([`Source::Fallback`]; [`Policy`], "Charges").
 ///
 /// # Examples
 ///
@@ -313,7 +399,9 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let deadline = redis.config().get_deadline();
         // Checks the quota (the same `Error::Quota` as `gcra_micros`) before anything else;
         // its outage policy is the leased path's too.
-        let gcra = RedisGcra::new(redis, quota, policy)?.with_prefix(config.prefix.clone());
+        let gcra = RedisGcra::new(redis, quota, policy)?
+            .with_max_debt(config.max_debt)?
+            .with_prefix(config.prefix.clone());
         let rule = LeaseRule::with_epoch(quota, clock.now(), config.max_lease);
         let config = LeaseConfig {
             max_lease: rule.capacity(),
@@ -349,6 +437,19 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// `L`, the largest lease (and the largest request), in cells (permits).
     pub fn max_lease(&self) -> u32 {
         self.inner.config.max_lease
+    }
+
+    /// The most permits one request may take through [`LeasedLimiter::acquire`]: the
+    /// burst, or `⌊(burst·T + D)/T⌋` under a debt policy ([`LeaseConfig::max_debt`]).
+    /// Requests up to `L` ([`LeasedLimiter::max_lease`]) are decided locally, larger ones
+    /// on Redis; the synchronous calls take at most `L`.
+    pub fn capacity(&self) -> u32 {
+        self.inner.gcra.capacity()
+    }
+
+    /// The maximum debt on Redis (whole µs; zero: none).
+    pub fn max_debt(&self) -> Duration {
+        self.inner.gcra.max_debt()
     }
 
     /// The Redis handle.
@@ -509,7 +610,15 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// Decide `n` permits for `key` now, waiting (up to the Redis deadline) for a lease if
     /// the node holds none for this key: the asynchronous entry point, which never refuses
     /// a key's first request only because its lease has not arrived yet.
+    ///
+    /// A request above the largest lease `L` (which no lease can hold) is decided on Redis
+    /// by the exact script, one call, as [`RedisGcra::decide`] would (under a debt policy up
+    /// to [`LeasedLimiter::capacity`], admitted only from a full key); see the type's
+    /// "Capacity".
     pub async fn acquire(&self, key: &str, n: u32) -> Verdict {
+        if n > self.max_lease() {
+            return self.oversized(key, n).await;
+        }
         self.acquire_by(|| {
             let guard = self.inner.keys.pin();
             let entry = self.entry(&guard, key);
