@@ -96,6 +96,7 @@ impl RedisGcra {
         match self.try_charge(key, n).await {
             Ok(answer) => ChargeVerdict {
                 charged: answer.charged,
+                from_lease: 0,
                 source: Source::Redis {
                     server_time_us: answer.server_time_us,
                 },

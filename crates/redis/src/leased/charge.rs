@@ -84,6 +84,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             };
             return ChargeVerdict {
                 charged,
+                from_lease: n,
                 source: Source::Lease,
             };
         }
@@ -107,6 +108,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 }
                 ChargeVerdict {
                     charged: answer.charged,
+                    from_lease: 0,
                     source: Source::Redis {
                         server_time_us: answer.server_time_us,
                     },
@@ -119,6 +121,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 charged: local + remote.charged.charged,
                 ..remote.charged
             },
+            from_lease: local,
             source: remote.source,
         }
     }

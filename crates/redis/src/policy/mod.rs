@@ -143,7 +143,12 @@ pub struct ChargeVerdict {
     /// Permits charged, permits short (not recorded: past the burst plus the debt, or the
     /// policy's), and the wait a request for one permit now faces.
     pub charged: Charged,
-    /// Who recorded it.
+    /// Of `charged.charged`, the permits the node's held cells covered (spent locally:
+    /// Redis had charged them when it leased them); the rest was recorded by `source`. Only
+    /// the leased path holds cells: 0 in exact mode.
+    pub from_lease: u32,
+    /// Who recorded the rest (all of it when nothing came from the lease; a charge the
+    /// cells covered entirely is [`Source::Lease`]).
     pub source: Source,
 }
 
@@ -289,6 +294,7 @@ impl Fallback {
         };
         ChargeVerdict {
             charged,
+            from_lease: 0,
             source: self.source(),
         }
     }
