@@ -282,7 +282,7 @@ fn node(
     let mut i = 0u64;
     while Instant::now() < end {
         i += 1;
-        if i % 512 == 0 {
+        if i.is_multiple_of(512) {
             // A request above the lease: one script call, admitted only from a full key.
             let n = rng.gen_range(l + 1..=120);
             let v = rt.block_on(limiter.acquire("hot", n));
@@ -293,7 +293,7 @@ fn node(
                 times.extend(std::iter::repeat_n(server_time_us, n as usize));
                 on_redis += u64::from(n);
             }
-        } else if i % 64 == 0 {
+        } else if i.is_multiple_of(64) {
             let n = rng.gen_range(1..=24);
             let before = common::wall_us();
             let c = rt.block_on(handle.charge(n));
@@ -310,7 +310,7 @@ fn node(
             }
             assert_eq!(c.charged.charged + c.charged.shortfall, n);
         } else {
-            let admitted = if i % 2 == 0 {
+            let admitted = if i.is_multiple_of(2) {
                 limiter.try_acquire("hot").is_ok()
             } else {
                 handle.try_acquire().is_ok()

@@ -80,9 +80,9 @@
 //! is at most the capacity `⌊(B·T + D)/T⌋`, a charge because it is cut to the room below
 //! `B·T + D`. Let the calls consuming `m₁ … m_k` run at `a ≤ t₁ ≤ … ≤ t_k < a + Δ`. The
 //! first leaves `TAT ≥ t₁ + m₁·T ≥ a + m₁·T`, each later one adds at least its `m_i·T`,
-//! so after the last `TAT ≥ a + Σm_i·T`, and the last left `TAT ≤ t_k + B·T + D < a + Δ
-//! + B·T + D`. Hence `Σm_i·T < Δ + B·T + D`, and as `Σm_i` is an integer, `Σm_i ≤ B +
-//! ⌈(Δ + D)/T⌉ − 1`. Calls that change nothing (refusals, charges cut to 0) consume
+//! so after the last `TAT ≥ a + Σm_i·T`, and the last left
+//! `TAT ≤ t_k + B·T + D < a + Δ + B·T + D`. Hence `Σm_i·T < Δ + B·T + D`, and as `Σm_i`
+//! is an integer, `Σm_i ≤ B + ⌈(Δ + D)/T⌉ − 1`. Calls that change nothing (refusals, charges cut to 0) consume
 //! nothing; an expired key is a full one (its TTL is its backlog). This holds whatever the
 //! offset of Redis's clock, provided it runs at the true rate and never steps back.
 //! (ii) **Cells.** A node consumes locally only by spending cells: an admission spends
