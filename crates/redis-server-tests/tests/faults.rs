@@ -149,7 +149,7 @@ async fn open_breaker_costs_no_latency_and_applies_each_policy() {
             n += 1;
         }
     }
-    assert_eq!(n, 2, "the local GCRA's burst");
+    assert_eq!(n, 2, "the local budget's burst");
     // The server comes back: the background probe closes the breaker.
     server.restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(3);

@@ -84,10 +84,12 @@
 //! ## Tests
 //!
 //! This crate's own tests (`cargo test -p limitcore-redis`: the lease word, the idle-key
-//! sweep's protocol, the doc examples) need no server. Every test that needs a live
-//! `redis-server` (the scripts against the core's reference models, a 3-master cluster,
-//! faults, a fleet of nodes, the leased handles and `acquire` through the sweep, the HTTP
-//! layer) is in the workspace's test-only package `redis-server-tests`
+//! sweep's protocol, the outage policy's local budgets, the doc examples) need no server.
+//! Every test that needs a live `redis-server` (the scripts against the core's reference
+//! models, the debt and forced charges against the core's budget model, a 3-master
+//! cluster, faults and what charges do under each outage policy, a fleet of nodes
+//! deciding and charging on one key, the leased handles and `acquire` through the sweep,
+//! the HTTP layer) is in the workspace's test-only package `redis-server-tests`
 //! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
 //! --workspace` runs the packages in the order of their names and stops at the first that
 //! fails, so on a machine without `redis-server` every other package's tests run first.

@@ -105,7 +105,7 @@ impl RedisSlidingLog {
     }
 
     /// Decide `n` permits for `key` on Redis, or by the outage policy (whose local limit
-    /// for a sliding log is a GCRA of the same rate share).
+    /// for a sliding log is a budget, GCRA without debt, of the same rate share).
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
         let answer = self.call(key, n, None).await;
         verdict(answer, || self.fallback.decide(key, n, self.redis.nodes()))

@@ -160,8 +160,27 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
 }
 
 impl<C: Clock + Clone + 'static> LeasedKey<C> {
-    /// Charge `n` permits to the key: as [`LeasedLimiter::charge`] (this handle's cells
-    /// first, then Redis).
+    /// Charge `n` permits to the key: as [`LeasedLimiter::charge`] (the cells the node
+    /// holds for the key first, then Redis), with no lookup.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, Source};
+    /// use std::time::Duration;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// // An upstream's quota in bytes/ms of egress, shared by the fleet, 500 ms of debt.
+    /// let config = LeaseConfig::new(64).max_debt(Duration::from_millis(500));
+    /// let egress = LeasedLimiter::new(redis, "1000/s burst 200".parse()?, config, Policy::FailLocal)?;
+    /// let upstream = egress.key("upstream");
+    /// let charge = upstream.charge(120).await; // measured after the response was sent
+    /// if charge.source == Source::Lease {
+    ///     assert_eq!(charge.from_lease, 120); // the node's own cells: no round trip
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn charge(&self, n: u32) -> ChargeVerdict {
         self.limiter()
             .charge_entry(self.entry(), self.key(), n)

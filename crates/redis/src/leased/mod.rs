@@ -364,7 +364,8 @@ impl LeasedLimiter<MonotonicClock> {
     /// # Errors
     ///
     /// [`Error::Quota`] if the quota cannot be represented on Redis
-    /// ([`gcra_micros`](crate::gcra_micros)).
+    /// ([`gcra_micros`](crate::gcra_micros)), or its burst span plus the configured debt
+    /// exceeds 2^52 µs ([`RedisGcra::with_max_debt`]).
     ///
     /// # Panics
     ///
