@@ -265,8 +265,8 @@ impl LocalBudgets {
 impl Admitted {
     /// Give the admission back (the budget's refund never creates a permit; a word retired
     /// since is left alone: it was full, nothing is owed).
-    pub(crate) fn refund(self, rule_of: &LocalBudgets) {
-        let rule = &rule_of.rule;
+    pub(crate) fn refund(self, local: &LocalBudgets) {
+        let rule = &local.rule;
         let _ = self.word.update(|word| {
             if *word == RETIRED {
                 return Err(());
