@@ -32,12 +32,13 @@
 //!
 //! The scripts ([`scripts`]) keep the core's contract on Redis's own clock (`TIME`, the
 //! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n` above the
-//! capacity (the burst, without debt) is `ExceedsCapacity`, a denial writes nothing, `retry_after` is exact to the µs and
-//! never early, every product is bounded below 2^53 (where Lua's doubles stop being
-//! exact), and each key expires exactly when its state becomes indistinguishable from a
-//! fresh one. They are loaded once and invoked by hash (`EVALSHA`), reloaded on
-//! `NOSCRIPT`. Each touches one hash slot, so the same API works on Redis Cluster
-//! ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys (`{tenant}`).
+//! capacity (the burst, without debt) is `ExceedsCapacity`, a denial writes nothing,
+//! `retry_after` is exact to the µs and never early, every product is bounded below 2^53
+//! (where Lua's doubles stop being exact), and each key expires exactly when its state
+//! becomes indistinguishable from a fresh one. They are loaded once and invoked by hash
+//! (`EVALSHA`), reloaded on `NOSCRIPT`. Each touches one hash slot, so the same API works
+//! on Redis Cluster ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys
+//! (`{tenant}`).
 //!
 //! The exact mode is asynchronous: an HTTP layer awaits [`RedisGcra::decide`] inside its
 //! service future and maps the [`Verdict`]'s [`Decision`](limitcore::Decision) as it maps

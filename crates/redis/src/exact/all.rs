@@ -10,7 +10,8 @@ use limitcore::Quota;
 /// Several GCRA limits of one tenant (per second, per minute, per day...), decided all or
 /// nothing by one script call: the request is admitted only if every limit admits it, and
 /// then charged to all; otherwise nothing is written and the stricter refusal is returned
-/// ([`Denied::stricter`](limitcore::Denied::stricter): capacity over any wait, else the longest wait).
+/// ([`Denied::stricter`](limitcore::Denied::stricter): capacity over any wait, else the
+/// longest wait).
 ///
 /// The keys are `prefix{tenant}:name`: the hash tag `{tenant}` puts all of a tenant's
 /// limits in one hash slot, as a script on a cluster requires. A tenant may not contain
@@ -138,7 +139,8 @@ impl RedisAll {
     /// Decide `n` permits for `tenant` against every limit, all or nothing. When Redis
     /// cannot answer, each limit's outage policy ([`Policy`]) is asked in turn, still all
     /// or nothing: the first refusal is returned, and the local limits that admitted before
-    /// it are given their charge back (`FailLocal`'s budget refund is exact at the admission's own time).
+    /// it are given their charge back (`FailLocal`'s budget refund is exact at the
+    /// admission's own time).
     ///
     /// # Errors
     ///
@@ -154,7 +156,8 @@ impl RedisAll {
     ///
     /// # Errors
     ///
-    /// As [`RedisGcra::try_decide`](crate::RedisGcra::try_decide), and [`Error::Quota`] for a tenant with a brace.
+    /// As [`RedisGcra::try_decide`](crate::RedisGcra::try_decide), and [`Error::Quota`] for
+    /// a tenant with a brace.
     pub async fn try_decide(&self, tenant: &str, n: u32) -> Result<Answer, Error> {
         self.call(tenant, n, None).await
     }

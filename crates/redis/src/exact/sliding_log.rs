@@ -14,12 +14,12 @@ use limitcore::Quota;
 ///
 /// The core's [`SlidingLog`](limitcore::SlidingLog) contract on Redis's clock in µs: an
 /// admission is recorded at `max(now, newest entry)`; `n` permits are admitted iff the
-/// entries inside the window ending there, plus `n`, are at most `count`; `retry_after`
-/// is exact (when the entry that must leave leaves); `n = 0` succeeds and writes nothing;
-/// `n > count` is [`Denied::ExceedsCapacity`](limitcore::Denied::ExceedsCapacity); a denial writes nothing. The period is
-/// rounded up to whole µs (stricter). Memory: one sorted-set entry per admitted permit in
-/// the window (about `count` entries per busy key). The key expires when its newest entry
-/// leaves the window.
+/// entries inside the window ending there, plus `n`, are at most `count`; `retry_after` is
+/// exact (when the entry that must leave leaves); `n = 0` succeeds and writes nothing;
+/// `n > count` is [`Denied::ExceedsCapacity`](limitcore::Denied::ExceedsCapacity); a
+/// denial writes nothing. The period is rounded up to whole µs (stricter). Memory: one sorted-set
+/// entry per admitted permit in the window (about `count` entries per busy key). The key
+/// expires when its newest entry leaves the window.
 ///
 /// # Examples
 ///

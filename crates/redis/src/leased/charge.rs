@@ -187,3 +187,25 @@ impl<C: Clock + Clone + 'static> LeasedKey<C> {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RedisGcra;
+
+    /// Compiled, never run: the charge and acquire futures can be spawned or awaited in an
+    /// HTTP handler (they are `Send`: no map guard is held across a round trip).
+    fn futures_are_send(limiter: &LeasedLimiter, key: &LeasedKey, exact: &RedisGcra) {
+        fn send<T: Send>(_: T) {}
+        send(limiter.charge("k", 1));
+        send(limiter.acquire("k", 100));
+        send(key.charge(1));
+        send(key.acquire(100));
+        send(exact.charge("k", 1));
+    }
+
+    #[test]
+    fn the_charge_and_acquire_futures_are_send() {
+        let _ = futures_are_send;
+    }
+}

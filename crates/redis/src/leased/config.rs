@@ -24,8 +24,8 @@ pub struct LeaseConfig {
 
 impl LeaseConfig {
     /// Leases of at most `max_lease` cells (`L` of the bound; clamped to the burst and
-    /// [`MAX_CELLS`](super::MAX_CELLS), at least 1), lasting about 50 ms each, expiring 1 s after they arrive;
-    /// no debt.
+    /// [`MAX_CELLS`](super::MAX_CELLS), at least 1), lasting about 50 ms each, expiring 1 s
+    /// after they arrive; no debt.
     pub fn new(max_lease: u32) -> Self {
         LeaseConfig {
             max_lease: max_lease.max(1),
@@ -36,8 +36,9 @@ impl LeaseConfig {
         }
     }
 
-    /// Store keys on Redis as `prefix` + key (default `lc:gcra:`, [`RedisGcra`](crate::RedisGcra)'s: a leased
-    /// and an exact limiter of the same quota on the same key share one limit).
+    /// Store keys on Redis as `prefix` + key (default `lc:gcra:`,
+    /// [`RedisGcra`](crate::RedisGcra)'s: a leased and an exact limiter of the same quota
+    /// on the same key share one limit).
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
@@ -51,13 +52,14 @@ impl LeaseConfig {
         self
     }
 
-    /// The debt policy of the key's limit on Redis ([`RedisGcra::with_max_debt`](crate::RedisGcra::with_max_debt)): up to
-    /// `max_debt` of backlog beyond the burst (whole µs, rounded down). A request above the
-    /// largest lease is then decided on Redis up to `⌊(burst·T + D)/T⌋` permits
-    /// ([`LeasedLimiter::acquire`](super::LeasedLimiter::acquire)), and forced charges ([`LeasedLimiter::charge`](super::LeasedLimiter::charge)) may run
-    /// the key's backlog that far. A lease itself never runs into debt, and never holds more
-    /// than `L` cells. Zero (the default): no debt. `D` of the bound
-    /// `B + ⌈(Δ + D)/T⌉ − 1 + N·L`.
+    /// The debt policy of the key's limit on Redis
+    /// ([`RedisGcra::with_max_debt`](crate::RedisGcra::with_max_debt)): up to `max_debt` of
+    /// backlog beyond the burst (whole µs, rounded down). A request above the largest lease
+    /// is then decided on Redis up to `⌊(burst·T + D)/T⌋` permits
+    /// ([`LeasedLimiter::acquire`](super::LeasedLimiter::acquire)), and forced charges
+    /// ([`LeasedLimiter::charge`](super::LeasedLimiter::charge)) may run the key's backlog
+    /// that far. A lease itself never runs into debt, and never holds more than `L` cells.
+    /// Zero (the default): no debt. `D` of the bound `B + ⌈(Δ + D)/T⌉ − 1 + N·L`.
     ///
     /// # Examples
     ///

@@ -5,20 +5,21 @@
 //!
 //! # Protocol
 //!
-//! Per key, a node holds a [`LeaseRule`] word in a [`WordCell`](limitcore::cell::WordCell) (the core's one
-//! compare-and-swap loop, on a word of this crate's own protocol):
+//! Per key, a node holds a [`LeaseRule`] word in a [`WordCell`](limitcore::cell::WordCell)
+//! (the core's one compare-and-swap loop, on a word of this crate's own protocol):
 //!
 //! 1. **Lease.** One script call takes up to `g` cells from the key's GCRA on Redis, as many
 //!    as conform now ([`RedisGcra::try_take_up_to`]): they are charged there first, exactly
 //!    as `g` admissions of the exact mode would be.
 //! 2. **Spend.** Requests take cells from the local word ([`LeaseRule::spend`], through
-//!    [`WordCell::update`](limitcore::cell::WordCell::update)); nothing else is on the request path. A word with too few
-//!    cells either is blocked (step 5) or needs a lease ([`Spend::NeedsLease`]), which
-//!    starts a fetch.
+//!    [`WordCell::update`](limitcore::cell::WordCell::update)); nothing else is on the
+//!    request path. A word with too few cells either is blocked (step 5) or needs a lease
+//!    ([`Spend::NeedsLease`]), which starts a fetch.
 //! 3. **Refill ahead.** When a decision leaves at most half the current lease size, the
 //!    next lease is fetched by a spawned task (off the request path), asking for
 //!    `g = size − held`; at most one fetch per key is in flight. It is installed with
-//!    [`WordCell::update`](limitcore::cell::WordCell::update) ([`LeaseRule::install`]): cells still held plus the new ones.
+//!    [`WordCell::update`](limitcore::cell::WordCell::update) ([`LeaseRule::install`]):
+//!    cells still held plus the new ones.
 //! 4. **Expire.** A lease's cells expire `ttl` after it arrived; unspent cells are never
 //!    refunded (a refund could create a permit under a race; letting them lapse cannot).
 //! 5. **Refusal.** When Redis grants nothing it returns the exact wait `R` for one cell; the
@@ -68,8 +69,8 @@
 //!
 //! With no debt (`D = 0`) this is GCRA's `B + ⌈Δ/T⌉ − 1 + N·L`, the bound before charges
 //! existed, now counting the charges in it: **the charge path adds nothing** to the window
-//! bound. The debt adds exactly `⌈(Δ + D)/T⌉ − ⌈Δ/T⌉` permits (at most `⌈D/T⌉`) to a
-//! window and to the long run, whether requests or charges run it up.
+//! bound. The debt adds `⌈(Δ + D)/T⌉ − ⌈Δ/T⌉` permits (at most `⌈D/T⌉`) to the bound of
+//! a window and of the long run, whether requests or charges run the key into it.
 //!
 //! *Proof.* (i) **Redis.** Every script call on the key that changes it consumes `m ≥ 1`
 //! permits: a lease of `m` cells, an admission of `m` permits (at most the burst, or
@@ -82,17 +83,18 @@
 //! first leaves `TAT ≥ t₁ + m₁·T ≥ a + m₁·T`, each later one adds at least its `m_i·T`,
 //! so after the last `TAT ≥ a + Σm_i·T`, and the last left
 //! `TAT ≤ t_k + B·T + D < a + Δ + B·T + D`. Hence `Σm_i·T < Δ + B·T + D`, and as `Σm_i`
-//! is an integer, `Σm_i ≤ B + ⌈(Δ + D)/T⌉ − 1`. Calls that change nothing (refusals, charges cut to 0) consume
-//! nothing; an expired key is a full one (its TTL is its backlog). This holds whatever the
-//! offset of Redis's clock, provided it runs at the true rate and never steps back.
+//! is an integer, `Σm_i ≤ B + ⌈(Δ + D)/T⌉ − 1`. Calls that change nothing (refusals,
+//! charges cut to 0) consume nothing; an expired key is a full one (its TTL is its
+//! backlog). This holds whatever the offset of Redis's clock, provided it runs at the true
+//! rate and never steps back.
 //! (ii) **Cells.** A node consumes locally only by spending cells: an admission spends
 //! `n`, a charge `min(held, n)` before it asks Redis for the rest. Cells are created only
 //! by leases and never added by a spend, so a cell spent in the window was granted either
 //! within it, and is counted in (i), or before `a`, and was then *owned* by its node at
 //! `a`, held or in flight. A node asks for `g = size − held` with `size ≤ L`, has at most
 //! one fetch in flight, and its held cells only decrease until that fetch installs (a
-//! decision and a charge spend them, a block keeps them, expiry drops them); so at every
-//! instant `held + in flight ≤ L`, and the fleet owns at most `N·L` at `a`.
+//! decision and a charge spend them, a block keeps them until it ends, expiry drops them);
+//! so at every instant `held + in flight ≤ L`, and the fleet owns at most `N·L` at `a`.
 //! (iii) Everything else the fleet consumes is a Redis call of (i): a request above `L`,
 //! the part of a charge beyond the held cells. Summing (i) and (ii) gives the first line.
 //! For the second, every local consumption spends a granted cell and every other one is a
