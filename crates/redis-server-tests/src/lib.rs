@@ -1,10 +1,11 @@
 //! # redis-server-tests
 //!
 //! `limitcore-redis`'s tests against real `redis-server` processes (never a mock): the
-//! scripts against the core's reference models, a 3-master cluster, faults (a frozen,
-//! killed and restarted server; a slow or flaky proxy), a fleet of nodes on one key, the
-//! leased handles through the idle-key sweep, and the leased limiter behind the HTTP
-//! layer. They live in `tests/`; this library holds what they share: a server per test,
+//! scripts against the core's reference models (the debt policy and forced charges against
+//! the budget's), a 3-master cluster, faults (a frozen, killed and restarted server; a slow
+//! or flaky proxy; charges under each outage policy), a fleet of nodes on one key (deciding,
+//! and deciding and charging), the leased handles through the idle-key sweep, the leased
+//! charge and requests above the lease, and the leased limiter behind the HTTP layer. They live in `tests/`; this library holds what they share: a server per test,
 //! a connected handle, the fault proxy ([`proxy`]) and the bounds they check.
 //!
 //! # Why a package of its own

@@ -1,12 +1,13 @@
 //! Faults on a real server: frozen (SIGSTOP), killed (SIGKILL) and restarted mid-run, and
 //! a loopback proxy that adds latency and drops connections. No panic, every call decided
-//! within its deadline, the policy applied during the outage, the bound holding again
-//! after recovery, nothing beyond the stated bound admitted.
+//! within its deadline, the policy applied during the outage (to decisions and to forced
+//! charges), the bound holding again after recovery, nothing beyond the stated bound
+//! admitted.
 
 use redis_server_tests as common;
 
 use common::proxy::Proxy;
-use limitcore::{KeyedRateLimiter, Quota};
+use limitcore::{Charged, Denied, KeyedRateLimiter, Quota};
 use limitcore_redis::{
     LeaseConfig, LeasedLimiter, Policy, RedisAll, RedisConfig, RedisGcra, Source,
 };
@@ -148,7 +149,7 @@ async fn open_breaker_costs_no_latency_and_applies_each_policy() {
             n += 1;
         }
     }
-    assert_eq!(n, 2, "the local GCRA's burst");
+    assert_eq!(n, 2, "the local budget's burst");
     // The server comes back: the background probe closes the breaker.
     server.restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -271,4 +272,141 @@ async fn all_or_nothing_holds_on_the_local_fallback() {
     let after = all.decide("t", 1).await.unwrap();
     assert!(after.is_admitted(), "{after:?}");
     assert_eq!(after.source, fallback);
+}
+
+/// Forced charges while Redis is down, under each policy (the table in `Policy`'s docs,
+/// "Charges"): `FailOpen` records nothing and reports nothing short; `FailClosed` records
+/// nothing and reports it all short, with the cooldown as the wait; `FailLocal` charges the
+/// node's local budget (the rate and burst divided by the nodes last seen, the same debt),
+/// whose later decisions feel it. A leased charge spends the held cells first under every
+/// policy; only the rest meets the policy. After recovery Redis records charges again.
+#[tokio::test]
+async fn charges_while_redis_is_down_follow_each_policy() {
+    let mut server = common::server();
+    let redis = common::connect_with(&server.url(), config()).await;
+    // T = 100 ms, burst 2, 300 ms of debt: capacity 5.
+    let q: Quota = "10/s burst 2".parse().unwrap();
+    let debt = Duration::from_millis(300);
+    let exact = |policy| {
+        RedisGcra::new(redis.clone(), q, policy)
+            .unwrap()
+            .with_max_debt(debt)
+            .unwrap()
+    };
+    let (open, closed, local) = (
+        exact(Policy::FailOpen),
+        exact(Policy::FailClosed),
+        exact(Policy::FailLocal),
+    );
+    // The leased nodes on a roomier limit of their own keys, so that no lease is refused
+    // (a block would end the held cells with it).
+    let leased = |policy| {
+        let config = LeaseConfig::new(4)
+            .max_debt(debt)
+            .ttl(Duration::from_secs(10));
+        let roomy: Quota = "100/s burst 20".parse().unwrap();
+        LeasedLimiter::new(redis.clone(), roomy, config, policy).unwrap()
+    };
+    let (leased_closed, leased_local) = (leased(Policy::FailClosed), leased(Policy::FailLocal));
+    // Before the outage: Redis records the charge; each leased node takes a lease.
+    let c = closed.charge("warm", 1).await;
+    assert!(matches!(c.source, Source::Redis { .. }), "{c:?}");
+    assert!(leased_closed.acquire("lc", 1).await.is_admitted());
+    assert!(leased_local.acquire("ll", 1).await.is_admitted());
+    tokio::time::sleep(Duration::from_millis(50)).await; // the refills land
+
+    server.kill();
+    for _ in 0..3 {
+        let _ = closed.decide("k", 1).await;
+    }
+    assert!(redis.is_open(), "the breaker is open: the policies decide");
+    let fallback = |policy| Source::Fallback { policy };
+
+    // FailOpen: forgiven, as a disabled budget's charge.
+    let c = open.charge("k", 5).await;
+    assert_eq!(c.source, fallback(Policy::FailOpen));
+    assert_eq!(
+        c.charged,
+        Charged {
+            charged: 0,
+            shortfall: 0,
+            wait: Duration::ZERO
+        }
+    );
+    // FailClosed: not recorded, all of it short, the cooldown as the wait.
+    let c = closed.charge("k", 5).await;
+    assert_eq!(c.source, fallback(Policy::FailClosed));
+    let cooldown = Duration::from_millis(100);
+    assert_eq!(
+        c.charged,
+        Charged {
+            charged: 0,
+            shortfall: 5,
+            wait: cooldown
+        }
+    );
+    // FailLocal: the local budget (one node: the whole quota) records it, into debt.
+    let c = local.charge("k", 4).await;
+    assert_eq!(c.source, fallback(Policy::FailLocal));
+    assert_eq!(
+        c.charged,
+        Charged {
+            charged: 4,
+            shortfall: 0,
+            wait: Duration::from_millis(300)
+        }
+    );
+    let v = local.decide("k", 1).await;
+    assert_eq!(v.source, fallback(Policy::FailLocal));
+    let wait = v
+        .decision
+        .retry_after()
+        .expect("the local budget felt the charge");
+    assert!(
+        wait > Duration::from_millis(250) && wait <= Duration::from_millis(300),
+        "{wait:?}"
+    );
+    // Saturating at burst + debt (500 ms of backlog): one more fits, the rest is short.
+    let c = local.charge("k", 10).await;
+    assert_eq!(c.charged.charged, 1);
+    assert_eq!(c.charged.shortfall, 9);
+    // The local budget has the debt policy too: 5 from a full key, 6 never.
+    assert!(local.decide("k2", 5).await.is_admitted());
+    assert_eq!(
+        local.decide("k3", 6).await.decision.result,
+        Err(Denied::ExceedsCapacity { capacity: 5 })
+    );
+
+    // Leased: the held cells first, then the policy for the rest.
+    let held = leased_closed.snapshot("lc").remaining;
+    assert!(held >= 1, "a lease held: {held}");
+    let c = leased_closed.charge("lc", held + 3).await;
+    assert_eq!(c.source, fallback(Policy::FailClosed));
+    assert_eq!(
+        (c.from_lease, c.charged.charged, c.charged.shortfall),
+        (held, held, 3)
+    );
+    let now = KeyedRateLimiter::<str>::now(&leased_closed);
+    let refused = leased_closed.decide_verdict_at("lc", 1, now);
+    assert_eq!(refused.source, fallback(Policy::FailClosed));
+    let held = leased_local.snapshot("ll").remaining;
+    assert!(held >= 1, "a lease held: {held}");
+    let c = leased_local.charge("ll", held + 3).await;
+    assert_eq!(c.source, fallback(Policy::FailLocal));
+    assert_eq!(
+        (c.from_lease, c.charged.charged, c.charged.shortfall),
+        (held, held + 3, 0)
+    );
+
+    // Recovery: Redis records charges again (its state is the one it kept: a restarted
+    // server without persistence starts fresh).
+    server.restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while redis.is_open() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!redis.is_open(), "reconnected in the background");
+    let c = closed.charge("k", 3).await;
+    assert!(matches!(c.source, Source::Redis { .. }), "{c:?}");
+    assert_eq!(c.charged.charged, 3);
 }

@@ -4,8 +4,8 @@
 
 use redis_server_tests as common;
 
-use limitcore::reference::{GcraModel, SlidingLogModel};
-use limitcore::{Denied, Quota, Snapshot};
+use limitcore::reference::{BudgetModel, GcraModel, SlidingLogModel};
+use limitcore::{BudgetConfig, Denied, Quota, Snapshot};
 use limitcore_redis::{gcra_micros, Policy, RedisAll, RedisGcra, RedisSlidingLog};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -76,6 +76,228 @@ async fn gcra_script_matches_the_reference_model() {
         }
     }
     assert_eq!(steps, 7_500);
+}
+
+/// A request size for a limit of capacity `capacity` (burst `burst`): mostly small, often
+/// above the burst (oversized, under debt), sometimes at or past the capacity.
+fn budget_size(rng: &mut StdRng, burst: u32, capacity: u32) -> u32 {
+    match rng.gen_range(0..20) {
+        0 => 0,
+        1 => capacity + 1,
+        2 => capacity,
+        3..=5 => rng.gen_range(burst.saturating_add(1).min(capacity)..=capacity),
+        _ => rng.gen_range(1..=burst.min(4)),
+    }
+}
+
+/// A charge size: small, a burst's worth, past the whole room, or `u32::MAX` (whose
+/// product with the interval no double holds: the script must cut it first).
+fn charge_size(rng: &mut StdRng, capacity: u32) -> u32 {
+    match rng.gen_range(0..20) {
+        0 => 0,
+        1 => u32::MAX,
+        2 => capacity.saturating_mul(2),
+        3..=5 => rng.gen_range(1..=capacity),
+        _ => rng.gen_range(1..=4),
+    }
+}
+
+/// The debt policy and forced charges: decisions (oversized ones included), charges and
+/// leases (`take_up_to`) at random explicit times, every answer against the core's
+/// `BudgetModel` (the budget's reference, whose whole-ns behaviour on a whole-µs interval
+/// the script must equal, in µs): admission or the exact refusal, the charge's count,
+/// shortfall and wait, the state left.
+#[tokio::test]
+async fn gcra_script_with_debt_and_charges_matches_the_budget_model() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let limits = [
+        // (quota, debt): T = 100 ms with 350 ms of debt (capacity ⌊650/100⌋ = 6).
+        (
+            quota(10, Duration::from_secs(1), 3),
+            Duration::from_millis(350),
+        ),
+        (
+            quota(1000, Duration::from_secs(1), 50),
+            Duration::from_millis(120),
+        ),
+        // T = 1 µs with a debt of 7 µs: capacity 12.
+        (
+            quota(1, Duration::from_micros(1), 5),
+            Duration::from_micros(7),
+        ),
+        // T = 2.4 h, one day of debt: u32::MAX charges on an interval of 8.64e9 µs.
+        (
+            quota(10, Duration::from_secs(86_400), 10),
+            Duration::from_secs(86_400),
+        ),
+        // A pure pacer with debt: burst 1, 5.5 intervals of debt.
+        (
+            quota(3, Duration::from_millis(3), 1),
+            Duration::from_micros(5_500),
+        ),
+        // No debt: the charges alone (saturating at an empty bucket).
+        (quota(100, Duration::from_secs(1), 7), Duration::ZERO),
+    ];
+    let (mut decided, mut charged, mut leased, mut oversized, mut short) = (0, 0, 0, 0, 0);
+    for (i, (q, debt)) in limits.into_iter().enumerate() {
+        let limit = RedisGcra::new(redis.clone(), q, Policy::FailClosed)
+            .unwrap()
+            .with_max_debt(debt)
+            .unwrap();
+        let (t_us, _) = gcra_micros(&q).unwrap();
+        assert_eq!(t_us * 1_000, q.emission_interval_ns(), "whole-µs interval");
+        let mut model = BudgetModel::new(BudgetConfig::new(q).max_debt(debt));
+        let capacity = limit.capacity();
+        let expected_capacity = (u64::from(q.burst()) * t_us + debt.as_micros() as u64) / t_us;
+        assert_eq!(u64::from(capacity), expected_capacity, "quota {q}");
+        let mut rng = StdRng::seed_from_u64(0xde87 + i as u64);
+        let key = format!("budget-{i}");
+        let mut now = START_US;
+        for _ in 0..1_200 {
+            now = step(&mut rng, now, t_us);
+            let ns = now * 1_000;
+            let at = format!("quota {q}, debt {debt:?}, now {now}");
+            match rng.gen_range(0..10) {
+                0..=2 => {
+                    let n = charge_size(&mut rng, capacity);
+                    let got = limit.try_charge_at(&key, n, now).await.unwrap();
+                    let want = model.charge(n, ns);
+                    assert_eq!(got.charged, want, "charge {n}, {at}");
+                    assert_eq!(got.state, model.snapshot(ns), "charge {n}, {at}");
+                    assert_eq!(got.server_time_us, now);
+                    charged += 1;
+                    short += usize::from(want.shortfall > 0);
+                }
+                3 => {
+                    let want_cells = rng.gen_range(1..=q.burst());
+                    let got = limit
+                        .try_take_up_to_at(&key, want_cells, now)
+                        .await
+                        .unwrap();
+                    let taken = model.take_up_to(want_cells, ns);
+                    assert_eq!(got.granted, taken, "lease {want_cells}, {at}");
+                    if taken == 0 {
+                        // Refused: the exact wait for one cell (the model refuses, unchanged).
+                        assert_eq!(got.decision.result, model.acquire(1, ns), "{at}");
+                    }
+                    assert_eq!(got.decision.state, model.snapshot(ns), "lease, {at}");
+                    leased += 1;
+                }
+                _ => {
+                    let n = budget_size(&mut rng, q.burst(), capacity);
+                    let got = limit.try_decide_at(&key, n, now).await.unwrap();
+                    let want = model.acquire(n, ns);
+                    assert_eq!(got.decision.result, want, "n {n}, {at}");
+                    assert_eq!(got.decision.state, model.snapshot(ns), "n {n}, {at}");
+                    assert_eq!(got.granted, if want.is_ok() { n } else { 0 });
+                    if n > q.burst() && want.is_ok() {
+                        oversized += 1;
+                    }
+                    decided += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        decided > 3_000 && charged > 1_500 && leased > 400,
+        "{decided} {charged} {leased}"
+    );
+    assert!(
+        oversized > 25,
+        "oversized requests admitted into debt: {oversized}"
+    );
+    assert!(short > 300, "charges that saturated: {short}");
+}
+
+/// The debt's edges on Redis's own clock: an oversized request waits for a full key (the
+/// exact wait), then leaves it in debt that later requests wait out; a charge saturates at
+/// `burst·T + D` and says so; configurations whose sums could pass 2^52 µs are refused by
+/// Rust and by the script.
+#[tokio::test]
+async fn debt_admits_from_a_full_key_and_refuses_what_could_pass_two_to_the_52() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    // 10/s burst 2, 500 ms of debt: capacity 7.
+    let limit = common::gcra(&redis, "10/s burst 2")
+        .with_max_debt(Duration::from_millis(500))
+        .unwrap();
+    assert_eq!(limit.capacity(), 7);
+    assert_eq!(limit.max_debt(), Duration::from_millis(500));
+    assert!(common::admits(&limit, "k", 1).await);
+    // Not full: the oversized request waits until it is (100 ms at most), writes nothing.
+    let before = get(&redis, &limit.redis_key("k")).await;
+    let a = limit.try_decide("k", 5).await.unwrap();
+    let wait = a.decision.retry_after().expect("waits for a full key");
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_millis(100),
+        "{wait:?}"
+    );
+    assert_eq!(get(&redis, &limit.redis_key("k")).await, before);
+    tokio::time::sleep(wait).await;
+    let b = limit.try_decide("k", 5).await.unwrap();
+    assert!(b.decision.is_admitted(), "{b:?}");
+    assert_eq!(
+        b.decision.state,
+        Snapshot::new(0, Duration::from_millis(500))
+    );
+    // In debt: one permit waits for 400 ms of it to be repaid.
+    let c = limit.try_decide("k", 1).await.unwrap();
+    let wait = c.decision.retry_after().unwrap();
+    assert!(
+        wait > Duration::from_millis(350) && wait <= Duration::from_millis(400),
+        "{wait:?}"
+    );
+    assert_eq!(
+        limit.try_decide("k", 8).await.unwrap().decision.result,
+        Err(Denied::ExceedsCapacity { capacity: 7 })
+    );
+    // A charge fills up to 700 ms of backlog and reports the rest.
+    let charge = limit.try_charge("k", 10).await.unwrap();
+    assert!(
+        charge.charged.charged <= 2 && charge.charged.charged >= 1,
+        "{charge:?}"
+    );
+    assert_eq!(charge.charged.charged + charge.charged.shortfall, 10);
+    assert!(
+        charge.charged.wait > Duration::from_millis(500),
+        "{charge:?}"
+    );
+    // A key lives as long as its debt.
+    let ttl = pttl(&redis, &limit.redis_key("k")).await;
+    assert!((550..=700).contains(&ttl), "PTTL {ttl}");
+
+    // Rust refuses a debt that would pass 2^52 µs with the burst span...
+    let day = common::gcra(&redis, "1/d burst 1");
+    assert!(day.with_max_debt(Duration::from_micros(1 << 52)).is_err());
+    let day = common::gcra(&redis, "1/d burst 1");
+    let most = Duration::from_micros((1 << 52) - 86_400_000_000);
+    assert!(day.with_max_debt(most).is_ok());
+    // ...and so does the script, called directly; and an unknown operation.
+    let eval = |t: u64, burst: u64, debt: u64, op: &'static str| {
+        let redis = redis.clone();
+        async move {
+            redis
+                .command(
+                    redis::cmd("EVAL")
+                        .arg(limitcore_redis::scripts::gcra_source())
+                        .arg(1)
+                        .arg("edge")
+                        .arg(t)
+                        .arg(burst)
+                        .arg(debt)
+                        .arg(op)
+                        .arg("")
+                        .arg(1),
+                )
+                .await
+        }
+    };
+    // burst·T = 2^51 µs: a debt of 2^51 µs reaches 2^52 exactly, one µs more passes it.
+    assert!(eval(1 << 40, 1 << 11, 1 << 51, "0").await.is_ok());
+    assert!(eval(1 << 40, 1 << 11, (1 << 51) + 1, "0").await.is_err());
+    assert!(eval(1 << 40, 1 << 12, 1 << 53, "2").await.is_err());
+    assert!(eval(10, 10, 0, "3").await.is_err());
 }
 
 /// Batches (`try_decide_many_at`): the requests on each key decided in order at one
@@ -299,6 +521,7 @@ async fn bounds_are_checked_before_any_arithmetic() {
                 .arg("1.5")
                 .arg(10)
                 .arg(0)
+                .arg("0")
                 .arg("")
                 .arg(1),
         )
@@ -313,6 +536,7 @@ async fn bounds_are_checked_before_any_arithmetic() {
                 .arg(1u64 << 40)
                 .arg(1u64 << 13)
                 .arg(0)
+                .arg("0")
                 .arg("")
                 .arg(1),
         )

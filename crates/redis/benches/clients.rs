@@ -8,8 +8,9 @@
 //! workers, 1 and then 2 tasks loop for 2 s each on:
 //!
 //! - the exact GCRA decision: `EVALSHA` of the crate's GCRA script (loaded once with
-//!   `SCRIPT LOAD`) on the key `hot` with the arguments `1000 50 0 "" 1` (interval
-//!   1,000 µs, burst 50, not `upto`, Redis's `TIME`, one request of n = 1), its 4-integer
+//!   `SCRIPT LOAD`) on the key `hot` with the arguments `1000 50 0 0 "" 1` (interval
+//!   1,000 µs, burst 50, no debt, the operation "decide", Redis's `TIME`, one request of
+//!   n = 1), its 4-integer
 //!   reply (the time, then the request's three) parsed into a `Vec<i64>`;
 //! - the naive fixed window: `INCR fw:<window>` + `PEXPIRE fw:<window> 1000` in one
 //!   pipeline (`<window>` the current second), both replies parsed as integers.
@@ -35,9 +36,9 @@ use common::{time_tasks, Timing, RUN};
 /// The per-call deadline both clients get (`benches/redis.rs`'s `RedisConfig` deadline).
 const DEADLINE: Duration = Duration::from_secs(1);
 
-/// The GCRA script's arguments in its order: interval 1,000 µs, burst 50, `upto` off,
-/// `now` empty (Redis's `TIME`), then one request of n = 1.
-const GCRA_ARGS: [&str; 5] = ["1000", "50", "0", "", "1"];
+/// The GCRA script's arguments in its order: interval 1,000 µs, burst 50, debt 0, the
+/// operation "decide" (`0`), `now` empty (Redis's `TIME`), then one request of n = 1.
+const GCRA_ARGS: [&str; 6] = ["1000", "50", "0", "0", "", "1"];
 
 /// One measured cell.
 struct Row {

@@ -4,27 +4,41 @@
 //! scripts (one round trip a decision), and a leased lock-free fast path whose overshoot
 //! is stated and proved.
 //!
-//! | mode | type | a decision costs | fleet admits in any window Δ |
+//! | mode | type | a decision costs | fleet consumes in any window Δ |
 //! |---|---|---|---|
-//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈Δ/T⌉ − 1` (the GCRA bound) |
+//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈(Δ + D)/T⌉ − 1` (the GCRA bound when `D = 0`) |
 //! | exact sliding log | [`RedisSlidingLog`] | one script call | `count` per `period`, any window |
 //! | several limits, all or nothing | [`RedisAll`] | one script call | each limit's GCRA bound |
-//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈Δ/T⌉ − 1 + N·L` |
+//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈(Δ + D)/T⌉ − 1 + N·L` |
 //! | leased, one key | [`LeasedKey`] ([`LeasedLimiter::key`]) | a local compare-and-swap | the same |
 //!
-//! (`B` burst, `T` emission interval, `N` nodes, `L` largest lease.) Over the long run the
-//! leased mode never admits more than the exact limit; the proof is in [`leased`]'s docs.
+//! (`B` burst, `T` emission interval, `D` maximum debt, zero without a debt policy, `N`
+//! nodes, `L` largest lease.) What is counted is what the fleet consumes: admissions plus
+//! forced charges. Over the long run the leased mode never consumes more than the exact
+//! limit; the proof is in [`leased`]'s docs.
+//!
+//! ## Debt and forced charges
+//!
+//! The GCRA limits take the core's [`Budget`](limitcore::Budget) policy for storage
+//! engines (CockroachDB's distributed token bucket is the model): a maximum debt
+//! ([`RedisGcra::with_max_debt`], [`RedisGcra::from_budget`], [`LeaseConfig::max_debt`];
+//! none by default) lets a request above the burst through once the key is full, leaving it
+//! in debt, and forced charges ([`RedisGcra::charge`], [`LeasedLimiter::charge`]) record
+//! usage measured after the work, never refused, saturating at the burst plus the debt
+//! with the shortfall reported. A leased charge spends the node's cells first, then charges
+//! Redis. What each outage policy does with a charge is in [`Policy`], "Charges".
 //!
 //! ## Exact mode
 //!
 //! The scripts ([`scripts`]) keep the core's contract on Redis's own clock (`TIME`, the
-//! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n > burst`
-//! is `ExceedsCapacity`, a denial writes nothing, `retry_after` is exact to the µs and
-//! never early, every product is bounded below 2^53 (where Lua's doubles stop being
-//! exact), and each key expires exactly when its state becomes indistinguishable from a
-//! fresh one. They are loaded once and invoked by hash (`EVALSHA`), reloaded on
-//! `NOSCRIPT`. Each touches one hash slot, so the same API works on Redis Cluster
-//! ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys (`{tenant}`).
+//! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n` above the
+//! capacity (the burst, without debt) is `ExceedsCapacity`, a denial writes nothing,
+//! `retry_after` is exact to the µs and never early, every product is bounded below 2^53
+//! (where Lua's doubles stop being exact), and each key expires exactly when its state
+//! becomes indistinguishable from a fresh one. They are loaded once and invoked by hash
+//! (`EVALSHA`), reloaded on `NOSCRIPT`. Each touches one hash slot, so the same API works
+//! on Redis Cluster ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys
+//! (`{tenant}`).
 //!
 //! The exact mode is asynchronous: an HTTP layer awaits [`RedisGcra::decide`] inside its
 //! service future and maps the [`Verdict`]'s [`Decision`](limitcore::Decision) as it maps
@@ -71,10 +85,12 @@
 //! ## Tests
 //!
 //! This crate's own tests (`cargo test -p limitcore-redis`: the lease word, the idle-key
-//! sweep's protocol, the doc examples) need no server. Every test that needs a live
-//! `redis-server` (the scripts against the core's reference models, a 3-master cluster,
-//! faults, a fleet of nodes, the leased handles and `acquire` through the sweep, the HTTP
-//! layer) is in the workspace's test-only package `redis-server-tests`
+//! sweep's protocol, the outage policy's local budgets, the doc examples) need no server.
+//! Every test that needs a live `redis-server` (the scripts against the core's reference
+//! models, the debt and forced charges against the core's budget model, a 3-master
+//! cluster, faults and what charges do under each outage policy, a fleet of nodes
+//! deciding and charging on one key, the leased handles and `acquire` through the sweep,
+//! the HTTP layer) is in the workspace's test-only package `redis-server-tests`
 //! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
 //! --workspace` runs the packages in the order of their names and stops at the first that
 //! fails, so on a machine without `redis-server` every other package's tests run first.
@@ -125,9 +141,11 @@ pub mod scripts;
 pub mod server;
 
 pub use client::{Redis, RedisConfig};
-pub use exact::{gcra_micros, Answer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US};
+pub use exact::{
+    gcra_micros, Answer, ChargeAnswer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US,
+};
 pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
-pub use policy::{Policy, Source, Verdict};
+pub use policy::{ChargeVerdict, Policy, Source, Verdict};
 
 use std::fmt;
 use std::time::Duration;

@@ -7,13 +7,19 @@
 //! and duration here is an integer number of **microseconds**, and the scripts check
 //! their bounds before any arithmetic:
 //!
-//! - the emission interval `T ≥ 1` µs and the burst span `burst·T ≤ 2^52` µs (142 years;
-//!   Rust checks this before calling, the script checks it again);
+//! - the emission interval `T ≥ 1` µs, and the burst span plus the maximum debt `burst·T +
+//!   D ≤ 2^52` µs (142 years; Rust checks this before calling, the script checks it
+//!   again);
 //! - `now ≤ 2^52` µs (the Unix epoch plus 142 years; `TIME` gives about 2^50.6 today);
-//! - a stored TAT is at most `now + span ≤ 2^53` (an admission leaves `max(TAT, now) +
-//!   n·T ≤ now + burst·T`), a backlog `TAT − now` at most 2^53, and the TAT an admission
-//!   writes at most `now + span`: every sum stays within 2^53, exact;
-//! - `n·T ≤ burst·T` because `n > burst` is refused before it is multiplied.
+//! - a stored TAT is at most `now + burst·T + D ≤ 2^53` (an admission leaves `max(TAT,
+//!   now) + n·T ≤ now + burst·T`, an oversized one `now + n·T ≤ now + burst·T + D`, a
+//!   charge at most `now + burst·T + D`), a backlog `TAT − now` at most 2^53, and the TAT a
+//!   call writes at most `now + burst·T + D`: every sum stays within 2^53, exact;
+//! - `n·T ≤ burst·T + D` because `n` above the capacity `⌊(burst·T + D)/T⌋` is refused
+//!   before it is multiplied, and a charge's `n` is cut to the room left,
+//!   `⌊(burst·T + D − backlog)/T⌋`, before it is (a charge of `u32::MAX` permits of an
+//!   interval of 2^52 µs never forms the product); a wait `backlog − (burst·T − n·T)` is a
+//!   difference of two exact integers below 2^53, exact.
 //!
 //! Numbers are written back with `string.format('%.0f', x)` (Lua's default conversion,
 //! `%.14g`, would round a 16-digit time) and returned to Redis as integers.
@@ -29,16 +35,29 @@
 //! The GCRA script decides one or more requests on one key in one call (read once, written
 //! once, at one instant) and returns `{now_us, granted, retry_us, backlog_us, …}`: the
 //! time, then three integers per request, in order: the cells taken (the lease may take
-//! fewer than asked), the exact wait (0 when admitted, −1 when `n` exceeds the burst) and
-//! the backlog `TAT − now` it left in µs, which is its `full_after`; the permits remaining,
-//! `⌊(burst·T − backlog)/T⌋`, follow from it. Each integer returned costs Redis 7.0 about
+//! fewer than asked; a charge takes what fits below `burst·T + D`), the exact wait (for a
+//! decision: 0 when admitted, −1 when `n` exceeds the capacity; for a charge: the wait of
+//! a request for one permit after it, 0 when it would be admitted) and the backlog
+//! `TAT − now` it left in µs, which is its `full_after`; the permits remaining,
+//! `⌊(burst·T − backlog)/T⌋` (0 in debt), follow from it.
+//!
+//! # Debt and charges
+//!
+//! With a maximum debt `D > 0` µs the capacity is `⌊(burst·T + D)/T⌋` permits: a request
+//! of `burst < n ≤` capacity is admitted iff the key is full (`TAT ≤ now`), and then
+//! leaves the backlog `n·T` (in debt: later requests wait until it is repaid); while the
+//! key is not full it is refused with the exact wait `TAT − now`. A charge of `n` is never
+//! refused: it takes `min(n, ⌊(burst·T + D − backlog)/T⌋)` permits (the rest is the
+//! caller's shortfall). `D = 0` is the plain GCRA: `n > burst` is refused, and a charge
+//! saturates at an empty bucket. These are the core's [`Budget`](limitcore::Budget)
+//! decisions, in µs. Each integer returned costs Redis 7.0 about
 //! 0.15 µs on this project's machine (`INFO commandstats`), so a request returns three,
 //! not six; and its arguments are checked inline, with the prelude's `int` run only to
 //! raise a failed check's error (a function call per argument was a fifth of its time).
 //!
 //! # Explicit time
 //!
-//! An optional argument (the GCRA script's fourth, the others' last) replaces `TIME` by an
+//! An optional argument (the GCRA script's fifth, the others' last) replaces `TIME` by an
 //! explicit time in µs, for tests and replays (the differential tests drive the scripts
 //! this way). Such a call sets **no expiry**: a key's TTL is measured on the server's
 //! clock, which an explicit time is not.
@@ -64,21 +83,30 @@ local function fmt(x) return string.format('%.0f', x) end
 local function ms(us) return math.max(1, math.ceil(us / 1000)) end
 "#;
 
-/// GCRA (ATM Forum TM 4.0, virtual scheduling) on one key holding the TAT in µs: one or
-/// more requests decided in order at one instant (a batch reads and writes the key once).
+/// GCRA (ATM Forum TM 4.0, virtual scheduling) on one key holding the TAT in µs, with a
+/// debt policy and forced charges: one or more requests decided in order at one instant
+/// (a batch reads and writes the key once).
 ///
-/// `KEYS[1]` the TAT; `ARGV`: `T` µs, `burst`, `upto` (`"1"`: each request takes up to
-/// its `n`, at least 1: the lease), `now` (µs, or `""` for `TIME`), then `n` of each
-/// request. The reply is described in the [module docs](self), "Replies".
+/// `KEYS[1]` the TAT; `ARGV`: `T` µs, `burst`, `D` (the maximum debt, µs; 0: none), the
+/// operation (`"0"` decide; `"1"` take up to `n`, at least 1: the lease; `"2"` charge
+/// `n`, never refused), `now` (µs, or `""` for `TIME`), then `n` of each request. The
+/// reply is described in the [module docs](self), "Replies".
 const GCRA_BODY: &str = r#"
-local t, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t, burst, debt = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if not (t and t >= 1 and t <= P52 and t % 1 == 0) then int(ARGV[1], 'interval', 1, P52) end
 if not (burst and burst >= 1 and burst <= P52 and burst % 1 == 0) then int(ARGV[2], 'burst', 1, P52) end
+if not (debt and debt >= 0 and debt <= P52 and debt % 1 == 0) then int(ARGV[3], 'debt', 0, P52) end
 local span = t * burst
 if span > P52 then error('limitcore: burst * interval exceeds 2^52 us') end
-local upto = ARGV[3] == '1'
-local now, explicit = clock(ARGV[4])
-if #ARGV < 5 then error('limitcore: no request') end
+local ceiling = span + debt
+if ceiling > P52 then error('limitcore: burst * interval + debt exceeds 2^52 us') end
+local cap = burst
+if debt > 0 then cap = (ceiling - ceiling % t) / t end
+local op = ARGV[4]
+local upto, charge = op == '1', op == '2'
+if not (upto or charge or op == '0') then error('limitcore: operation must be 0, 1 or 2, got ' .. tostring(op)) end
+local now, explicit = clock(ARGV[5])
+if #ARGV < 6 then error('limitcore: no request') end
 local raw = redis.call('GET', KEYS[1])
 local backlog = 0
 if raw then
@@ -87,26 +115,46 @@ if raw then
   if tat > now then backlog = tat - now end
 end
 local out, o, wrote = {now}, 1, false
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   local n = tonumber(ARGV[i])
   if not (n and n >= 0 and n <= P52 and n % 1 == 0) then int(ARGV[i], 'n', 0, P52) end
-  if upto and n > 0 then
-    local free = span - backlog
-    if free < 0 then free = 0 end
-    free = (free - free % t) / t
-    if n > free then n = free end
-    if n == 0 then n = 1 end
-  end
   local granted, retry = 0, 0
-  if n > burst then
-    retry = -1
-  elseif n > 0 then
-    local allowance = span - n * t
-    if backlog > allowance then
-      retry = backlog - allowance
-    else
+  if charge then
+    local room = ceiling - backlog
+    if room < 0 then room = 0 end
+    room = (room - room % t) / t
+    if n > room then n = room end
+    if n > 0 then
       backlog = backlog + n * t
       granted, wrote = n, true
+    end
+    retry = backlog - (span - t)
+    if retry < 0 then retry = 0 end
+  else
+    if upto and n > 0 then
+      local free = span - backlog
+      if free < 0 then free = 0 end
+      free = (free - free % t) / t
+      if n > free then n = free end
+      if n == 0 then n = 1 end
+    end
+    if n > cap then
+      retry = -1
+    elseif n > burst then
+      if backlog > 0 then
+        retry = backlog
+      else
+        backlog = n * t
+        granted, wrote = n, true
+      end
+    elseif n > 0 then
+      local allowance = span - n * t
+      if backlog > allowance then
+        retry = backlog - allowance
+      else
+        backlog = backlog + n * t
+        granted, wrote = n, true
+      end
     end
   end
   out[o + 1], out[o + 2], out[o + 3] = granted, retry, backlog

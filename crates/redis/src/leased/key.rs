@@ -15,7 +15,7 @@ use std::sync::Arc;
 ///
 /// The handle and the limiter's keyed decisions on the same key use the same word: the
 /// node still holds at most `L` cells for the key, and the fleet bound
-/// `B + ⌈Δ/T⌉ − 1 + N·L` ([`LeasedLimiter`]) is unchanged. Clones share it too.
+/// `B + ⌈(Δ + D)/T⌉ − 1 + N·L` ([`LeasedLimiter`]) is unchanged. Clones share it too.
 ///
 /// # Memory
 ///
@@ -25,7 +25,10 @@ use std::sync::Arc;
 ///
 /// # Capacity
 ///
-/// At most `min(burst, L)` permits a request, as the limiter.
+/// At most `min(burst, L)` permits a request through the synchronous calls, as the
+/// limiter; [`LeasedKey::acquire`] decides a larger one on Redis, up to
+/// [`LeasedLimiter::capacity`]; [`LeasedKey::charge`] has no capacity (the handle's cells
+/// first, then Redis).
 ///
 /// # Refusals
 ///
@@ -92,6 +95,11 @@ impl<C: Clock + Clone + 'static> LeasedKey<C> {
         &self.limiter
     }
 
+    /// The pinned entry.
+    pub(super) fn entry(&self) -> &Arc<Entry> {
+        &self.entry
+    }
+
     /// Decide `n` permits at `now` (ns of the limiter's clock), with where the decision came
     /// from: as [`LeasedLimiter::decide_verdict_at`] for this key.
     pub fn decide_verdict_at(&self, n: u32, now: Nanos) -> Verdict {
@@ -99,8 +107,12 @@ impl<C: Clock + Clone + 'static> LeasedKey<C> {
     }
 
     /// Decide `n` permits now, waiting (up to the Redis deadline) for a lease if the node
-    /// holds none: as [`LeasedLimiter::acquire`] for this key.
+    /// holds none: as [`LeasedLimiter::acquire`] for this key (a request above the largest
+    /// lease is decided on Redis).
     pub async fn acquire(&self, n: u32) -> Verdict {
+        if n > self.limiter.max_lease() {
+            return self.limiter.oversized(&self.key, n).await;
+        }
         self.limiter
             .acquire_by(|| {
                 let verdict = self.decide_verdict_at(n, self.now());

@@ -1,23 +1,25 @@
 //! The leased fast path: each node takes leases of cells from the Redis GCRA and spends
 //! them from a local lock-free counter, so a decision is a local compare-and-swap and
-//! Redis sees one script call per lease.
+//! Redis sees one script call per lease; with the core's debt policy and forced charges
+//! across the fleet.
 //!
 //! # Protocol
 //!
-//! Per key, a node holds a [`LeaseRule`] word in a [`WordCell`] (the core's one
-//! compare-and-swap loop, on a word of this crate's own protocol):
+//! Per key, a node holds a [`LeaseRule`] word in a [`WordCell`](limitcore::cell::WordCell)
+//! (the core's one compare-and-swap loop, on a word of this crate's own protocol):
 //!
 //! 1. **Lease.** One script call takes up to `g` cells from the key's GCRA on Redis, as many
 //!    as conform now ([`RedisGcra::try_take_up_to`]): they are charged there first, exactly
 //!    as `g` admissions of the exact mode would be.
 //! 2. **Spend.** Requests take cells from the local word ([`LeaseRule::spend`], through
-//!    [`WordCell::update`]); nothing else is on the request path. A word with too few
-//!    cells either is blocked (step 5) or needs a lease ([`Spend::NeedsLease`]), which
-//!    starts a fetch.
+//!    [`WordCell::update`](limitcore::cell::WordCell::update)); nothing else is on the
+//!    request path. A word with too few cells either is blocked (step 5) or needs a lease
+//!    ([`Spend::NeedsLease`]), which starts a fetch.
 //! 3. **Refill ahead.** When a decision leaves at most half the current lease size, the
 //!    next lease is fetched by a spawned task (off the request path), asking for
 //!    `g = size − held`; at most one fetch per key is in flight. It is installed with
-//!    [`WordCell::update`] ([`LeaseRule::install`]): cells still held plus the new ones.
+//!    [`WordCell::update`](limitcore::cell::WordCell::update) ([`LeaseRule::install`]):
+//!    cells still held plus the new ones.
 //! 4. **Expire.** A lease's cells expire `ttl` after it arrived; unspent cells are never
 //!    refunded (a refund could create a permit under a race; letting them lapse cannot).
 //! 5. **Refusal.** When Redis grants nothing it returns the exact wait `R` for one cell; the
@@ -30,41 +32,89 @@
 //!    target` (the cells spent since the last lease over the time it took, times the
 //!    target lease duration), doubled when the node ran dry, within `1 ..= L`.
 //!
+//! # Debt, oversized requests and forced charges
+//!
+//! The key's limit on Redis may run a debt policy ([`LeaseConfig::max_debt`], `D`: the
+//! core's [`Budget`](limitcore::Budget) semantics, [`RedisGcra`]'s "Contract"), and nodes
+//! may charge usage after the fact; CockroachDB's distributed token bucket is the model
+//! (pods spend a local bucket filled by grants from a central one, and report usage that
+//! cannot be throttled into debt):
+//!
+//! - **A lease never runs into debt** and never holds more than `L` cells: it takes only
+//!   what fits below the burst span, as before.
+//! - **A request above `L`** cannot be served by a lease. [`LeasedLimiter::acquire`] (and
+//!   [`LeasedKey::acquire`]) decides it on Redis by the exact script, one call, as
+//!   [`RedisGcra::decide`] would: up to the burst, or under debt up to `⌊(B·T + D)/T⌋`
+//!   admitted only from a full key. The synchronous calls, which never wait for Redis,
+//!   refuse it as [`Denied::ExceedsCapacity`] with capacity `min(burst, L)`, as before.
+//! - **A forced charge** ([`LeasedLimiter::charge`], [`LeasedKey::charge`]) spends the
+//!   cells the node holds for the key first (one compare-and-swap on the key's word:
+//!   Redis charged them when it leased them), then charges the rest on Redis in one script
+//!   call, never refused by the limit (saturating at `B·T + D` of backlog, the rest
+//!   reported as the shortfall). If Redis's answer says a request must now wait, the node
+//!   blocks the key until that wait has passed, as after a refused lease (step 5).
+//!
 //! # The bound
 //!
 //! Let `N` nodes share a key, `L` be the largest lease ([`LeaseConfig::max_lease`]), `B`
-//! the burst and `T` the emission interval. Then in any window `[a, a + Δ)`:
+//! the burst, `T` the emission interval and `D` the maximum debt (zero without a debt
+//! policy), `T` and `D` in µs as on Redis. What the fleet *consumes* of the key is what it
+//! admits plus what its forced charges record (from held cells, or on Redis). While Redis
+//! answers, in any window `[a, a + Δ)`:
 //!
 //! ```text
-//! admitted(fleet, [a, a+Δ))  ≤  B + ⌈Δ / T⌉ − 1  +  N·L          (exact GCRA bound + N·L)
-//! admitted(fleet, [0, t))    ≤  granted(Redis, [0, t))  ≤  B + ⌈t / T⌉ − 1   (long run)
+//! consumed(fleet, [a, a+Δ))  ≤  B + ⌈(Δ + D) / T⌉ − 1  +  N·L          (the exact bound + N·L)
+//! consumed(fleet, [0, t))    ≤  consumed(Redis, [0, t))  ≤  B + ⌈(t + D) / T⌉ − 1   (long run)
 //! ```
 //!
-//! *Proof sketch.* Every local admission spends a cell that Redis granted earlier (a cell is
-//! created only by a lease, and a local take never adds cells), so each admission in the
-//! window spends a cell granted either (i) within the window or (ii) before it.
-//! (i) Grants are admissions of the exact GCRA on Redis (a lease of `g` cells is one
-//! admission of `g` permits), and in any window of length Δ the GCRA admits at most
-//! `B + ⌈Δ/T⌉ − 1` permits (the TAT rises by `T` per permit from at least the window's
-//! start and may not pass the last admission's time plus `B·T`), whatever the offset of
-//! Redis's clock, provided it runs at the true rate. (ii) Cells granted before `a` and
-//! spent in the window were *owned* by a node at `a`, held or in flight. A node asks for
-//! `g = size − held` with `size ≤ L`, has at most one fetch in flight, and its held cells
-//! only decrease until that fetch installs; so at every instant `held + in flight ≤ L`,
-//! and the fleet owns at most `N·L` at `a`. Summing (i) and (ii) gives the first line; the
-//! second follows from "every admission spends a granted cell", with no `N·L` term: over
-//! the long run the fleet never exceeds the exact limit, and the cells that expire unspent
-//! only lower it. ∎
+//! With no debt (`D = 0`) this is GCRA's `B + ⌈Δ/T⌉ − 1 + N·L`, the bound before charges
+//! existed, now counting the charges in it: **the charge path adds nothing** to the window
+//! bound. The debt adds `⌈(Δ + D)/T⌉ − ⌈Δ/T⌉` permits (at most `⌈D/T⌉`) to the bound of
+//! a window and of the long run, whether requests or charges run the key into it.
+//!
+//! *Proof.* (i) **Redis.** Every script call on the key that changes it consumes `m ≥ 1`
+//! permits: a lease of `m` cells, an admission of `m` permits (at most the burst, or
+//! under debt above it from a full key), a charge of `m` permits; every call runs on one
+//! state, atomically, whichever node sent it. Such a call at Redis's time `t` moves the
+//! TAT to `max(TAT, t) + m·T` and leaves `TAT − t ≤ B·T + D`: a lease or an admission of
+//! at most the burst by its own condition (`≤ B·T`), an oversized admission because `m`
+//! is at most the capacity `⌊(B·T + D)/T⌋`, a charge because it is cut to the room below
+//! `B·T + D`. Let the calls consuming `m₁ … m_k` run at `a ≤ t₁ ≤ … ≤ t_k < a + Δ`. The
+//! first leaves `TAT ≥ t₁ + m₁·T ≥ a + m₁·T`, each later one adds at least its `m_i·T`,
+//! so after the last `TAT ≥ a + Σm_i·T`, and the last left
+//! `TAT ≤ t_k + B·T + D < a + Δ + B·T + D`. Hence `Σm_i·T < Δ + B·T + D`, and as `Σm_i`
+//! is an integer, `Σm_i ≤ B + ⌈(Δ + D)/T⌉ − 1`. Calls that change nothing (refusals,
+//! charges cut to 0) consume nothing; an expired key is a full one (its TTL is its
+//! backlog). This holds whatever the offset of Redis's clock, provided it runs at the true
+//! rate and never steps back.
+//! (ii) **Cells.** A node consumes locally only by spending cells: an admission spends
+//! `n`, a charge `min(held, n)` before it asks Redis for the rest. Cells are created only
+//! by leases and never added by a spend, so a cell spent in the window was granted either
+//! within it, and is counted in (i), or before `a`, and was then *owned* by its node at
+//! `a`, held or in flight. A node asks for `g = size − held` with `size ≤ L`, has at most
+//! one fetch in flight, and its held cells only decrease until that fetch installs (a
+//! decision and a charge spend them, a block keeps them until it ends, expiry drops them);
+//! so at every instant `held + in flight ≤ L`, and the fleet owns at most `N·L` at `a`.
+//! (iii) Everything else the fleet consumes is a Redis call of (i): a request above `L`,
+//! the part of a charge beyond the held cells. Summing (i) and (ii) gives the first line.
+//! For the second, every local consumption spends a granted cell and every other one is a
+//! Redis call, so the fleet never consumes more than Redis did, which (i) bounds with
+//! `a = 0`, `Δ = t`: no `N·L` term, and the cells that expire unspent only lower it. ∎
 //!
 //! A refusal from Redis only blocks locally, and expiry only removes cells: neither can
-//! break the bound. The outage policies ([`Policy`]) state their own.
+//! break the bound. Every limiter on the key (leased or exact, on every node) must share
+//! the quota and the debt: the bound is that configuration's. The outage policies
+//! ([`Policy`]) state their own, charges included; a charge whose call timed out may have
+//! been recorded on Redis as well as by the policy (stricter, never looser).
 //!
 //! # Cost
 //!
 //! A decision is a map lookup and a compare-and-swap on the key's word (on a [`LeasedKey`],
-//! resolved once, the compare-and-swap alone). Redis sees about
-//! one command per lease (`rate × target` decisions), plus heartbeats; a node that is
-//! refused by Redis sends nothing until Redis's wait has passed.
+//! resolved once, the compare-and-swap alone): debt and charges add nothing to it (no
+//! field, no atomic operation; the limit's debt lives in the Redis script's arguments).
+//! Redis sees about one command per lease (`rate × target` decisions), plus heartbeats,
+//! plus one per request above `L` and one per charge that the held cells do not cover; a
+//! node that is refused by Redis sends no lease request until Redis's wait has passed.
 //!
 //! # First requests
 //!
@@ -87,247 +137,27 @@ use crate::client::Redis;
 use crate::exact::RedisGcra;
 use crate::policy::{Policy, Source, Verdict};
 use crate::Error;
-use limitcore::cell::WordCell;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::{Decision, Denied, KeyHasher, KeyedRateLimiter, Quota, Snapshot};
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+mod charge;
+mod config;
+mod entry;
+mod fetch;
 mod key;
 mod rule;
 
+pub use config::LeaseConfig;
+use entry::{live_entry, Entry, Keys, KeysRef};
 pub use key::LeasedKey;
 pub use rule::{LeaseRule, Spend, MAX_CELLS};
-
-/// The leased mode's settings.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore_redis::LeaseConfig;
-/// use std::time::Duration;
-///
-/// let config = LeaseConfig::new(16).target(Duration::from_millis(20));
-/// assert_eq!(config.get_max_lease(), 16);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseConfig {
-    max_lease: u32,
-    target: Duration,
-    ttl: Duration,
-    prefix: String,
-}
-
-impl LeaseConfig {
-    /// Leases of at most `max_lease` cells (`L` of the bound; clamped to the burst and
-    /// [`MAX_CELLS`], at least 1), lasting about 50 ms each, expiring 1 s after they arrive.
-    pub fn new(max_lease: u32) -> Self {
-        LeaseConfig {
-            max_lease: max_lease.max(1),
-            target: Duration::from_millis(50),
-            ttl: Duration::from_secs(1),
-            prefix: "lc:gcra:".to_owned(),
-        }
-    }
-
-    /// Store keys on Redis as `prefix` + key (default `lc:gcra:`, [`RedisGcra`]'s: a leased
-    /// and an exact limiter of the same quota on the same key share one limit).
-    #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The largest lease, `L` in the bound `GCRA + N·L`, in cells (permits).
-    #[must_use]
-    pub fn max_lease(mut self, max_lease: u32) -> Self {
-        self.max_lease = max_lease.max(1);
-        self
-    }
-
-    /// How long a lease should last at the node's own rate (its size is `rate × target`).
-    #[must_use]
-    pub fn target(mut self, target: Duration) -> Self {
-        self.target = target;
-        self
-    }
-
-    /// How long a lease's cells stay valid after it arrives.
-    ///
-    /// # Panics
-    ///
-    /// If `ttl` is below 1 ms (the word's resolution).
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        assert!(
-            ttl >= Duration::from_millis(1),
-            "a lease must live at least 1 ms"
-        );
-        self.ttl = ttl;
-        self
-    }
-
-    /// `L`, the largest lease, in cells (permits).
-    pub fn get_max_lease(&self) -> u32 {
-        self.max_lease
-    }
-}
-
-impl Default for LeaseConfig {
-    /// `L = 16` (clamped to the burst), 50 ms leases, 1 s expiry.
-    fn default() -> Self {
-        LeaseConfig::new(16)
-    }
-}
 
 /// `d` in nanoseconds, saturating at `u64::MAX` (585 years).
 fn nanos(d: Duration) -> Nanos {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// One key's local state. `repr(C)`, the hot fields first: the lease word every decision
-/// compare-and-swaps (a [`LeaseRule`] word; the rule itself is the limiter's), then the two
-/// that the refill check of an admission reads, then `pins`, which every keyed lookup
-/// reads; the fetch's statistics and the waiters' `Notify` after them.
-#[repr(C)]
-struct Entry {
-    /// The lease word, changed only through the core's compare-and-swap loop.
-    word: WordCell,
-    /// Current lease size (cells), `1 ..= L`.
-    size: AtomicU32,
-    fetching: AtomicBool,
-    /// The [`LeasedKey`] handles on this entry, or [`RETIRED`] once the sweep has removed it
-    /// (see [`Entry::pin`]).
-    pins: AtomicUsize,
-    /// When the last lease was installed (ns) and the cells held right after.
-    installed_cells: AtomicU32,
-    installed_at: AtomicU64,
-    /// Woken when the entry's fetch slot is given back (a fetch ended, or the sweep let go
-    /// of an entry it kept) or the sweep retired the entry.
-    arrived: tokio::sync::Notify,
-}
-
-/// [`Entry::pins`] of an entry the sweep retired: no handle may pin it again, no lookup
-/// returns it again, and it never holds a cell again (the sweep also keeps its fetch slot).
-const RETIRED: usize = usize::MAX;
-
-impl Entry {
-    /// A key's first entry: the fresh word of `rule`, no fetch, a lease size of `size`.
-    fn new(rule: &LeaseRule, size: u32) -> Self {
-        Entry {
-            word: WordCell::new(rule.fresh()),
-            size: AtomicU32::new(size),
-            fetching: AtomicBool::new(false),
-            pins: AtomicUsize::new(0),
-            installed_cells: AtomicU32::new(0),
-            installed_at: AtomicU64::new(0),
-            arrived: tokio::sync::Notify::new(),
-        }
-    }
-
-    /// Pin the entry for a [`LeasedKey`]: `false` if the sweep has retired it (the caller
-    /// then looks the key up again). While pinned the sweep does not retire it.
-    ///
-    /// One word decides between the two: the sweep retires with a compare-and-swap
-    /// `0 → RETIRED`, a pin adds one to any other value, so either the sweep sees the pin
-    /// (and keeps the entry) or the pin sees `RETIRED` (and takes another entry).
-    fn pin(&self) -> bool {
-        // Relaxed (the three operations on `pins`): the choice between a pin and the
-        // retirement rests on this one word's modification order alone (each is a
-        // read-modify-write, which reads the latest value), and nothing else is published
-        // through it: the lease word has its own compare-and-swap, and the fetch slot,
-        // which the sweep holds while it decides, keeps cells from arriving meanwhile.
-        self.pins
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |pins| {
-                (pins < RETIRED - 1).then(|| pins + 1)
-            })
-            .is_ok()
-    }
-
-    /// Undo one [`Entry::pin`] (a handle dropped).
-    fn unpin(&self) {
-        // Relaxed: see `pin`.
-        self.pins.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// Retire an idle entry (the sweep, holding its fetch slot): `false` if a handle pins it.
-    fn retire(&self) -> bool {
-        // Relaxed: see `pin`.
-        self.pins
-            .compare_exchange(0, RETIRED, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    /// Whether the sweep retired the entry (for good: `RETIRED` is never left).
-    #[inline]
-    fn is_retired(&self) -> bool {
-        // Relaxed: a retired entry only ever refuses (it holds no cell and its fetch slot is
-        // the sweep's for good), so a lookup that reads a stale "not retired" decides on it
-        // as it would have just before the retirement: a refusal, after which it looks
-        // again. Partner: the compare-and-swap in `retire`. Where a waiter must see the
-        // retirement (`await_lease`), the `Notify` orders it.
-        self.pins.load(Ordering::Relaxed) == RETIRED
-    }
-
-    /// One step of the idle-key sweep on this entry: take the fetch slot, and if the word
-    /// has been idle since `since` (ns) and no handle pins the entry, retire it
-    /// (`true`, the slot kept for good); otherwise give the slot back (`false`). Either way
-    /// the requests waiting on the entry (`await_lease`) are woken: on a retired entry
-    /// they look the key up again at once, instead of waiting for a fetch that will never
-    /// come.
-    fn sweep_step(&self, rule: &LeaseRule, since: Nanos) -> bool {
-        // Acquire on success: pairs with the Release that ends a fetch, so the installed
-        // word is seen below; the slot, once ours, is never given back for a retired entry.
-        if self
-            .fetching
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return false;
-        }
-        let retired = rule.idle_since(&self.word.load(), since) && self.retire();
-        if !retired {
-            // Release: pairs with the Acquire of the next refill's swap.
-            self.fetching.store(false, Ordering::Release);
-        }
-        // After the store (or the retirement) above: a waiter whose `Notified` was made
-        // before this call is woken; one made after it sees the store or the retirement
-        // (see `await_lease`).
-        self.arrived.notify_waiters();
-        retired
-    }
-}
-
-/// The map of a limiter's entries, and a pinned reference to it.
-type Keys = papaya::HashMap<String, Arc<Entry>, KeyHasher>;
-type KeysRef<'m> = papaya::HashMapRef<'m, String, Arc<Entry>, KeyHasher, papaya::LocalGuard<'m>>;
-
-/// `key`'s live entry in `keys`: the one there unless the sweep retired it, else a new one
-/// made by `make` (a key's first request, or the first after the sweep). A retired entry
-/// met in the map is removed, and only it (as the sweep's own removal: a newer entry put
-/// in its place is left alone). A lookup borrows the key (`&str`); only a new entry
-/// allocates it.
-#[inline]
-fn live_entry<'g>(keys: &'g KeysRef<'_>, key: &str, make: impl Fn() -> Entry) -> &'g Arc<Entry> {
-    match keys.get(key) {
-        Some(entry) if !entry.is_retired() => entry,
-        _ => insert_entry(keys, key, make),
-    }
-}
-
-/// [`live_entry`]'s slow path.
-#[cold]
-#[inline(never)]
-fn insert_entry<'g>(keys: &'g KeysRef<'_>, key: &str, make: impl Fn() -> Entry) -> &'g Arc<Entry> {
-    loop {
-        let entry = keys.get_or_insert_with(key.to_owned(), || Arc::new(make()));
-        if !entry.is_retired() {
-            return entry;
-        }
-        let _ = keys.remove_if(key, |_, e| Arc::ptr_eq(e, entry));
-    }
 }
 
 struct Inner<C: Clock> {
@@ -354,14 +184,19 @@ struct Inner<C: Clock> {
 ///
 /// # Bound
 ///
-/// With `N` nodes and largest lease `L`, in any window of length Δ the fleet admits at most
-/// `B + ⌈Δ/T⌉ − 1 + N·L` per key (the exact GCRA's bound plus `N·L`), and over the long run
-/// never more than the exact limit. The proof is in the [module docs](self).
+/// With `N` nodes, largest lease `L` and maximum debt `D` ([`LeaseConfig::max_debt`], zero
+/// by default), in any window of length Δ the fleet consumes (admits, plus charges) at
+/// most `B + ⌈(Δ + D)/T⌉ − 1 + N·L` per key (the exact bound plus `N·L`), and over the
+/// long run never more than the exact limit. The proof is in the [module docs](self).
 ///
 /// # Capacity
 ///
-/// A request can take at most `min(burst, L)` permits (a lease never holds more);
-/// larger ones are [`Denied::ExceedsCapacity`] with that capacity.
+/// The synchronous calls (the [`KeyedRateLimiter`] trait, [`LeasedLimiter::decide_verdict_at`])
+/// take at most `min(burst, L)` permits a request (a lease never holds more); larger ones
+/// are [`Denied::ExceedsCapacity`] with that capacity. [`LeasedLimiter::acquire`] decides a
+/// request above `L` on Redis instead (one script call), up to
+/// [`LeasedLimiter::capacity`]: the burst, or `⌊(burst·T + D)/T⌋` under debt (admitted only
+/// from a full key). Forced charges ([`LeasedLimiter::charge`]) have no capacity.
 ///
 /// # Refusals
 ///
@@ -375,7 +210,8 @@ struct Inner<C: Clock> {
 /// # Outages
 ///
 /// While the circuit breaker is open, cells already held are spent first (they were
-/// charged); then the [`Policy`] decides ([`Source::Fallback`]).
+/// charged), by decisions and by charges alike; then the [`Policy`] decides, or records a
+/// charge as it says ([`Source::Fallback`]; [`Policy`], "Charges").
 ///
 /// # Examples
 ///
@@ -420,7 +256,8 @@ impl LeasedLimiter<MonotonicClock> {
     /// # Errors
     ///
     /// [`Error::Quota`] if the quota cannot be represented on Redis
-    /// ([`gcra_micros`](crate::gcra_micros)).
+    /// ([`gcra_micros`](crate::gcra_micros)), or its burst span plus the configured debt
+    /// exceeds 2^52 µs ([`RedisGcra::with_max_debt`]).
     ///
     /// # Panics
     ///
@@ -455,7 +292,9 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         let deadline = redis.config().get_deadline();
         // Checks the quota (the same `Error::Quota` as `gcra_micros`) before anything else;
         // its outage policy is the leased path's too.
-        let gcra = RedisGcra::new(redis, quota, policy)?.with_prefix(config.prefix.clone());
+        let gcra = RedisGcra::new(redis, quota, policy)?
+            .with_max_debt(config.max_debt)?
+            .with_prefix(config.prefix.clone());
         let rule = LeaseRule::with_epoch(quota, clock.now(), config.max_lease);
         let config = LeaseConfig {
             max_lease: rule.capacity(),
@@ -479,7 +318,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             granted: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
         });
-        inner.runtime.spawn(sweep(Arc::downgrade(&inner)));
+        inner.runtime.spawn(fetch::sweep(Arc::downgrade(&inner)));
         Ok(LeasedLimiter { inner })
     }
 
@@ -491,6 +330,19 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// `L`, the largest lease (and the largest request), in cells (permits).
     pub fn max_lease(&self) -> u32 {
         self.inner.config.max_lease
+    }
+
+    /// The most permits one request may take through [`LeasedLimiter::acquire`]: the
+    /// burst, or `⌊(burst·T + D)/T⌋` under a debt policy ([`LeaseConfig::max_debt`]).
+    /// Requests up to `L` ([`LeasedLimiter::max_lease`]) are decided locally, larger ones
+    /// on Redis; the synchronous calls take at most `L`.
+    pub fn capacity(&self) -> u32 {
+        self.inner.gcra.capacity()
+    }
+
+    /// The maximum debt on Redis (whole µs; zero: none).
+    pub fn max_debt(&self) -> Duration {
+        self.inner.gcra.max_debt()
     }
 
     /// The Redis handle.
@@ -648,75 +500,18 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         Ok(self.rtt().max(Duration::from_micros(1)))
     }
 
-    /// Fetch the next lease for `key` in the background unless one is in flight.
-    #[inline]
-    fn refill(&self, entry: &Arc<Entry>, key: &str, now: Nanos, dry: bool) {
-        // Relaxed: a look before the swap, so that the decisions made while a fetch is in
-        // flight (every admission below half the lease size) read the slot instead of
-        // writing it; the swap below is what takes the slot (its Acquire pairs with the
-        // Release that ends a fetch). A stale `true` skips one attempt, which the next
-        // admission (or the refusal of a dry word) makes again.
-        if entry.fetching.load(Ordering::Relaxed) {
-            return;
-        }
-        self.start_fetch(entry, key, now, dry);
-    }
-
-    /// [`LeasedLimiter::refill`]'s slow part: take the fetch slot, size the lease and spawn
-    /// its fetch.
-    #[cold]
-    #[inline(never)]
-    fn start_fetch(&self, entry: &Arc<Entry>, key: &str, now: Nanos, dry: bool) {
-        // Acquire: pairs with the Release that ends the previous fetch (in `fetch`), so the
-        // lease statistics it wrote are seen below.
-        if entry.fetching.swap(true, Ordering::Acquire) {
-            return;
-        }
-        let inner = &self.inner;
-        let held = inner.rule.cells(&entry.word.load(), now);
-        // Relaxed (these three): statistics of the key's last lease for the size estimate,
-        // written by the fetch task before its Release of `fetching`, which the Acquire swap
-        // above pairs with; a value from an older lease only skews the estimate.
-        let installed_at = entry.installed_at.load(Ordering::Relaxed);
-        let used = u64::from(
-            entry
-                .installed_cells
-                .load(Ordering::Relaxed)
-                .saturating_sub(held),
-        );
-        let elapsed = now.saturating_sub(installed_at);
-        // Relaxed: a tuning hint (see above).
-        let size = u64::from(entry.size.load(Ordering::Relaxed));
-        let mut next = if installed_at != 0 && elapsed > 0 {
-            (u128::from(used) * inner.config.target.as_nanos()).div_ceil(u128::from(elapsed)) as u64
-        } else {
-            size
-        };
-        if dry {
-            next = next.max(size * 2);
-        }
-        let next = next.clamp(1, u64::from(inner.config.max_lease)) as u32;
-        // Relaxed: a tuning hint (see above).
-        entry.size.store(next, Ordering::Relaxed);
-        let want = next.saturating_sub(held);
-        if want == 0 {
-            // Release: gives the fetch slot back; partner: the next refill's Acquire swap.
-            entry.fetching.store(false, Ordering::Release);
-            return;
-        }
-        let task = fetch(
-            Arc::clone(&self.inner),
-            Arc::clone(entry),
-            key.to_owned(),
-            want,
-        );
-        inner.runtime.spawn(task);
-    }
-
     /// Decide `n` permits for `key` now, waiting (up to the Redis deadline) for a lease if
     /// the node holds none for this key: the asynchronous entry point, which never refuses
     /// a key's first request only because its lease has not arrived yet.
+    ///
+    /// A request above the largest lease `L` (which no lease can hold) is decided on Redis
+    /// by the exact script, one call, as [`RedisGcra::decide`] would (under a debt policy up
+    /// to [`LeasedLimiter::capacity`], admitted only from a full key); see the type's
+    /// "Capacity".
     pub async fn acquire(&self, key: &str, n: u32) -> Verdict {
+        if n > self.max_lease() {
+            return self.oversized(key, n).await;
+        }
         self.acquire_by(|| {
             let guard = self.inner.keys.pin();
             let entry = self.entry(&guard, key);
@@ -793,96 +588,6 @@ enum Refusal {
     NeedsLease,
 }
 
-/// One lease fetch: ask Redis for `want` cells and install what it grants, or block the
-/// key until Redis's wait has passed (counted from the reply's arrival).
-async fn fetch<C: Clock + Clone + 'static>(
-    inner: Arc<Inner<C>>,
-    entry: Arc<Entry>,
-    key: String,
-    want: u32,
-) {
-    let sent = inner.clock.now();
-    let answer = inner.gcra.try_take_up_to(&key, want).await;
-    let arrived = inner.clock.now();
-    let rule = inner.rule;
-    if let Ok(answer) = answer {
-        let rtt = arrived.saturating_sub(sent);
-        // Relaxed: a moving average for `retry_after` estimates; concurrent updates from two
-        // keys' fetches may lose one sample, which only slows the average.
-        let old = inner.rtt.load(Ordering::Relaxed);
-        inner.rtt.store(old - old / 8 + rtt / 8, Ordering::Relaxed);
-        if answer.granted > 0 {
-            let ttl = nanos(inner.config.ttl);
-            let expires = arrived.saturating_add(ttl);
-            let Ok(held) = entry.word.update(|w| {
-                rule.install(w, answer.granted, arrived, expires);
-                Ok::<_, Infallible>(rule.cells(w, arrived))
-            });
-            // Relaxed: published by the Release of `fetching` below (see `refill`).
-            entry.installed_at.store(arrived, Ordering::Relaxed);
-            entry.installed_cells.store(held, Ordering::Relaxed);
-            // Relaxed: statistics counters.
-            inner.leases.fetch_add(1, Ordering::Relaxed);
-            inner
-                .granted
-                .fetch_add(u64::from(answer.granted), Ordering::Relaxed);
-        } else if let Some(wait) = answer.decision.retry_after() {
-            let wait = nanos(wait);
-            let until = arrived.saturating_add(wait);
-            let Ok(()) = entry.word.update(|w| {
-                rule.block(w, arrived, until);
-                Ok::<_, Infallible>(())
-            });
-            // Relaxed: a statistics counter.
-            inner.refusals.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    // Release: the lease statistics above are visible to the next refill, whose Acquire swap
-    // takes the slot; the word itself went through the core's CAS loop.
-    entry.fetching.store(false, Ordering::Release);
-    entry.arrived.notify_waiters();
-}
-
-/// Drop the local state of keys whose lease or block ended more than a lease TTL ago and
-/// that have no fetch in flight and no [`LeasedKey`] handle. Ends with the limiter.
-///
-/// A removed entry may still be held by a decision that looked it up just before (an
-/// `Arc`). So that such a decision can never spend cells beside the key's next entry, the
-/// sweep first takes the entry's fetch slot (`fetching`, false → true) and keeps it for
-/// good: cells only ever arrive by a fetch, so the entry, idle when checked under the slot,
-/// never holds a cell again, and a late decision on it is refused (stricter, never more).
-/// It then retires the entry ([`Entry::retire`]), which fails while a [`LeasedKey`] pins
-/// it: a handle's entry stays the key's only one for as long as the handle lives.
-///
-/// A retired entry is dead: the sweep wakes the requests waiting on it
-/// ([`Entry::sweep_step`]), a keyed lookup never returns it (it puts a new entry in its
-/// place, [`live_entry`]), and the sweep removes it from the map unless that happened
-/// first.
-async fn sweep<C: Clock + Clone + 'static>(inner: Weak<Inner<C>>) {
-    loop {
-        let every = match inner.upgrade() {
-            Some(inner) => inner.config.ttl,
-            None => return,
-        };
-        tokio::time::sleep(every).await;
-        let Some(inner) = inner.upgrade() else { return };
-        let now = inner.clock.now();
-        let ttl = nanos(inner.config.ttl);
-        let since = now.saturating_sub(ttl);
-        let guard = inner.keys.pin();
-        let idle: Vec<(String, Arc<Entry>)> = guard
-            .iter()
-            .filter(|(_, e)| e.sweep_step(&inner.rule, since))
-            .map(|(k, e)| (k.clone(), Arc::clone(e)))
-            .collect();
-        for (key, entry) in idle {
-            // Only the entry retired above: a lookup (keyed, or a handle's) that met it
-            // retired may already have put a fresh one in its place.
-            let _ = guard.remove_if(&key, |_, e| Arc::ptr_eq(e, &entry));
-        }
-    }
-}
-
 /// Keyed by any string form (`str`, `String`, `Arc<str>`, …), so that an HTTP layer whose
 /// key extractor yields a `String` (a tenant header, say) takes this limiter as it is.
 impl<C: Clock + Clone + 'static, K: AsRef<str> + ?Sized> KeyedRateLimiter<K> for LeasedLimiter<C> {
@@ -912,74 +617,5 @@ impl<C: Clock + Clone + 'static, K: AsRef<str> + ?Sized> KeyedRateLimiter<K> for
     #[inline]
     fn now(&self) -> Nanos {
         self.inner.clock.now()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::future::Future;
-    use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
-
-    /// Whether `notified` is ready now (polled once, never waiting).
-    fn woken(notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) -> bool {
-        let mut cx = Context::from_waker(Waker::noop());
-        matches!(notified.poll(&mut cx), Poll::Ready(()))
-    }
-
-    /// The sweep's step, on the limiter's own map and entry protocol (no server): a busy
-    /// entry is left alone, a held one is let go, an idle one retired; every step that
-    /// took the fetch slot wakes the entry's waiters, and a retired entry is never returned
-    /// by a lookup again (it is replaced, and only it is removed).
-    #[test]
-    fn the_sweep_wakes_waiters_and_the_lookup_replaces_a_retired_entry() {
-        let rule = LeaseRule::with_epoch("100/s burst 10".parse().unwrap(), 0, 4);
-        let make = || Entry::new(&rule, 1);
-        let keys = Keys::with_hasher(KeyHasher::new());
-        let guard = keys.pin();
-        let entry = Arc::clone(live_entry(&guard, "k", make));
-        assert!(Arc::ptr_eq(live_entry(&guard, "k", make), &entry));
-
-        // A fetch in flight: the sweep does not touch the entry (nor wake anyone).
-        // Relaxed (every access to `fetching` in this test): one thread, no other memory
-        // published through it.
-        entry.fetching.store(true, Ordering::Relaxed);
-        let mut waiter = pin!(entry.arrived.notified());
-        waiter.as_mut().enable();
-        assert!(!entry.sweep_step(&rule, 0));
-        assert!(
-            !woken(waiter.as_mut()),
-            "no wake while a fetch is in flight"
-        );
-        entry.fetching.store(false, Ordering::Relaxed);
-
-        // Cells valid until 10 ms: not idle since 5 ms; the slot is given back, and the
-        // waiter (which waited on the sweep's hold of it) is woken to decide again.
-        let Ok(()) = entry.word.update(|w| {
-            rule.install(w, 2, 0, 10_000_000);
-            Ok::<_, Infallible>(())
-        });
-        assert!(!entry.sweep_step(&rule, 5_000_000));
-        assert!(woken(waiter.as_mut()), "woken when the slot is given back");
-        assert!(!entry.fetching.load(Ordering::Relaxed));
-        assert!(!entry.is_retired());
-
-        // Idle since 10 ms: retired, the slot kept, the waiter woken.
-        let mut waiter = pin!(entry.arrived.notified());
-        waiter.as_mut().enable();
-        assert!(entry.sweep_step(&rule, 10_000_000));
-        assert!(woken(waiter.as_mut()), "woken when the entry is retired");
-        assert!(entry.is_retired() && entry.fetching.load(Ordering::Relaxed));
-
-        // The next lookup meets the retired entry still in the map and replaces it.
-        let fresh = Arc::clone(live_entry(&guard, "k", make));
-        assert!(!Arc::ptr_eq(&fresh, &entry));
-        assert_eq!(fresh.word.load(), rule.fresh());
-        assert!(!fresh.is_retired() && !fresh.fetching.load(Ordering::Relaxed));
-        assert_eq!(guard.len(), 1);
-        // The sweep's conditional removal of the retired entry leaves the fresh one.
-        assert!(guard.remove_if("k", |_, e| Arc::ptr_eq(e, &entry)).is_err());
-        assert!(Arc::ptr_eq(guard.get("k").unwrap(), &fresh));
     }
 }

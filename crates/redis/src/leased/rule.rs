@@ -224,6 +224,36 @@ impl LeaseRule {
         Err(Spend::NeedsLease)
     }
 
+    /// Spend as many of `n` cells of `word` as it holds valid at `now` (ns of the limiter's
+    /// clock), whatever the capacity: the first part of a forced charge on the leased path
+    /// (the cells were charged to Redis when leased). Returns how many were spent (0 leaves
+    /// the word as it was); a block and its time are kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Quota;
+    /// use limitcore_redis::LeaseRule;
+    ///
+    /// let rule = LeaseRule::new(&Quota::per_second(100)?);
+    /// let mut word = rule.fresh();
+    /// rule.install(&mut word, 5, 0, 1_000_000_000);
+    /// assert_eq!(rule.spend_up_to(&mut word, 10, 3), 3);
+    /// assert_eq!(rule.spend_up_to(&mut word, 10, 7), 2); // the other 5 are charged elsewhere
+    /// assert_eq!(rule.cells(&word, 10), 0);
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn spend_up_to(&self, word: &mut u64, now: Nanos, n: u32) -> u32 {
+        let (_, blocked, until) = Self::unpack(*word);
+        let spent = self.cells(word, now).min(n);
+        if spent > 0 {
+            let (cells, _, _) = Self::unpack(*word);
+            *word = Self::pack(cells - spent, blocked, until);
+        }
+        spent
+    }
+
     /// Cells `word` holds that may be spent at `now` (ns of the limiter's clock).
     #[inline]
     pub fn cells(&self, word: &u64, now: Nanos) -> u32 {
@@ -398,6 +428,31 @@ mod tests {
         assert_eq!(rule.blocked_until(&word, 1_103 * MS), None);
         assert!(rule.idle_since(&word, 1_103 * MS));
         assert!(!rule.idle_since(&word, 1_103 * MS - 1));
+    }
+
+    #[test]
+    fn spend_up_to_takes_what_is_valid_and_keeps_a_block() {
+        let rule = rule();
+        let mut word = rule.fresh();
+        assert_eq!(rule.spend_up_to(&mut word, 1_000 * MS, 4), 0);
+        assert_eq!(word, rule.fresh(), "nothing held: nothing written");
+        rule.install(&mut word, 5, 1_000 * MS, 1_010 * MS);
+        assert_eq!(rule.spend_up_to(&mut word, 1_001 * MS, 0), 0);
+        assert_eq!(rule.spend_up_to(&mut word, 1_001 * MS, 2), 2);
+        // A block keeps the cells left, and spending them keeps the block and its end.
+        rule.block(&mut word, 1_002 * MS, 1_020 * MS);
+        assert_eq!(rule.spend_up_to(&mut word, 1_003 * MS, 9), 3);
+        assert_eq!(rule.blocked_until(&word, 1_003 * MS), Some(1_020 * MS));
+        assert_eq!(
+            rule.spend(&mut word, 1_003 * MS, 1),
+            Err(Spend::Blocked {
+                retry_after: Duration::from_millis(17)
+            })
+        );
+        // Expired cells are not spent.
+        let mut late = rule.fresh();
+        rule.install(&mut late, 5, 1_000 * MS, 1_010 * MS);
+        assert_eq!(rule.spend_up_to(&mut late, 1_010 * MS, 5), 0);
     }
 
     #[test]

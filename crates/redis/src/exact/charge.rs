@@ -1,0 +1,149 @@
+//! Forced charges on [`RedisGcra`]: usage measured after the work (bytes read, CPU time),
+//! never refused by the limit, saturating at the burst plus the debt.
+
+use super::gcra::{Numbers, Op};
+use super::micros;
+use crate::policy::{ChargeVerdict, Source};
+use crate::{Error, RedisGcra};
+use limitcore::{Charged, Snapshot};
+
+/// What a forced charge on Redis did ([`RedisGcra::try_charge`]): the core's [`Charged`]
+/// (µs resolution), the state the charge left and the server's time.
+///
+/// # Examples
+///
+/// ```no_run
+/// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra};
+/// use std::time::Duration;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+/// let limit = RedisGcra::new(redis, "10/s burst 5".parse()?, Policy::FailClosed)?
+///     .with_max_debt(Duration::from_millis(500))?;
+/// // A fresh key holds 5 permits and may owe 5 more: a charge of 12 records 10.
+/// let answer = limit.try_charge("tenant", 12).await?;
+/// assert_eq!((answer.charged.charged, answer.charged.shortfall), (10, 2));
+/// assert_eq!(answer.charged.wait, Duration::from_millis(600)); // 1 s of backlog, 0.5 s span
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChargeAnswer {
+    /// Permits charged, permits short (past `burst·T + D`), and the exact wait of a request
+    /// for one permit now (zero if it would be admitted), in whole µs.
+    pub charged: Charged,
+    /// The key's state on Redis just after the charge (`remaining` 0 in debt).
+    pub state: Snapshot,
+    /// The time the script charged at: Redis's `TIME` in µs, or the explicit time given.
+    pub server_time_us: u64,
+}
+
+impl Numbers {
+    /// The charge in the script's reply to one charge of `n` permits.
+    fn parse_charge(&self, value: &redis::Value, n: u32) -> Result<ChargeAnswer, Error> {
+        let bad = || Error::Reply(format!("unexpected charge reply {value:?}"));
+        let (now, items) = Numbers::items(value, 1)?;
+        let [granted, wait, backlog] = items[0];
+        let charged = u32::try_from(granted)
+            .ok()
+            .filter(|&c| c <= n)
+            .ok_or_else(bad)?;
+        if wait < 0 || now < 0 {
+            return Err(bad());
+        }
+        let remaining = u32::try_from(self.remaining(backlog)).unwrap_or(u32::MAX);
+        Ok(ChargeAnswer {
+            charged: Charged {
+                charged,
+                shortfall: n - charged,
+                wait: micros(wait),
+            },
+            state: Snapshot::new(remaining, micros(backlog)),
+            server_time_us: now as u64,
+        })
+    }
+}
+
+impl RedisGcra {
+    /// Charge `n` permits to `key` on Redis (one script call), never refused by the limit;
+    /// when Redis cannot answer within the deadline (or the breaker is open) the outage
+    /// policy records it, or not ([`Policy`](crate::Policy), "Charges"): the verdict's
+    /// source says which.
+    ///
+    /// The backlog grows by `min(n, ⌊(burst·T + D − backlog)/T⌋)` permits (a fresh key
+    /// holds `burst`; under a debt policy it may owe `⌊D/T⌋` more, and fractions of `T`
+    /// count); the rest is [`Charged::shortfall`]. The wait is the exact wait of a request
+    /// for one permit after the charge. Charges count against the limit's bound as
+    /// admissions do ([`RedisGcra`], "Contract").
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra};
+    /// use std::time::Duration;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// // 1 MB/s of reads in kB, charged after each read (TiKV's `consume_sample`).
+    /// let reads = RedisGcra::new(redis, "1000/s burst 100".parse()?, Policy::FailLocal)?
+    ///     .with_max_debt(Duration::from_secs(1))?;
+    /// let charge = reads.charge("tenant-7", 64).await;
+    /// if !charge.charged.wait.is_zero() {
+    ///     tokio::time::sleep(charge.charged.wait).await; // back-pressure before the next read
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn charge(&self, key: &str, n: u32) -> ChargeVerdict {
+        match self.try_charge(key, n).await {
+            Ok(answer) => ChargeVerdict {
+                charged: answer.charged,
+                from_lease: 0,
+                source: Source::Redis {
+                    server_time_us: answer.server_time_us,
+                },
+            },
+            Err(_) => self.charge_fallback(key, n),
+        }
+    }
+
+    /// Charge `n` permits to `key` on Redis, at Redis's `TIME`, with no fallback.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CircuitOpen`], [`Error::Timeout`], [`Error::Redis`], [`Error::Reply`]: the
+    /// charge may or may not have been recorded when the deadline passed (a script in
+    /// flight runs to its end); it is never sent twice.
+    pub async fn try_charge(&self, key: &str, n: u32) -> Result<ChargeAnswer, Error> {
+        self.charge_call(key, n, None).await
+    }
+
+    /// As [`RedisGcra::try_charge`] at the explicit time `now_us` (µs, at most 2^52): for
+    /// tests and replays; no expiry is set (see [`RedisGcra::try_decide_at`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisGcra::try_charge`]; [`Error::Redis`] (a script error) for `now_us > 2^52`.
+    pub async fn try_charge_at(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: u64,
+    ) -> Result<ChargeAnswer, Error> {
+        self.charge_call(key, n, Some(now_us)).await
+    }
+
+    async fn charge_call(
+        &self,
+        key: &str,
+        n: u32,
+        now: Option<u64>,
+    ) -> Result<ChargeAnswer, Error> {
+        let reply = self.call_raw(key, Op::Charge, n, now).await?;
+        self.numbers.parse_charge(&reply, n)
+    }
+
+    /// The outage policy's charge of `n` permits to `key` (Redis unreachable or the breaker
+    /// open), with the fleet's last known size.
+    pub(crate) fn charge_fallback(&self, key: &str, n: u32) -> ChargeVerdict {
+        self.fallback.charge(key, n, self.redis().nodes())
+    }
+}
