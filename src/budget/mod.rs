@@ -37,8 +37,10 @@
 //! admitted iff `max(TAT, now) + n·T ≤ now + B·T` when `n ≤ B`, or, when `B < n ≤ (B·T +
 //! D) / T`, iff `TAT ≤ now` (full); the TAT then becomes `max(TAT, now) + n·T`, with `now`
 //! rounded up to the budget's unit when the budget was idle. `retry_after` is exact and
-//! inclusive. In any window of length `w` a budget without debt admits at most
-//! `B + ⌈w / T⌉ − 1` permits, as GCRA; with debt, at most `B + ⌈w / T⌉ − 1 + D / T`.
+//! inclusive. In any window of length `w` a budget without debt admits (and charges) at
+//! most `B + ⌈w / T⌉ − 1` permits, as GCRA; with debt, at most `B + ⌈(w + D) / T⌉ − 1`:
+//! every admission or charge moves the TAT by its cost from at least the window's start,
+//! and none leaves it more than `B·T + D` past its own time.
 //!
 //! # Examples
 //!

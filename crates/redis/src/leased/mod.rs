@@ -138,6 +138,7 @@ use crate::exact::RedisGcra;
 use crate::policy::{Policy, Source, Verdict};
 use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
+use limitcore::rules::precheck;
 use limitcore::{Decision, Denied, KeyHasher, KeyedRateLimiter, Quota, Snapshot};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -441,21 +442,17 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     }
 
     /// Take `n` cells from `entry`'s word at `now` ([`LeaseRule::spend`] in the core's
-    /// compare-and-swap loop, [`WordCell::update`]), with the size checks every core shell
-    /// makes first (`n = 0` admits and writes nothing, `n` above the capacity is
+    /// compare-and-swap loop, [`WordCell::update`]), after the size checks of every core
+    /// shell ([`precheck`]: `n = 0` admits and writes nothing, `n` above the capacity is
     /// [`Denied::ExceedsCapacity`]): the word it left on admission, or the refusal with the
     /// word it saw.
     #[inline]
     fn spend(&self, entry: &Entry, n: u32, now: Nanos) -> Result<u64, (Refusal, u64)> {
         let rule = &self.inner.rule;
-        if n > rule.capacity() || n == 0 {
-            let word = entry.word.load();
-            return if n == 0 {
-                Ok(word)
-            } else {
-                let capacity = rule.capacity();
-                Err((Refusal::Stands(Denied::ExceedsCapacity { capacity }), word))
-            };
+        match precheck(n, rule.capacity()) {
+            Ok(true) => {}
+            Ok(false) => return Ok(entry.word.load()),
+            Err(denied) => return Err((Refusal::Stands(denied), entry.word.load())),
         }
         entry.word.update(|word| {
             let seen = *word;
