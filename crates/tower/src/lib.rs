@@ -63,19 +63,28 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod builder;
 mod forwarded;
+mod future;
 mod headers;
 pub mod key;
 mod layer;
 mod limit_req;
+mod outcome;
 mod pace;
+mod policy;
+mod service;
 
 pub use body::RefusalBody;
+pub use builder::Builder;
+pub use future::ResponseFuture;
 pub use headers::{InvalidPolicyName, RateLimitHeaders, delay_seconds};
 pub use key::{
     FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix, KeyExtractor,
     MissingKey, PeerIp, RequestHead, SHARED_IP_KEY, Trust, peer_addr,
 };
-pub use layer::{Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseFuture};
+pub use layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
 pub use limit_req::LimitReq;
+pub use outcome::Outcome;
 pub use pace::{Pace, PaceFuture, PaceLayer};
+pub use service::RateLimit;
