@@ -8,8 +8,16 @@
 # over the wrk run, divided by the requests wrk completed): on a machine shared with other
 # work, throughput and latency move with the neighbours' load, the CPU cost much less.
 #
+# The concurrency limits run in the same way (the quota is not used then): `concurrency` is
+# limitcore-tower's ConcurrencyLimitLayer at a fixed LIMIT (shedding with 503, so LIMIT must be
+# at least CONNECTIONS), `concurrency-queue` the same queueing up to 10 s for a permit,
+# `tower-concurrency` tower's ConcurrencyLimit at the same LIMIT (waiting in poll_ready):
+#   CONTENDERS="none concurrency tower-concurrency" crates/tower/bench/load.sh        (no waits)
+#   LIMIT=16 CONTENDERS="none concurrency-queue tower-concurrency" crates/tower/bench/load.sh
+#
 # Usage: crates/tower/bench/load.sh            (from anywhere in the repository)
-# Environment: CONTENDERS (all four), ROUNDS (3), DURATION (10s), CONNECTIONS (32), QUOTA ("1000000/s"),
+# Environment: CONTENDERS (the first four), ROUNDS (3), DURATION (10s), CONNECTIONS (32), QUOTA ("1000000/s"),
+#   LIMIT (1024: the concurrency contenders' limit),
 #   PIN (1: server on CPU 0 with one tokio worker, wrk on CPU 1; 0: no pinning),
 #   CARGO_TARGET_DIR (where the example is built).
 # Installs wrk from Debian's packages if it is missing. Only 127.0.0.1 is loaded.
@@ -21,6 +29,7 @@ CONNECTIONS=${CONNECTIONS:-32}
 QUOTA=${QUOTA:-1000000/s}
 PIN=${PIN:-1}
 PORT=${PORT:-18181}
+LIMIT=${LIMIT:-1024}
 # limitcore: the layer's defaults (an Outcome extension on every response);
 # limitcore-no-outcome: the same without it (Builder::outcome_extension(false)).
 CONTENDERS=(${CONTENDERS:-none limitcore limitcore-no-outcome governor})
@@ -61,6 +70,9 @@ for round in $(seq 1 "$ROUNDS"); do
     for who in "${CONTENDERS[@]}"; do
         case $who in
             limitcore-no-outcome) args=(--limiter limitcore --no-outcome) ;;
+            concurrency) args=(--limiter concurrency --concurrency "$LIMIT") ;;
+            concurrency-queue) args=(--limiter concurrency --concurrency "$LIMIT" --queue-ms 10000) ;;
+            tower-concurrency) args=(--limiter tower-concurrency --concurrency "$LIMIT") ;;
             *) args=(--limiter "$who") ;;
         esac
         "${SERVER_PIN[@]}" "$SERVER" --addr "127.0.0.1:$PORT" --quota "$QUOTA" --key peer \

@@ -4,14 +4,19 @@
 //! cargo run --release -p limitcore-tower --features axum --example server -- --addr 127.0.0.1:8080 --quota "5/s"
 //!     [--key global|peer|xff:<n>|header:<name>] [--mode reject|delay|dry-run]
 //!     [--max-wait-ms 1000] [--algorithm gcra|token-bucket|…] [--headers] [--max-keys N]
-//!     [--no-outcome] [--limiter limitcore|none|governor]
+//!     [--no-outcome] [--limiter limitcore|none|governor|concurrency|tower-concurrency]
+//!     [--concurrency N] [--queue-ms MS]
 //! ```
 //!
 //! `--key xff:<n>`: `n` trusted proxies stand in front of the server, so the client is the
 //! `n`-th `X-Forwarded-For` entry from the right (`xff:1`: the rightmost, appended by the
 //! one proxy). `--limiter none` serves without a layer and `governor` with tower_governor
 //! on the same quota (peer or global key, reject mode): the load comparison in
-//! `crates/tower/bench/load.sh`.
+//! `crates/tower/bench/load.sh`. `--limiter concurrency` serves behind limitcore-tower's
+//! `ConcurrencyLimitLayer` (a fixed limit of `--concurrency` requests in flight, shedding
+//! with 503, or queueing up to `--queue-ms` with `--queue-ms`) instead of a rate limit, and
+//! `tower-concurrency` behind tower's `ConcurrencyLimit` on the same limit (its requests
+//! wait for a permit in `poll_ready`); the quota is not used then.
 
 use axum::Router;
 use axum::extract::Request;
@@ -61,9 +66,16 @@ struct Args {
     /// No `Outcome` extension on responses (`Builder::outcome_extension(false)`).
     #[arg(long)]
     no_outcome: bool,
-    /// limitcore | none | governor.
+    /// limitcore | none | governor | concurrency | tower-concurrency.
     #[arg(long, default_value = "limitcore")]
     limiter: String,
+    /// concurrency, tower-concurrency: the most requests in flight.
+    #[arg(long, default_value_t = 1024)]
+    concurrency: u32,
+    /// concurrency: wait up to this long (ms) for a permit, among as many waiters as the
+    /// limit (0: shed at once with 503).
+    #[arg(long, default_value_t = 0)]
+    queue_ms: u64,
 }
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -207,6 +219,37 @@ async fn with_governor(
     }
 }
 
+/// limitcore-tower's concurrency limit around the whole router; its `PermitBody` responses
+/// boxed into axum's `Body`, as `Router::layer` would.
+async fn with_concurrency(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    args: &Args,
+) -> Result<(), Error> {
+    let mut builder = limitcore_tower::ConcurrencyLimitLayer::fixed(args.concurrency)?;
+    if args.queue_ms > 0 {
+        builder = builder.queue(args.concurrency, Duration::from_millis(args.queue_ms))?;
+    }
+    let to_axum = |r: http::Response<
+        limitcore_tower::concurrency::PermitBody<axum::body::Body>,
+    >| { r.map(axum::body::Body::new) };
+    let app = tower::ServiceBuilder::new()
+        .map_response(to_axum)
+        .layer(builder.build())
+        .service(router);
+    Ok(serve(listener, app).await?)
+}
+
+/// tower's `ConcurrencyLimit` around the whole router.
+async fn with_tower_concurrency(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    args: &Args,
+) -> Result<(), Error> {
+    let layer = tower::limit::ConcurrencyLimitLayer::new(args.concurrency as usize);
+    Ok(serve(listener, layer.layer(router)).await?)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args = Args::parse();
@@ -222,6 +265,11 @@ async fn main() -> Result<(), Error> {
         "none" => Ok(serve(listener, router).await?),
         "limitcore" => with_limitcore(listener, router, &args).await,
         "governor" => with_governor(listener, router, &args).await,
-        other => Err(format!("unknown limiter {other:?}: limitcore, none or governor").into()),
+        "concurrency" => with_concurrency(listener, router, &args).await,
+        "tower-concurrency" => with_tower_concurrency(listener, router, &args).await,
+        other => Err(format!(
+            "unknown limiter {other:?}: limitcore, none, governor, concurrency or tower-concurrency"
+        )
+        .into()),
     }
 }

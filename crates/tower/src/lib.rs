@@ -19,6 +19,11 @@
 //!   ([`IpPrefix`]), a header ([`HeaderKey`]), a closure ([`FnKey`]); a documented answer
 //!   for requests with no usable key ([`MissingKey`]).
 //! - [`PaceLayer`]: the client side, each outgoing request started at its own slot.
+//! - [`ConcurrencyLimitLayer`] / [`ConcurrencyLimit`] ([`concurrency`]): at most `limit`
+//!   requests in flight, fixed or adaptive (AIMD, Vegas, Gradient2, Envoy's gradient from
+//!   `limitcore::concurrency`), each request holding its permit **until its response body
+//!   ends**; shed requests answered with 503 at once or after a bounded queue wait; responses
+//!   classified for the adaptive rule (5xx and inner errors are drops).
 //!
 //! # Quick start (axum)
 //!
@@ -63,19 +68,30 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod builder;
+pub mod concurrency;
 mod forwarded;
+mod future;
 mod headers;
 pub mod key;
 mod layer;
 mod limit_req;
+mod outcome;
 mod pace;
+mod policy;
+mod service;
 
 pub use body::RefusalBody;
+pub use builder::Builder;
+pub use concurrency::{ConcurrencyLimit, ConcurrencyLimitLayer};
+pub use future::ResponseFuture;
 pub use headers::{InvalidPolicyName, RateLimitHeaders, delay_seconds};
 pub use key::{
     FnKey, ForwardHeader, ForwardedIp, GlobalKey, HeaderKey, InvalidPrefix, IpPrefix, KeyExtractor,
     MissingKey, PeerIp, RequestHead, SHARED_IP_KEY, Trust, peer_addr,
 };
-pub use layer::{Builder, DEFAULT_MAX_KEYS, Outcome, RateLimit, RateLimitLayer, ResponseFuture};
+pub use layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
 pub use limit_req::LimitReq;
+pub use outcome::Outcome;
 pub use pace::{Pace, PaceFuture, PaceLayer};
+pub use service::RateLimit;

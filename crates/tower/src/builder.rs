@@ -1,0 +1,375 @@
+//! [`Builder`](crate::Builder): the configuration of a [`RateLimitLayer`](crate::RateLimitLayer).
+
+use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
+use crate::key::{KeyExtractor, MissingKey, RequestHead};
+use crate::layer::RateLimitLayer;
+use crate::policy::{CostFn, DelayMode, Shared, reserve};
+use http::StatusCode;
+use limitcore::{KeyedRateLimiter, KeyedReserve};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Configures a [`RateLimitLayer`](crate::RateLimitLayer); made by [`RateLimitLayer::builder`](crate::RateLimitLayer::builder) and the
+/// convenience constructors.
+///
+/// # Examples
+///
+/// ```
+/// use http::StatusCode;
+/// use limitcore::{Keyed, Quota};
+/// use limitcore_tower::{HeaderKey, MissingKey, RateLimitHeaders, RateLimitLayer};
+///
+/// let per_api_key: Keyed<http::HeaderValue> = Keyed::new(Quota::per_minute(600)?)?;
+/// let layer = RateLimitLayer::builder(per_api_key, HeaderKey::new(http::HeaderName::from_static("x-api-key")))
+///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+///     .status(StatusCode::SERVICE_UNAVAILABLE)
+///     .headers(RateLimitHeaders::Always)
+///     .problem_details(true)
+///     .policy_name("per-key")
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Builder<X: KeyExtractor, L> {
+    pub(crate) limiter: L,
+    pub(crate) extractor: X,
+    pub(crate) missing: Option<MissingKey<X::Key>>,
+    pub(crate) delay: Option<DelayMode<L, X::Key>>,
+    pub(crate) cost: Option<Box<CostFn>>,
+    pub(crate) dry_run: bool,
+    pub(crate) status: StatusCode,
+    pub(crate) too_large: StatusCode,
+    pub(crate) headers: RateLimitHeaders,
+    pub(crate) legacy: bool,
+    pub(crate) problem: bool,
+    pub(crate) policy: String,
+    pub(crate) outcome: bool,
+}
+
+impl<X: KeyExtractor, L> fmt::Debug for Builder<X, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("delay", &self.delay.as_ref().map(|d| d.max_wait))
+            .field("dry_run", &self.dry_run)
+            .field("cost", &self.cost.is_some())
+            .field("status", &self.status)
+            .field("too_large", &self.too_large)
+            .field("headers", &self.headers)
+            .field("legacy", &self.legacy)
+            .field("problem", &self.problem)
+            .field("policy", &self.policy)
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
+    /// What to do with requests that have no usable key (default: the extractor's
+    /// [`shared_key`](KeyExtractor::shared_key) bucket if it has one, else a refusal with
+    /// 400 Bad Request).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore::{Keyed, Quota};
+    /// use limitcore_tower::{MissingKey, PeerIp, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let per_ip: Keyed<std::net::IpAddr> = Keyed::new(Quota::per_second(5)?)?;
+    /// let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
+    ///     .on_missing_key(MissingKey::Reject(StatusCode::FORBIDDEN))
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// // No peer address in the request's extensions: no key.
+    /// let response = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_missing_key(mut self, answer: MissingKey<X::Key>) -> Self {
+        self.missing = Some(answer);
+        self
+    }
+
+    /// Delay mode: a request the limiter refuses is given the next slot (a reservation,
+    /// `KeyedReserve::reserve_n_at`) if it is at most `max_wait` away, and the inner service
+    /// is called when the slot comes (an async sleep on tokio's timer: the task yields, no
+    /// thread is held); a request whose slot is further away is refused, with `Retry-After`
+    /// the wait after which it would not be. `Duration::ZERO` is reject mode.
+    ///
+    /// Needs a limiter that reserves: `Keyed` with GCRA or the leaky bucket, `Global` over
+    /// one of them.
+    ///
+    /// # Panics
+    ///
+    /// A delayed request is held by `tokio::time::sleep`: the service's `call` panics for it
+    /// outside a tokio runtime with the time driver enabled (as `sleep` does); hyper and axum
+    /// servers run on one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Gcra, Global, Quota};
+    /// use limitcore_tower::{GlobalKey, Outcome, RateLimitLayer};
+    /// use std::time::Duration;
+    /// use tower::{service_fn, Layer, Service, ServiceExt};
+    ///
+    /// // 20/s, one at a time: a slot every 50 ms; wait at most 120 ms (a frozen clock).
+    /// let limiter = Global::new(Gcra::with_clock("20/s burst 1".parse()?, ManualClock::new())?);
+    /// let layer = RateLimitLayer::builder(limiter, GlobalKey)
+    ///     .delay(Duration::from_millis(120))
+    ///     .build()?;
+    /// let mut svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let mut pending = Vec::new();
+    /// for _ in 0..4 {
+    ///     pending.push(svc.ready().await?.call(Request::new(()))); // decided in `call`
+    /// }
+    /// let mut outcomes = Vec::new();
+    /// for response in pending {
+    ///     outcomes.push(*response.await?.extensions().get::<Outcome>().unwrap());
+    /// }
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(outcomes, [
+    ///     Outcome::Passed,
+    ///     Outcome::Delayed { wait: ms(50) },
+    ///     Outcome::Delayed { wait: ms(100) },
+    ///     Outcome::Rejected { retry_after: Some(ms(30)) }, // 150 ms away: 30 ms too far
+    /// ]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn delay(mut self, max_wait: Duration) -> Self
+    where
+        L: KeyedReserve<X::Key>,
+    {
+        self.delay = (!max_wait.is_zero()).then_some(DelayMode {
+            max_wait,
+            reserve: reserve::<L, X::Key>,
+        });
+        self
+    }
+
+    /// Dry run: decisions are made and charged as usual (admissions take their permits,
+    /// delays their slots) and reported ([`Outcome::DryRunRejected`](crate::Outcome::DryRunRejected),
+    /// [`Outcome::DryRunDelayed`](crate::Outcome::DryRunDelayed), the `RateLimit` fields if [`RateLimitHeaders::Always`]),
+    /// but every request is passed at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore_tower::{Outcome, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let layer = RateLimitLayer::global("1/min".parse()?)?.dry_run(true).build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let _ = svc.clone().oneshot(Request::new(())).await?;
+    /// let second = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(second.status(), StatusCode::OK);
+    /// assert!(matches!(second.extensions().get::<Outcome>(), Some(Outcome::DryRunRejected { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn dry_run(mut self, on: bool) -> Self {
+        self.dry_run = on;
+        self
+    }
+
+    /// The status of refusals (default 429 Too Many Requests; nginx's default is 503).
+    pub fn status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Each request's cost in permits, read from its head (default: 1): for quotas in units
+    /// other than requests (an API's query cost, a declared `Content-Length`). A cost of 0
+    /// passes and charges nothing. A cost above what the key's limit admits at once (its
+    /// capacity, the quota's burst) can never be admitted: it is answered at once with
+    /// [`Builder::too_large_status`](crate::Builder::too_large_status) (413 by default), no `Retry-After`, and
+    /// [`Outcome::TooLarge`](crate::Outcome::TooLarge); in a dry run it passes as [`Outcome::DryRunRejected`](crate::Outcome::DryRunRejected) with no
+    /// wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore_tower::{Outcome, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// // 100 units a second; a request costs its `x-cost` header (1 if absent).
+    /// let layer = RateLimitLayer::global("100/s".parse()?)?
+    ///     .cost(|head| {
+    ///         head.headers().get("x-cost")
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(1)
+    ///     })
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let heavy = Request::builder().header("x-cost", "500").body(())?;
+    /// let response = svc.oneshot(heavy).await?;
+    /// assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    /// assert!(response.headers().get("retry-after").is_none());
+    /// assert_eq!(
+    ///     response.extensions().get::<Outcome>(),
+    ///     Some(&Outcome::TooLarge { cost: 500, capacity: 100 })
+    /// );
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cost(mut self, cost: impl Fn(&RequestHead<'_>) -> u32 + Send + Sync + 'static) -> Self {
+        self.cost = Some(Box::new(cost));
+        self
+    }
+
+    /// The status of a request whose cost is above the limit's capacity ([`Builder::cost`](crate::Builder::cost),
+    /// [`Outcome::TooLarge`](crate::Outcome::TooLarge); default 413 Content Too Large).
+    pub fn too_large_status(mut self, status: StatusCode) -> Self {
+        self.too_large = status;
+        self
+    }
+
+    /// When to write `RateLimit-Policy` and `RateLimit` (default: on refusals).
+    pub fn headers(mut self, when: RateLimitHeaders) -> Self {
+        self.headers = when;
+        self
+    }
+
+    /// Also write `X-RateLimit-Limit` (the quota's count), `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` (seconds, rounded up, until the limit is full), wherever the
+    /// `RateLimit` fields go (default: off).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::{RateLimitHeaders, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let layer = RateLimitLayer::global("100/min burst 10".parse()?)?
+    ///     .headers(RateLimitHeaders::Always)
+    ///     .legacy_headers(true)
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let response = svc.oneshot(Request::new(())).await?;
+    /// let h = response.headers();
+    /// assert_eq!(h["ratelimit-policy"], "\"default\";q=100;w=60");
+    /// assert_eq!(h["ratelimit"], "\"default\";r=9;t=1"); // full again in 0.6 s: 1 s
+    /// assert_eq!(h["x-ratelimit-limit"], "100");
+    /// assert_eq!(h["x-ratelimit-remaining"], "9");
+    /// assert_eq!(h["x-ratelimit-reset"], "1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.legacy = on;
+        self
+    }
+
+    /// Refusals get an `application/problem+json` body (RFC 9457) of the draft's
+    /// `quota-exceeded` problem type, naming the policy in `violated-policies` (default: a
+    /// one-line `text/plain` body).
+    pub fn problem_details(mut self, on: bool) -> Self {
+        self.problem = on;
+        self
+    }
+
+    /// Whether responses carry the [`Outcome`](crate::Outcome) extension (default `true`). Turned off, the
+    /// layer writes none, on any response: a passed response then costs no allocation of
+    /// the response's extension map (measured in BENCHMARKS.md, "HTTP layer"), for services
+    /// that do not log or count outcomes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::{Outcome, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let layer = RateLimitLayer::global("1/min".parse()?)?.outcome_extension(false).build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let passed = svc.clone().oneshot(Request::new(())).await?;
+    /// assert!(passed.extensions().get::<Outcome>().is_none());
+    /// let refused = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(refused.status(), http::StatusCode::TOO_MANY_REQUESTS);
+    /// assert!(refused.extensions().get::<Outcome>().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn outcome_extension(mut self, on: bool) -> Self {
+        self.outcome = on;
+        self
+    }
+
+    /// The policy name in the `RateLimit` fields and the problem body (default
+    /// `"default"`).
+    pub fn policy_name(mut self, name: impl Into<String>) -> Self {
+        self.policy = name.into();
+        self
+    }
+
+    /// The layer.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidPolicyName`] if the policy name is empty or not printable ASCII.
+    pub fn build(self) -> Result<RateLimitLayer<X, L>, InvalidPolicyName> {
+        let (policy_sf, policy_json) = quote_policy(&self.policy)?;
+        let state_on_pass = self.headers == RateLimitHeaders::Always;
+        let state_on_refusal = self.headers != RateLimitHeaders::Off && !self.dry_run;
+        let missing = match self.missing {
+            Some(answer) => answer,
+            None => match self.extractor.shared_key() {
+                Some(key) => MissingKey::Shared(key),
+                None => MissingKey::Reject(StatusCode::BAD_REQUEST),
+            },
+        };
+        Ok(RateLimitLayer {
+            shared: Arc::new(Shared {
+                limiter: self.limiter,
+                extractor: self.extractor,
+                missing,
+                delay: self.delay,
+                cost: self.cost,
+                dry_run: self.dry_run,
+                status: self.status,
+                too_large: self.too_large,
+                fields: Fields {
+                    policy_sf,
+                    policy_json,
+                    legacy: self.legacy,
+                    problem: self.problem,
+                },
+                state_on_pass,
+                state_on_refusal,
+                outcome: self.outcome,
+            }),
+        })
+    }
+}
