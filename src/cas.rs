@@ -73,40 +73,6 @@ where
     }
 }
 
-/// [`apply`] starting from `guess` instead of a load of the word: for a caller that knows
-/// the word's likely value (a release right after its own grant, which left the word it
-/// returned). A right guess saves the load; on a contended word it also saves fetching the
-/// line for reading before the CAS fetches it for writing. A wrong guess costs only the
-/// first CAS, which fails and returns the actual word; the loop goes on from there as
-/// `apply`'s does, without backing off for that first failure (it is not contention). A
-/// guess the transition refuses is not an answer (it may be stale): `apply` decides then.
-///
-/// Every decision is still made on the value the successful CAS replaced: `transition` is
-/// pure, and a CAS succeeds only where the word equals the value it was computed from.
-#[cfg(feature = "std")]
-#[inline(always)]
-pub(crate) fn apply_from<T, E, F>(word: &AtomicU64, guess: u64, transition: F) -> Result<T, E>
-where
-    F: Fn(u64) -> Result<(u64, T), E>,
-{
-    let Ok((next, value)) = transition(guess) else {
-        return apply(word, transition);
-    };
-    // Relaxed on success and failure: as in `apply_ordered` (module "Orderings"); a failure
-    // returns the actual word, which the retry decides on.
-    match word.compare_exchange_weak(guess, next, Ordering::Relaxed, Ordering::Relaxed) {
-        Ok(_) => Ok(value),
-        Err(actual) => {
-            let (next, value) = transition(actual)?;
-            // As above: the second attempt, on the word the first one returned.
-            match word.compare_exchange_weak(actual, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => Ok(value),
-                Err(actual) => apply_contended(word, actual, Ordering::Relaxed, transition),
-            }
-        }
-    }
-}
-
 /// The retry path: another thread (or a spurious weak-CAS failure) got in between.
 #[cold]
 #[inline(never)]

@@ -372,22 +372,22 @@ impl<F: Feedback> Permits<F> {
         }
     }
 
-    /// Give back `n` permits: one CAS, from `guess` (the word the grant left: right when
-    /// nobody else came since, and then the load is saved); if the queue is not empty,
-    /// serve it.
+    /// Give back `n` permits: one `fetch_sub` on the in-flight field (no retry, however
+    /// many threads release at once); if the queue is not empty, serve it.
+    ///
+    /// The holder owns `n` of the in-flight count, the word's low field, so the subtraction
+    /// never borrows into the fields above it (the limit, the waiting bit): it is exactly
+    /// [`PermitWord::release`], applied as one read-modify-write instead of a CAS loop. A
+    /// keyed word with permits in flight is never retired (eviction retires idle words
+    /// only), so the word is a live one.
     #[inline]
-    pub(crate) fn give_back(&self, n: u32, guess: PermitWord) {
-        let word = infallible(cas::apply_from(
-            &self.word,
-            guess.bits(),
-            #[inline(always)]
-            |w| {
-                let next = PermitWord::from_bits(w).release(n);
-                Ok((next.bits(), next))
-            },
-        ));
-        // The CAS read the latest word (RMWs read the last value in the word's modification
-        // order); a waiting bit there means a waiter may now fit, and it is ours to serve.
+    pub(crate) fn give_back(&self, n: u32) {
+        debug_assert!(n <= PermitWord::from_bits(self.word.load(Ordering::Relaxed)).in_flight());
+        // Relaxed: an RMW on the one word, ordered with every grant and release by its
+        // modification order (the module's "Orderings"); it reads the latest word, so a
+        // waiting bit there means a waiter may now fit, and it is ours to serve (partner:
+        // the waiter's joining CAS, "No lost wake-up").
+        let word = PermitWord::from_bits(self.word.fetch_sub(u64::from(n), Ordering::Relaxed));
         if word.waiting() {
             self.serve();
         }
@@ -451,7 +451,7 @@ impl<F: Feedback> sealed::Release for Permits<F> {
         if token.n == 0 {
             return;
         }
-        self.give_back(token.n, token.word);
+        self.give_back(token.n);
         if F::TIMED {
             self.learn(token, outcome);
         }
