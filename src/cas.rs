@@ -98,26 +98,3 @@ where
         }
     }
 }
-
-#[cfg(all(test, feature = "std", not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn apply_from_decides_on_the_actual_word_whatever_the_guess() {
-        let word = AtomicU64::new(5);
-        let add = |w: u64| Ok::<_, ()>((w + 1, w));
-        // A right guess: decided on 5.
-        assert_eq!(apply_from(&word, 5, add), Ok(5));
-        // A wrong guess: the CAS fails and the transition runs on the actual word, 6.
-        assert_eq!(apply_from(&word, 3, add), Ok(6));
-        assert_eq!(word.load(Ordering::Relaxed), 7);
-        // A guess the transition refuses is not the answer: the actual word (7) decides.
-        let below = |w: u64| if w < 5 { Err(w) } else { Ok((w - 5, w)) };
-        assert_eq!(apply_from(&word, 1, below), Ok(7));
-        assert_eq!(word.load(Ordering::Relaxed), 2);
-        // And a refusal of the actual word is returned as is, with nothing written.
-        assert_eq!(apply_from(&word, 9, below), Err(2));
-        assert_eq!(word.load(Ordering::Relaxed), 2);
-    }
-}
