@@ -32,7 +32,8 @@
 //!   word returns to the very same 64 bits could be applied to a later configuration (the
 //!   bounded tag of every tagged compare-and-swap scheme).
 
-use super::params::Params;
+use super::params::{Hot, Params};
+use super::scale::Scale;
 use super::word::{self, GENERATIONS, IDLE};
 use super::Mode;
 use crate::clock::Nanos;
@@ -45,8 +46,11 @@ pub(crate) const SLOTS: usize = 4;
 /// The generation a slot holds while it is written.
 const EMPTY: u64 = u64::MAX;
 
-/// Words per slot (see [`Slot::store`]).
-const FIELDS: usize = 18;
+/// Words per slot (see [`encode`]): the hot ones first.
+const FIELDS: usize = 17;
+
+/// The flags word's bit for "a unit is 1 ns".
+const NS: u64 = 1 << 10;
 
 /// One configuration's [`Params`], in atomics (a seqlock whose version is the generation).
 #[derive(Debug)]
@@ -79,7 +83,6 @@ impl Slot {
     }
 
     /// The params of generation `gen`, if this slot holds them (a whole, consistent read).
-    #[inline]
     fn load(&self, gen: u64) -> Option<Params> {
         // Acquire: partner of the writer's release store; the fields read next are at least
         // as new as that store's.
@@ -97,12 +100,46 @@ impl Slot {
         fence(Ordering::Acquire);
         (self.gen.load(Ordering::Relaxed) == gen).then(|| decode(&words))
     }
+
+    /// The hot part of generation `gen`'s params, if this slot holds them: four words, and
+    /// the scale's five more only when a unit is not 1 ns (the same protocol as
+    /// [`Slot::load`], on fewer words).
+    #[inline(always)]
+    fn load_hot(&self, gen: u64) -> Option<Hot> {
+        // Acquire: as in `load`.
+        if self.gen.load(Ordering::Acquire) != gen {
+            return None;
+        }
+        // Relaxed (every field): validated by the second load of `gen` after the fence.
+        let field = |i: usize| self.fields[i].load(Ordering::Relaxed);
+        let flags = field(0);
+        let (per_permit, span, ahead) = (field(1), field(2), field(3));
+        let scale = if flags & NS != 0 {
+            Scale::from_words([per_permit, 1, 1, 1, 0, 0])
+        } else {
+            Scale::from_words([per_permit, field(4), field(5), field(6), field(7), field(8)])
+        };
+        // Acquire fence: as in `load`.
+        fence(Ordering::Acquire);
+        (self.gen.load(Ordering::Relaxed) == gen).then_some(Hot {
+            gen: flags & 0xff,
+            scale,
+            span,
+            ahead,
+            capacity: (flags >> 32) as u32,
+            mode: Mode::from_word((flags >> 8) & 0b11),
+        })
+    }
 }
 
 /// A budget's configurations (see the module).
 #[derive(Debug)]
 pub(crate) struct Live {
     current: AtomicU64,
+    /// The current capacity and mode (`capacity | mode << 32`), for the shells' size check:
+    /// one load, no seqlock (a stale value is caught by the decision, which checks its own
+    /// configuration's capacity again).
+    capacity: AtomicU64,
     slots: [Slot; SLOTS],
     /// Held by a reconfiguration while it publishes and converts.
     writing: AtomicBool,
@@ -125,6 +162,7 @@ impl Live {
         let params = Params::new(quota, max_debt, mode, 0, since, None)?;
         let live = Live {
             current: AtomicU64::new(0),
+            capacity: AtomicU64::new(capacity_word(&params)),
             slots: core::array::from_fn(|_| Slot::empty()),
             writing: AtomicBool::new(false),
             serial: AtomicU64::new(1),
@@ -150,6 +188,28 @@ impl Live {
         }
     }
 
+    /// The current configuration's hot part (see [`Live::current`]).
+    #[inline]
+    pub(crate) fn current_hot(&self) -> Hot {
+        let backoff = Backoff::new();
+        loop {
+            // Acquire: partner of the release store in `publish`; the slot is complete.
+            let gen = self.current.load(Ordering::Acquire);
+            if let Some(hot) = self.slots[slot(gen)].load_hot(gen) {
+                return hot;
+            }
+            backoff.spin();
+        }
+    }
+
+    /// The current capacity and mode (possibly a configuration behind: see the field).
+    #[inline]
+    pub(crate) fn capacity(&self) -> (u32, Mode) {
+        // Relaxed: one word on its own; a decision checks its configuration's capacity again.
+        let word = self.capacity.load(Ordering::Relaxed);
+        (word as u32, Mode::from_word(word >> 32))
+    }
+
     /// The configuration of generation `gen`, if it is still kept.
     #[inline]
     fn generation(&self, gen: u64) -> Option<Params> {
@@ -171,6 +231,20 @@ impl Live {
             return (now, word);
         }
         (now, self.convert(word, &now))
+    }
+
+    /// As [`Live::resolve`], with the hot part of the current configuration only: what a
+    /// decision reads. A word of an older generation goes through [`Live::resolve`].
+    #[inline]
+    pub(crate) fn resolve_hot(&self, word: u64) -> (Hot, u64) {
+        // Acquire fence: as in `resolve`.
+        fence(Ordering::Acquire);
+        let now = self.current_hot();
+        if word == IDLE || word::gen(word) == now.gen {
+            return (now, word);
+        }
+        let (params, word) = self.resolve(word);
+        (params.hot, word)
     }
 
     #[cold]
@@ -252,6 +326,9 @@ impl WriteGuard<'_> {
         live.slots[slot(gen)].store(&params);
         // Release: partner of the deciders' acquire load of `current`.
         live.current.store(gen, Ordering::Release);
+        // Relaxed: a hint for the shells' size check (see the field).
+        live.capacity
+            .store(capacity_word(&params), Ordering::Relaxed);
         live.serial.store(serial + 1, Ordering::Relaxed);
         Ok(params)
     }
@@ -263,22 +340,28 @@ fn slot(gen: u64) -> usize {
     (gen % SLOTS as u64) as usize
 }
 
-/// `params` as a slot's words.
+/// `params`' capacity and mode, as [`Live::capacity`] keeps them.
+fn capacity_word(params: &Params) -> u64 {
+    u64::from(params.capacity) | (params.mode as u64) << 32
+}
+
+/// `params` as a slot's words: the hot ones first (flags, `K`, `S`, `A`, then the scale's
+/// `m, p, a, b, r`, read only when a unit is not 1 ns; [`Slot::load_hot`]).
 fn encode(p: &Params) -> [u64; FIELDS] {
     let s = p.scale.to_words();
     let q = p.quota.to_words();
+    let ns = if p.scale.is_ns() { NS } else { 0 };
     [
-        p.gen,
+        p.gen | (p.mode as u64) << 8 | ns | u64::from(p.capacity) << 32,
         s[0],
+        p.span,
+        p.ahead,
         s[1],
         s[2],
         s[3],
         s[4],
         s[5],
-        p.span,
         p.debt,
-        p.ahead,
-        u64::from(p.capacity) | (p.mode as u64) << 32,
         p.queue,
         p.since,
         p.max_debt,
@@ -289,19 +372,34 @@ fn encode(p: &Params) -> [u64; FIELDS] {
     ]
 }
 
+/// The hot params of a slot's words (the scale's words unread when a unit is 1 ns: then
+/// `m = p = 1`, `a = 1`, `b = r = 0`, which convert as the identity).
+#[inline(always)]
+fn decode_hot(w: &[u64; FIELDS]) -> Hot {
+    let flags = w[0];
+    let scale = if flags & NS != 0 {
+        Scale::from_words([w[1], 1, 1, 1, 0, 0])
+    } else {
+        Scale::from_words([w[1], w[4], w[5], w[6], w[7], w[8]])
+    };
+    Hot {
+        gen: flags & 0xff,
+        scale,
+        span: w[2],
+        ahead: w[3],
+        capacity: (flags >> 32) as u32,
+        mode: Mode::from_word((flags >> 8) & 0b11),
+    }
+}
+
 /// The params of a slot's words.
 fn decode(w: &[u64; FIELDS]) -> Params {
     Params {
-        gen: w[0],
-        scale: super::scale::Scale::from_words([w[1], w[2], w[3], w[4], w[5], w[6]]),
-        span: w[7],
-        debt: w[8],
-        ahead: w[9],
-        capacity: w[10] as u32,
-        mode: Mode::from_word(w[10] >> 32),
-        queue: w[11],
-        since: w[12],
-        max_debt: w[13],
-        quota: Quota::from_words([w[14], w[15], w[16], w[17]]),
+        hot: decode_hot(w),
+        debt: w[9],
+        queue: w[10],
+        since: w[11],
+        max_debt: w[12],
+        quota: Quota::from_words([w[13], w[14], w[15], w[16]]),
     }
 }

@@ -20,28 +20,45 @@ pub(crate) const MAX_LAG_NS: Nanos = 1 << 33;
 /// 2^40 ns (18.3 minutes). A reservation that would queue more is refused until it fits.
 pub(crate) const MAX_QUEUE_NS: Nanos = 1 << 40;
 
-/// A configuration's numbers, in the units of its [`Scale`].
+/// The numbers a decision reads (the "hot" part of a configuration, read on every
+/// decision): what [`Hot::take`] and the other per-request transitions need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Params {
+pub(crate) struct Hot {
     /// The generation tag its words carry (`0..GENERATIONS`).
     pub(crate) gen: u64,
     pub(crate) scale: Scale,
     /// `S = burst·K`: the most the TAT may run ahead of a reading for a request to conform.
     pub(crate) span: u64,
-    /// `D`: how far past `S` an oversized request or a charge may push the backlog.
-    pub(crate) debt: u64,
     /// `A`: the most a TAT may lie ahead of a reading and be read as a backlog (see
     /// [`word`]); above it, the TAT is read as behind the reading (idle).
     pub(crate) ahead: u64,
     /// The most permits one request may take: the burst, or `⌊(S + D) / K⌋` under debt.
     pub(crate) capacity: u32,
+    pub(crate) mode: Mode,
+}
+
+/// A configuration's numbers, in the units of its [`Scale`]: the [`Hot`] part (reached
+/// through `Deref`) and the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub(crate) hot: Hot,
+    /// `D`: how far past `S` an oversized request or a charge may push the backlog.
+    pub(crate) debt: u64,
     /// The most a reservation may leave queued, in units (`A − lag`).
     pub(crate) queue: u64,
-    pub(crate) mode: Mode,
     /// When this configuration took effect, ns (the time words are converted at).
     pub(crate) since: Nanos,
     pub(crate) quota: Quota,
     pub(crate) max_debt: Nanos,
+}
+
+impl core::ops::Deref for Params {
+    type Target = Hot;
+
+    #[inline]
+    fn deref(&self) -> &Hot {
+        &self.hot
+    }
 }
 
 /// The result of a budget transition that admits: the new word and the receipt.
@@ -99,20 +116,24 @@ impl Params {
             .unwrap_or(u32::MAX)
             .max(quota.burst());
         Ok(Params {
-            gen,
-            scale,
-            span,
+            hot: Hot {
+                gen,
+                scale,
+                span,
+                ahead,
+                capacity,
+                mode,
+            },
             debt,
-            ahead,
-            capacity,
             queue,
-            mode,
             since,
             quota: *quota,
             max_debt,
         })
     }
+}
 
+impl Hot {
     /// The backlog of `word` at the reading `at`, in units: how far its TAT lies ahead of the
     /// reading's floor, or 0 if it lies behind (idle). `word` is `IDLE` or of this
     /// generation.
@@ -197,6 +218,76 @@ impl Params {
         (next, k, receipt)
     }
 
+    /// The state as seen at `now`: whole permits a request could take, and the time until
+    /// full.
+    pub(crate) fn snapshot(&self, word: u64, now: Nanos) -> Snapshot {
+        let at = self.scale.units(now);
+        let b = self.backlog(word, &at);
+        let remaining = match self.mode {
+            Mode::Paused => 0,
+            Mode::Disabled | Mode::Enabled => {
+                let fit = self.span.saturating_sub(b) / self.scale.per_permit;
+                u32::try_from(fit).unwrap_or(u32::MAX)
+            }
+        };
+        let full_after = self
+            .scale
+            .wait_ns(&at, b)
+            .map_or(Duration::MAX, Duration::from_nanos);
+        Snapshot::new(remaining, full_after)
+    }
+
+    /// How long from `now` until the permits on `receipt` (a reservation of this
+    /// generation) conform: 0 if they do now.
+    #[cfg(feature = "std")]
+    pub(crate) fn wait_for(&self, receipt: &Receipt, now: Nanos) -> Nanos {
+        let base = word::tat(receipt.mark());
+        let cost = u64::from(receipt.n()) * self.scale.per_permit;
+        // They conform once ⌊reading⌋ ≥ base + cost − S (≥ base when oversized).
+        let target = if cost <= self.span {
+            base.wrapping_add(cost).wrapping_sub(self.span) & TAT_MASK
+        } else {
+            base
+        };
+        let at = self.scale.units(now);
+        let ahead = target.wrapping_sub(at.floor) & TAT_MASK;
+        if ahead == 0 || ahead > self.ahead {
+            return 0;
+        }
+        self.scale.wait_ns(&at, ahead).unwrap_or(u64::MAX)
+    }
+
+    /// Give back the admission on `receipt` (of this generation) at `at`: the part of its
+    /// cost that no later reading can have absorbed, as the classic GCRA's refund.
+    pub(crate) fn refund(&self, word: u64, receipt: &Receipt, at: Nanos) -> Option<u64> {
+        if word == IDLE || receipt.n() == 0 {
+            return None;
+        }
+        // The admission moved the TAT from `before` (its start, less the unit it was rounded
+        // up by) by `added`.
+        let rounded = u64::from(receipt.rounded);
+        let added = u64::from(receipt.n()) * self.scale.per_permit + rounded;
+        let before = word::tat(receipt.mark()).wrapping_sub(rounded) & TAT_MASK;
+        let now = self.scale.units(at);
+        // How far the reading has passed the admission's start (0 if it lies before it).
+        let passed = now.floor.wrapping_sub(before) & TAT_MASK;
+        let passed = if passed <= self.ahead { passed } else { 0 };
+        let give = added - added.min(passed);
+        if give == 0 {
+            return None;
+        }
+        // An idle start gives back down to the reading it started from, which is at least
+        // the TAT it found: never more permissive, for a later reading or a stale one.
+        Some(word::pack(self.gen, word::tat(word).wrapping_sub(give)))
+    }
+
+    /// Whether `word` has been idle (full) at every reading from `since` on.
+    pub(crate) fn idle_since(&self, word: u64, since: Nanos) -> bool {
+        self.backlog(word, &self.scale.units(since)) == 0
+    }
+}
+
+impl Params {
     /// Charge `n` permits at `now` whatever the state (usage measured after the work): as
     /// many as fit below `S + D`, the rest reported as the shortfall. Disabled: nothing is
     /// charged.
@@ -276,69 +367,6 @@ impl Params {
         Ok((next, delay, receipt))
     }
 
-    /// The state as seen at `now`: whole permits a request could take, and the time until
-    /// full.
-    pub(crate) fn snapshot(&self, word: u64, now: Nanos) -> Snapshot {
-        let at = self.scale.units(now);
-        let b = self.backlog(word, &at);
-        let remaining = match self.mode {
-            Mode::Paused => 0,
-            Mode::Disabled | Mode::Enabled => {
-                let fit = self.span.saturating_sub(b) / self.scale.per_permit;
-                u32::try_from(fit).unwrap_or(u32::MAX)
-            }
-        };
-        let full_after = self
-            .scale
-            .wait_ns(&at, b)
-            .map_or(Duration::MAX, Duration::from_nanos);
-        Snapshot::new(remaining, full_after)
-    }
-
-    /// How long from `now` until the permits on `receipt` (a reservation of this
-    /// generation) conform: 0 if they do now.
-    #[cfg(feature = "std")]
-    pub(crate) fn wait_for(&self, receipt: &Receipt, now: Nanos) -> Nanos {
-        let base = word::tat(receipt.mark());
-        let cost = u64::from(receipt.n()) * self.scale.per_permit;
-        // They conform once ⌊reading⌋ ≥ base + cost − S (≥ base when oversized).
-        let target = if cost <= self.span {
-            base.wrapping_add(cost).wrapping_sub(self.span) & TAT_MASK
-        } else {
-            base
-        };
-        let at = self.scale.units(now);
-        let ahead = target.wrapping_sub(at.floor) & TAT_MASK;
-        if ahead == 0 || ahead > self.ahead {
-            return 0;
-        }
-        self.scale.wait_ns(&at, ahead).unwrap_or(u64::MAX)
-    }
-
-    /// Give back the admission on `receipt` (of this generation) at `at`: the part of its
-    /// cost that no later reading can have absorbed, as the classic GCRA's refund.
-    pub(crate) fn refund(&self, word: u64, receipt: &Receipt, at: Nanos) -> Option<u64> {
-        if word == IDLE || receipt.n() == 0 {
-            return None;
-        }
-        // The admission moved the TAT from `before` (its start, less the unit it was rounded
-        // up by) by `added`.
-        let rounded = u64::from(receipt.rounded);
-        let added = u64::from(receipt.n()) * self.scale.per_permit + rounded;
-        let before = word::tat(receipt.mark()).wrapping_sub(rounded) & TAT_MASK;
-        let now = self.scale.units(at);
-        // How far the reading has passed the admission's start (0 if it lies before it).
-        let passed = now.floor.wrapping_sub(before) & TAT_MASK;
-        let passed = if passed <= self.ahead { passed } else { 0 };
-        let give = added - added.min(passed);
-        if give == 0 {
-            return None;
-        }
-        // An idle start gives back down to the reading it started from, which is at least
-        // the TAT it found: never more permissive, for a later reading or a stale one.
-        Some(word::pack(self.gen, word::tat(word).wrapping_sub(give)))
-    }
-
     /// `word` (of generation `self`, or `IDLE`) converted to `to` at `to.since`: the backlog
     /// at that time, in permits, kept and re-timed at the new rate (rounded up: a conversion
     /// never forgives a fraction of a unit).
@@ -359,11 +387,6 @@ impl Params {
         let kept = u64::try_from(kept).unwrap_or(CUT).min(CUT);
         let start = to.scale.units(c).ceil() & TAT_MASK;
         word::pack(to.gen, start.wrapping_add(kept))
-    }
-
-    /// Whether `word` has been idle (full) at every reading from `since` on.
-    pub(crate) fn idle_since(&self, word: u64, since: Nanos) -> bool {
-        self.backlog(word, &self.scale.units(since)) == 0
     }
 }
 

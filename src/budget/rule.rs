@@ -88,7 +88,7 @@ impl BudgetRule {
     /// Take as many of `n` permits as conform at `now` (0 when none): updates `word` and
     /// returns how many, with their receipt.
     pub fn take_up_to(&self, word: &mut u64, now: Nanos, n: u32) -> (u32, Receipt) {
-        let (params, current) = self.resolve(*word);
+        let (params, current) = self.live.resolve_hot(*word);
         let (next, taken, receipt) = params.take_up_to(current, now, n);
         if taken > 0 {
             *word = next;
@@ -125,7 +125,7 @@ impl BudgetRule {
     #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn mode(&self) -> Mode {
-        self.live.current().mode
+        self.live.capacity().1
     }
 }
 
@@ -149,10 +149,9 @@ impl Rule for BudgetRule {
     /// (everything is admitted).
     #[inline]
     fn capacity(&self) -> u32 {
-        let now = self.live.current();
-        match now.mode {
-            Mode::Disabled => u32::MAX,
-            Mode::Enabled | Mode::Paused => now.capacity,
+        match self.live.capacity() {
+            (_, Mode::Disabled) => u32::MAX,
+            (capacity, Mode::Enabled | Mode::Paused) => capacity,
         }
     }
 
@@ -163,7 +162,7 @@ impl Rule for BudgetRule {
 
     #[inline]
     fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let (params, current) = self.resolve(*word);
+        let (params, current) = self.live.resolve_hot(*word);
         if n > params.capacity && params.mode != Mode::Disabled {
             // The capacity changed since the shell's size check.
             return Err(Denied::ExceedsCapacity {
@@ -176,7 +175,7 @@ impl Rule for BudgetRule {
     }
 
     fn snapshot(&self, word: &u64, now: Nanos) -> Snapshot {
-        let (params, current) = self.resolve(*word);
+        let (params, current) = self.live.resolve_hot(*word);
         params.snapshot(current, now)
     }
 
