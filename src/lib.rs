@@ -16,6 +16,8 @@
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
 //! - [`wait`]: blocking and async waits with deadlines.
+//! - [`io`](mod@io): readers and writers paced through a limiter, a permit a byte (blocking,
+//!   and tokio's with feature `tokio`).
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
 //! - [`clock`]: the [`Clock`](clock::Clock) trait, a fast TSC-based
@@ -72,7 +74,8 @@
 //!   on papaya, [`PapayaStore`]; both hash with [`KeyHasher`] unless told), [`KeyedSketch`],
 //!   [`Global`], [`Algorithm::keyed`]. Without it, `Gcra` and the other limiters pull in no
 //!   map.
-//! - `tokio`: [`wait::Async`], waits on tokio's timer.
+//! - `tokio`: [`wait::Async`], waits on tokio's timer, and [`io::AsyncPaced`], tokio's
+//!   `AsyncRead` and `AsyncWrite` paced.
 //! - `dashmap`: the same as `keyed` (it used to add `DashMapStore`, now `keyed`'s default
 //!   store); kept so that builds naming it keep working.
 //!
@@ -145,6 +148,16 @@
     doc = "",
     doc = "[`wait`]: https://docs.rs/limitcore/latest/limitcore/wait/index.html"
 )]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`io`](mod@io): https://docs.rs/limitcore/latest/limitcore/io/index.html"
+)]
+#![cfg_attr(
+    not(feature = "tokio"),
+    doc = "",
+    doc = "[`io::AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
+)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -174,6 +187,9 @@ mod keyed;
 mod throttler;
 
 mod algorithm;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod io;
 pub mod reference;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
