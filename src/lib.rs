@@ -16,7 +16,7 @@
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
 //! - [`wait`]: blocking and async waits with deadlines.
-//! - [`io`](mod@io): readers and writers paced through a limiter, a permit a byte (blocking,
+//! - [`io`]: readers and writers paced through a limiter, a permit a byte (blocking,
 //!   and tokio's with feature `tokio`).
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
@@ -151,7 +151,7 @@
 #![cfg_attr(
     not(feature = "std"),
     doc = "",
-    doc = "[`io`](mod@io): https://docs.rs/limitcore/latest/limitcore/io/index.html"
+    doc = "[`io`]: https://docs.rs/limitcore/latest/limitcore/io/index.html"
 )]
 #![cfg_attr(
     not(feature = "tokio"),

@@ -200,7 +200,7 @@ pub enum Mode {
     /// Admit everything and charge nothing (forced charges are not recorded either); the
     /// state resumes as it was when the budget is enabled again.
     Disabled,
-    /// Admit nothing ([`Denied::Paused`]); forced charges are still recorded. Waiters sleep
+    /// Admit nothing ([`Denied::Paused`](crate::Denied::Paused)); forced charges are still recorded. Waiters sleep
     /// until the mode changes, then decide again.
     Paused,
 }

@@ -15,7 +15,7 @@ use core::fmt;
 /// charges, partial grants and a configuration that can change while it runs.
 ///
 /// Its state is one `u64` ([`Budget`](crate::Budget)'s "Word"); its configuration is
-/// shared by every clone of the rule (a [`Keyed`](crate::Keyed) budget's keys share their
+/// shared by every clone of the rule (a [`Keyed`] budget's keys share their
 /// default's), so a change through any handle applies to all of them.
 ///
 /// # Examples
@@ -33,6 +33,12 @@ use core::fmt;
 /// assert_eq!(wait.as_millis(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "keyed"),
+    doc = "",
+    doc = "[`Keyed`]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
+)]
+#[cfg_attr(feature = "keyed", doc = "", doc = "[`Keyed`]: crate::Keyed")]
 #[derive(Clone)]
 pub struct BudgetRule {
     pub(crate) live: Arc<Live>,

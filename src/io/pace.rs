@@ -15,7 +15,7 @@ use alloc::sync::Arc;
 use core::task::{Context, Poll};
 
 /// A limiter the I/O adapters ([`Paced`](super::Paced), and with feature `tokio`
-/// [`AsyncPaced`](super::AsyncPaced)) can pace bytes through, one permit a byte.
+/// [`AsyncPaced`]) can pace bytes through, one permit a byte.
 ///
 /// Implemented for every limiter of the crate that can give permits back:
 ///
@@ -54,6 +54,12 @@ use core::task::{Context, Poll};
 /// pacer(Retry(boxed));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
+#[cfg_attr(
+    not(feature = "tokio"),
+    doc = "",
+    doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
+)]
+#[cfg_attr(feature = "tokio", doc = "", doc = "[`AsyncPaced`]: super::AsyncPaced")]
 pub trait Pace: sealed::Pacing {}
 
 impl<P: sealed::Pacing + ?Sized> Pace for P {}
