@@ -208,13 +208,14 @@ pub(crate) struct Timer {
 
 #[cfg(feature = "tokio")]
 impl Timer {
-    /// Fire `after` from now; a wait too long for tokio's clock to name never fires (the
-    /// waiter then waits for whatever else wakes it).
+    /// Fire `after` from now (a wait too long for the OS clock to name: in 30 years, as
+    /// tokio's own far future).
     pub(crate) fn arm(&mut self, after: Duration) {
-        let Some(deadline) = tokio::time::Instant::now().checked_add(after) else {
-            self.armed = false;
-            return;
-        };
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(after)
+            .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
+            .unwrap_or(now);
         match &mut self.sleep {
             Some(sleep) => sleep.as_mut().reset(deadline),
             None => self.sleep = Some(alloc::boxed::Box::pin(tokio::time::sleep_until(deadline))),

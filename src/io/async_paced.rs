@@ -72,7 +72,7 @@ impl Side {
         result
     }
 
-    /// Give back what this direction holds and charge what it owes (the adapter is dropped).
+    /// Give back what this direction holds and charge what it owes.
     fn release<P: Pace + ?Sized>(&mut self, pacer: &P) {
         pacer.abandon(&mut self.waiting);
         if let Some((grant, _)) = self.granted.take() {
@@ -193,6 +193,40 @@ impl<T, P: Pace> AsyncPaced<T, P> {
     /// The limiter.
     pub fn pacer(&self) -> &P {
         &self.pacer
+    }
+
+    /// Give back what the adapter holds for operations that did not finish (a budget's
+    /// place in the schedule, permits granted to an operation whose inner I/O was not
+    /// ready), and charge the bytes it owes: for a caller that dropped an operation's future
+    /// and will not try it again. Dropping the adapter does the same.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::io::AsyncPaced;
+    /// use limitcore::{Budget, RateLimiter};
+    /// use std::pin::Pin;
+    /// use std::time::Duration;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// let budget = Budget::new("1KiB/s burst 1KiB".parse()?)?;
+    /// let mut out = AsyncPaced::new(Vec::new(), &budget);
+    /// out.write_all(&[0; 1024]).await?;
+    /// // The next KiB waits about 1 s; give up after 10 ms.
+    /// let gave_up = tokio::time::timeout(Duration::from_millis(10), out.write_all(&[1; 1024]));
+    /// assert!(gave_up.await.is_err());
+    /// assert!(budget.snapshot().full_after > Duration::from_millis(1500)); // still queued
+    /// Pin::new(&mut out).release();
+    /// assert!(budget.snapshot().full_after <= Duration::from_secs(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn release(self: Pin<&mut Self>) {
+        let this = self.project();
+        this.read.release(this.pacer);
+        this.write.release(this.pacer);
     }
 }
 

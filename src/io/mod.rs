@@ -26,9 +26,11 @@
 //!   (`B + ⌈w / T⌉ − 1`). Counted by when operations *complete*, one more may count (the one
 //!   that started before the window and ends in it): at most `2B + ⌈w / T⌉ − 1` bytes for
 //!   one adapter alone on its limiter. When every operation moves a whole chunk (a copy
-//!   whose buffer is a multiple of `B`), at most `B·⌈w / (B·T)⌉ ≤ w / T + B`, the rate over
-//!   the window plus one burst: such an operation conforms only from a full limiter, so
-//!   operations start at least `B·T` apart.
+//!   whose buffer is a multiple of `B`), such an operation conforms only from a full
+//!   limiter, so operations start at least `B·T` apart and at most `⌈w / (B·T)⌉ + 1` of
+//!   them complete in any window: `w / T + B` bytes, the rate over the window plus one
+//!   burst, when `B·T` divides `w` (1 MiB at 64 MiB/s, `w` = 1 s), less than `w / T + 2B`
+//!   otherwise.
 //! - **Give-back.** For the [`Limiter`](crate::Limiter) shells (a budget included) the grant
 //!   is refunded and the bytes moved taken again in one update: at the grant's own reading
 //!   the state is exactly as if the operation had asked for what it moved; later, the
@@ -70,7 +72,8 @@
 //! (a budget's place in the schedule) and the permits of an operation whose inner I/O was
 //! not ready stay with the adapter when the future is dropped: the next operation in that
 //! direction takes them over (nothing is charged twice). Dropping the adapter (or a future
-//! that owns it) gives back everything it holds and charges any bytes it owes.
+//! that owns it), or [`AsyncPaced::release`], gives back everything it holds and charges
+//! any bytes it owes.
 //!
 //! # Errors
 //!
@@ -102,6 +105,7 @@
     not(feature = "tokio"),
     doc = "",
     doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html",
+    doc = "[`AsyncPaced::release`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html#method.release",
     doc = "[`tokio::io::AsyncRead`]: https://docs.rs/tokio/latest/tokio/io/trait.AsyncRead.html",
     doc = "[`tokio::io::AsyncWrite`]: https://docs.rs/tokio/latest/tokio/io/trait.AsyncWrite.html"
 )]

@@ -104,6 +104,16 @@ async fn a_dropped_write_future_gives_its_place_back() {
     assert!(full() > Duration::from_millis(1_500), "{:?}", full());
     drop(out);
     assert!(full() <= Duration::from_secs(1), "{:?}", full());
+    // Or the caller releases it without dropping the adapter.
+    let mut out = AsyncPaced::new(Vec::new(), budget.clone());
+    assert!(
+        timeout(Duration::from_millis(50), out.write_all(&[4; 1024]))
+            .await
+            .is_err()
+    );
+    assert!(full() > Duration::from_millis(1_500), "{:?}", full());
+    Pin::new(&mut out).release();
+    assert!(full() <= Duration::from_secs(1), "{:?}", full());
 }
 
 #[tokio::test]

@@ -42,10 +42,14 @@
 //!   `bytes / seconds` (above the rate by about `burst / seconds`, since the first burst
 //!   goes at once).
 //! - `max_window_bytes`: the most bytes whose writes returned within any half-open window of
-//!   1 s, exactly (for each write, the writes that returned less than 1 s before it). Its
-//!   bound `window_bound_bytes` is `⌊rate × 1 s⌋ + burst`, which holds by construction: a
-//!   write of a whole burst conforms only from a full budget, so writes start at least a
-//!   burst's time apart (see [`limitcore::io`]).
+//!   1 s, exactly (for each write, the writes that returned less than 1 s before it).
+//!   `window_bound_bytes` is the rate's bound, `⌊rate × 1 s⌋ + burst`. A write of a whole
+//!   burst conforms only from a full budget, so writes start at least a burst's time apart,
+//!   and counting the one that started before a window, at most `⌈1 s / burst's time⌉ + 1`
+//!   of them return within it (see [`limitcore::io`]): exactly the bound when a burst's time
+//!   divides the second (1 MiB at 64 MiB/s, and every default burst that is 1/64 s of its
+//!   rate in whole bytes), so `within_bound` holds by construction there; otherwise a window
+//!   may hold up to one burst more, and `within_bound` may be false by that much.
 //!
 //! A copy that fails part of the way is never reported as done: the report says
 //! `complete: false` with the error, and the command exits with 1.

@@ -147,8 +147,10 @@ struct PaceArgs {
 #[derive(Debug, Args)]
 struct CopyArgs {
     /// The file to copy.
+    #[arg(value_name = "SRC")]
     source: PathBuf,
     /// The file to write (created or truncated).
+    #[arg(value_name = "DST")]
     destination: PathBuf,
     /// Bytes per period in the quota text form: 64MiB/s, 2GB/s, 500k/100ms; an optional
     /// " burst B" sets the burst.

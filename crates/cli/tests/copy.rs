@@ -38,8 +38,8 @@ fn help_names_the_arguments() {
     assert!(out.status.success());
     let help = text(&out.stdout);
     for word in [
-        "<SOURCE>",
-        "<DESTINATION>",
+        "<SRC>",
+        "<DST>",
         "--rate",
         "--burst",
         "--json",
