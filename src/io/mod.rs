@@ -209,8 +209,9 @@ fn refused(denied: Denied, bytes: u32) -> std::io::Error {
     std::io::Error::other(Refused { denied, bytes })
 }
 
-/// The permits an operation over a buffer of `len` bytes asks for first (`len > 0`): the
-/// bytes it may move (`min(len, chunk)`) before, one after.
+/// For an operation over a buffer of `len > 0` bytes: the most bytes it may move,
+/// `min(len, chunk)`, and the permits it takes first (all of them acquiring before, one
+/// charging after).
 fn first_ask(strategy: Strategy, len: usize, chunk: u32) -> (u32, u32) {
     let most = u32::try_from(len)
         .map_or(chunk, |len| len.min(chunk))
@@ -221,9 +222,10 @@ fn first_ask(strategy: Strategy, len: usize, chunk: u32) -> (u32, u32) {
     }
 }
 
-/// After an operation that moved `moved` bytes on `grant` (taken for `limit` bytes): keep
-/// what it used, charge the rest if charging after; returns the bytes owed (a charge that
-/// fell short, or a limiter that cannot charge), to be taken before the next operation.
+/// After an operation on `grant` that moved `moved` bytes: keep the permits it used (acquire
+/// before), or charge the bytes beyond the grant's one (charge after). Returns the bytes
+/// owed (a charge that fell short, or a limiter that cannot charge), to be taken before the
+/// next operation.
 fn settle<P: Pacing + ?Sized>(pacer: &P, strategy: Strategy, grant: Grant, moved: usize) -> u32 {
     let moved = u32::try_from(moved).unwrap_or(u32::MAX);
     match strategy {
