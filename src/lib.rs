@@ -23,6 +23,8 @@
 //!   one `AtomicU64`: resizable permits with FIFO or LIFO waiters, fixed or adaptive (AIMD,
 //!   Vegas and Gradient2 after Netflix's concurrency-limits, Envoy's gradient controller),
 //!   per key and partitioned.
+//! - [`io`]: readers and writers paced through a limiter, a permit a byte (blocking,
+//!   and tokio's with feature `tokio`).
 //! - [`Quota`]: `count` per `period` with a `burst`, parsed from `"100/s"`-style text,
 //!   validated with [`QuotaError`] instead of silent rounding.
 //! - [`clock`]: the [`Clock`](clock::Clock) trait, a fast TSC-based
@@ -83,7 +85,8 @@
 //!   on papaya, [`PapayaStore`]; both hash with [`KeyHasher`] unless told), [`KeyedSketch`],
 //!   [`Global`], [`Algorithm::keyed`]. Without it, `Gcra` and the other limiters pull in no
 //!   map.
-//! - `tokio`: [`wait::Async`], waits on tokio's timer.
+//! - `tokio`: [`wait::Async`], waits on tokio's timer, and [`io::AsyncPaced`], tokio's
+//!   `AsyncRead` and `AsyncWrite` paced.
 //! - `dashmap`: the same as `keyed` (it used to add `DashMapStore`, now `keyed`'s default
 //!   store); kept so that builds naming it keep working.
 //!
@@ -161,6 +164,16 @@
     doc = "",
     doc = "[`concurrency`]: https://docs.rs/limitcore/latest/limitcore/concurrency/index.html"
 )]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`io`]: https://docs.rs/limitcore/latest/limitcore/io/index.html"
+)]
+#![cfg_attr(
+    not(feature = "tokio"),
+    doc = "",
+    doc = "[`io::AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
+)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -195,6 +208,9 @@ mod throttler;
 
 mod algorithm;
 mod async_limiter;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod io;
 pub mod reference;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]

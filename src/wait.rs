@@ -195,3 +195,55 @@ pub trait Async: RateLimiter {
 
 #[cfg(feature = "tokio")]
 impl<L: RateLimiter + ?Sized> Async for L {}
+
+/// A reusable tokio timer for hand-written futures (a budget's ordered async waits, the
+/// async I/O adapters): armed for a duration, polled until it fires. The sleep is boxed once
+/// and reset for every later wait.
+#[cfg(feature = "tokio")]
+#[derive(Debug, Default)]
+pub(crate) struct Timer {
+    sleep: Option<core::pin::Pin<alloc::boxed::Box<tokio::time::Sleep>>>,
+    armed: bool,
+}
+
+#[cfg(feature = "tokio")]
+impl Timer {
+    /// Fire `after` from now (a wait too long for the OS clock to name: in 30 years, as
+    /// tokio's own far future).
+    pub(crate) fn arm(&mut self, after: Duration) {
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(after)
+            .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
+            .unwrap_or(now);
+        match &mut self.sleep {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => self.sleep = Some(alloc::boxed::Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        self.armed = true;
+    }
+
+    /// Stop waiting (the timer stays allocated for the next wait).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// `Ready` once an armed timer has fired (it is then disarmed); `Pending` while it has
+    /// not, or when it is not armed (the caller has registered some other wake-up).
+    pub(crate) fn poll(&mut self, cx: &mut core::task::Context<'_>) -> core::task::Poll<()> {
+        use core::future::Future;
+        match (&mut self.sleep, self.armed) {
+            (Some(sleep), true) => {
+                core::task::ready!(sleep.as_mut().poll(cx));
+                self.armed = false;
+                core::task::Poll::Ready(())
+            }
+            _ => core::task::Poll::Pending,
+        }
+    }
+
+    /// Whether the timer is armed.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed
+    }
+}

@@ -75,6 +75,8 @@ mod changes;
 mod wait;
 
 pub use rule::BudgetRule;
+#[cfg(feature = "tokio")]
+pub(crate) use wait::AsyncPlace;
 
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 #[cfg(feature = "std")]
@@ -85,8 +87,10 @@ use crate::{DefaultClock, Quota, QuotaError};
 use core::time::Duration;
 
 /// A budget: GCRA on an exact unit clock with debt, forced charges, partial grants, live
-/// reconfiguration and ordered waits; [`BudgetRule`] in the [`Limiter`] shell. See the
-/// [module](self) for what each does and where it comes from.
+/// reconfiguration and ordered waits; [`BudgetRule`] in the [`Limiter`] shell. Each is
+/// described where it is set or called: [`BudgetConfig::max_debt`], [`Budget::charge`],
+/// [`Budget::take_up_to`], [`Budget::reconfigure`], [`Mode`], and (feature `std`) the
+/// `acquire_n_*` waits.
 ///
 /// # Clock
 ///

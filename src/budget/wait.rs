@@ -94,8 +94,7 @@ impl<C: Clock> Budget<C> {
         }
     }
 
-    /// Give the place on `receipt` back, and whether the budget is disabled (then the caller
-    /// goes without it: a disabled budget charges nothing).
+    /// Give the place on `receipt` back.
     fn give_back(&self, receipt: Receipt) {
         if receipt.n() > 0 {
             self.refund(receipt, self.now());
@@ -155,6 +154,17 @@ impl<C: Clock> Budget<C> {
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), Denied> {
+        self.take_place_blocking(n, deadline).map(drop)
+    }
+
+    /// [`Budget::acquire_n_blocking_until`], returning the receipt of the permits taken
+    /// ([`Receipt::NOTHING`] when the budget was disabled: nothing was charged), so that a
+    /// caller can give back what it did not use (the I/O adapters).
+    pub(crate) fn take_place_blocking(
+        &self,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Receipt, Denied> {
         let changes = &self.rule().live.changes;
         let mut receipt = loop {
             let seen = changes.count();
@@ -170,12 +180,7 @@ impl<C: Clock> Budget<C> {
         loop {
             let seen = changes.count();
             match self.turn(&mut receipt, deadline) {
-                Turn::Go => {
-                    if self.rule().mode() == Mode::Disabled {
-                        self.give_back(receipt);
-                    }
-                    return Ok(());
-                }
+                Turn::Go => return Ok(self.keep_unless_disabled(receipt)),
                 Turn::Sleep(sleep) => {
                     changes.wait_blocking(seen, sleep);
                 }
@@ -186,44 +191,112 @@ impl<C: Clock> Budget<C> {
             }
         }
     }
+
+    /// The receipt of a place whose turn came: kept, unless the budget is disabled (then it
+    /// is given back, and the caller goes without charge).
+    fn keep_unless_disabled(&self, receipt: Receipt) -> Receipt {
+        if self.rule().mode() == Mode::Disabled {
+            self.give_back(receipt);
+            Receipt::NOTHING
+        } else {
+            receipt
+        }
+    }
 }
 
 #[cfg(feature = "tokio")]
 mod asynchronous {
     use super::*;
-    use core::future::{poll_fn, Future};
-    use core::pin::pin;
-    use core::task::Poll;
+    use crate::wait::Timer;
+    use core::future::poll_fn;
+    use core::task::{Context, Poll};
 
-    /// Gives a dropped waiter's place back (the guard of [`Budget::acquire_n_async_until`]).
-    struct Place<'a, C: Clock> {
-        budget: &'a Budget<C>,
-        receipt: Receipt,
+    /// An async waiter's progress, kept between polls: the place it took (none yet before
+    /// its reservation), the change count it sleeps on, and its timer. Whoever holds one
+    /// gives the place back with [`Budget::abandon_place`] if it stops polling before the
+    /// turn came.
+    #[derive(Debug, Default)]
+    pub(crate) struct AsyncPlace {
+        place: Option<Receipt>,
+        /// Asleep until the change count moves past this (or the timer fires).
+        asleep: Option<u64>,
+        pub(crate) timer: Timer,
     }
 
-    impl<C: Clock> Drop for Place<'_, C> {
+    /// Gives a dropped waiter's place back (the guard of [`Budget::acquire_n_async_until`]).
+    struct Guard<'a, C: Clock> {
+        budget: &'a Budget<C>,
+        wait: AsyncPlace,
+    }
+
+    impl<C: Clock> Drop for Guard<'_, C> {
         fn drop(&mut self) {
-            self.budget
-                .give_back(core::mem::replace(&mut self.receipt, Receipt::NOTHING));
+            self.budget.abandon_place(&mut self.wait);
         }
     }
 
     impl<C: Clock> Budget<C> {
-        /// Sleep on tokio's timer for at most `sleep` (`None`: no timer), or until the
-        /// change count passes `seen`.
-        async fn sleep_or_change(&self, seen: u64, sleep: Option<Duration>) {
+        /// One poll of an ordered async wait for `n` permits by `deadline`: the steps of
+        /// [`Budget::take_place_blocking`], sleeping on tokio's timer and on the change count
+        /// (registered before the timer is polled: no lost wake-up). `Ready(Ok(receipt))`
+        /// once the turn came ([`Receipt::NOTHING`] when disabled); the refusals of
+        /// [`Budget::acquire_n_blocking_until`] otherwise (the place is then given back).
+        pub(crate) fn poll_place(
+            &self,
+            wait: &mut AsyncPlace,
+            n: u32,
+            deadline: Option<Instant>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<Receipt, Denied>> {
             let changes = &self.rule().live.changes;
-            let mut timer = pin!(sleep.map(tokio::time::sleep));
-            poll_fn(|cx| {
-                if changes.register(seen, cx.waker()) {
-                    return Poll::Ready(());
+            loop {
+                if let Some(seen) = wait.asleep {
+                    if !changes.register(seen, cx.waker()) {
+                        // No change yet: only the timer (if armed) ends the sleep.
+                        core::task::ready!(wait.timer.poll(cx));
+                    }
+                    wait.asleep = None;
+                    wait.timer.disarm();
                 }
-                match timer.as_mut().as_pin_mut() {
-                    Some(timer) => timer.poll(cx),
-                    None => Poll::Pending,
+                let seen = changes.count();
+                let sleep = match &mut wait.place {
+                    None => {
+                        let max_wait = left(deadline).map_or(u64::MAX, duration_to_nanos);
+                        match self.reserve_place(n, self.now(), max_wait) {
+                            Ok(receipt) => {
+                                wait.place = Some(receipt);
+                                continue;
+                            }
+                            Err(denied) => Self::after_refusal(denied, deadline)?,
+                        }
+                    }
+                    Some(receipt) => match self.turn(receipt, deadline) {
+                        Turn::Go => {
+                            let receipt = wait.place.take().unwrap_or(Receipt::NOTHING);
+                            return Poll::Ready(Ok(self.keep_unless_disabled(receipt)));
+                        }
+                        Turn::Sleep(sleep) => sleep,
+                        Turn::GiveUp(denied) => {
+                            self.abandon_place(wait);
+                            return Poll::Ready(Err(denied));
+                        }
+                    },
+                };
+                wait.asleep = Some(seen);
+                match sleep {
+                    Some(sleep) => wait.timer.arm(sleep),
+                    None => wait.timer.disarm(),
                 }
-            })
-            .await;
+            }
+        }
+
+        /// Give back the place `wait` holds, if any (a waiter that stops before its turn).
+        pub(crate) fn abandon_place(&self, wait: &mut AsyncPlace) {
+            if let Some(receipt) = wait.place.take() {
+                self.give_back(receipt);
+            }
+            wait.asleep = None;
+            wait.timer.disarm();
         }
 
         /// As [`Budget::acquire_n_blocking`], asynchronously on tokio's timer (feature
@@ -266,37 +339,16 @@ mod asynchronous {
             n: u32,
             deadline: Option<Instant>,
         ) -> Result<(), Denied> {
-            let changes = &self.rule().live.changes;
-            let receipt = loop {
-                let seen = changes.count();
-                let max_wait = left(deadline).map_or(u64::MAX, duration_to_nanos);
-                match self.reserve_place(n, self.now(), max_wait) {
-                    Ok(receipt) => break receipt,
-                    Err(denied) => {
-                        let sleep = Self::after_refusal(denied, deadline)?;
-                        self.sleep_or_change(seen, sleep).await;
-                    }
-                }
-            };
-            let mut place = Place {
+            let mut guard = Guard {
                 budget: self,
-                receipt,
+                wait: AsyncPlace::default(),
             };
-            loop {
-                let seen = changes.count();
-                match self.turn(&mut place.receipt, deadline) {
-                    Turn::Go => {
-                        let receipt = core::mem::replace(&mut place.receipt, Receipt::NOTHING);
-                        if self.rule().mode() == Mode::Disabled {
-                            self.give_back(receipt);
-                        }
-                        return Ok(());
-                    }
-                    Turn::Sleep(sleep) => self.sleep_or_change(seen, sleep).await,
-                    // `place` gives the permits back as it drops.
-                    Turn::GiveUp(denied) => return Err(denied),
-                }
-            }
+            poll_fn(|cx| self.poll_place(&mut guard.wait, n, deadline, cx))
+                .await
+                .map(drop)
         }
     }
 }
+
+#[cfg(feature = "tokio")]
+pub(crate) use asynchronous::AsyncPlace;

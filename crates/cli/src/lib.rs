@@ -9,9 +9,12 @@
 //! - [`report`]: the replay's table, JSON and SVG plot.
 //! - [`pace`]: an open-loop load generator paced by limitcore's `LeakyBucket`, beside the
 //!   same run paced by governor's `until_ready`, and the figures of both.
+//! - [`copy`]: a file copied through limitcore's paced writer on a `Budget`, with the rate it
+//!   achieved and the most bytes written in any 1 s window.
 //!
 //! The command line (`src/main.rs`, binary `limitcore`) is a thin layer over these modules:
-//! `limitcore replay [LOG] [--quota 10/s] ...` and `limitcore pace [--rate R] ...`.
+//! `limitcore replay [LOG] [--quota 10/s] ...`, `limitcore pace [--rate R] ...` and
+//! `limitcore copy SRC DST --rate 64MiB/s ...`.
 //!
 //! # Examples
 //!
@@ -35,6 +38,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod copy;
 pub mod engine;
 pub mod pace;
 pub mod report;

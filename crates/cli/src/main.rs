@@ -6,6 +6,7 @@
 //!     [--threads N] [--top K] [--json] [--plot FILE.svg]
 //! limitcore pace [--rate R] [--workers W] [--seconds D] [--json] [--live] [--spin-us S]
 //!     [--work-ns N] [--governor-burst B]
+//! limitcore copy SRC DST --rate 64MiB/s [--burst 1MiB] [--json]
 //! ```
 //!
 //! From the repository: `cargo run --release -p limitcore-cli -- replay ...`; installed with
@@ -15,15 +16,17 @@
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use limitcore::Quota;
+use limitcore_cli::copy::{self, Failure};
 use limitcore_cli::engine::{self, Algorithm, Settings};
 use limitcore_cli::pace::{Comparison, Config, Schedule};
 use limitcore_cli::{report, trace};
-use std::io::BufReader;
+use std::io::{BufReader, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// limitcore's tools: replay access logs through every limiter, pace a load generator.
+/// limitcore's tools: replay access logs through every limiter, pace a load generator, copy a
+/// file at a byte rate.
 #[derive(Debug, Parser)]
 #[command(name = "limitcore", version)]
 struct Cli {
@@ -35,6 +38,7 @@ struct Cli {
 enum Command {
     Replay(ReplayArgs),
     Pace(PaceArgs),
+    Copy(CopyArgs),
 }
 
 /// Replay an access log (or a synthetic trace) through limitcore's limiters.
@@ -131,6 +135,39 @@ struct PaceArgs {
     governor_burst: u32,
 }
 
+/// Copy a file at a byte rate through limitcore's paced writer, and report the pace.
+///
+/// SRC is written to DST (created or truncated) through limitcore::io::Paced on a Budget of
+/// --rate: each write takes at most a burst of bytes, after waiting for their permits (first
+/// come, first served). A progress bar is drawn on stderr when it is a terminal (not with
+/// --json). Then it prints the bytes, the seconds (from the start to the return of the last
+/// write), the achieved rate, and the most bytes written in any 1 s window beside its bound,
+/// rate x 1 s + burst.
+///
+/// Exit status: 0 when the whole file was copied, 1 if reading or writing failed part of the
+/// way (the report, or the error, says what was copied; the copy is not done), 2 on an error
+/// before copying (a bad rate or burst, an unreadable source, an unwritable destination).
+#[derive(Debug, Args)]
+struct CopyArgs {
+    /// The file to copy.
+    #[arg(value_name = "SRC")]
+    source: PathBuf,
+    /// The file to write (created or truncated).
+    #[arg(value_name = "DST")]
+    destination: PathBuf,
+    /// Bytes per period in the quota text form: 64MiB/s, 2GB/s, 500k/100ms; an optional
+    /// " burst B" sets the burst.
+    #[arg(long)]
+    rate: String,
+    /// The most bytes at once, e.g. 1MiB (overrides a burst in --rate). Default: 1/64 s of
+    /// the rate or 1 MiB, whichever is smaller.
+    #[arg(long)]
+    burst: Option<String>,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Replay(args) => match replay(args) {
@@ -142,6 +179,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Pace(args) => pace(args),
+        Command::Copy(args) => copy(args),
     }
 }
 
@@ -255,4 +293,65 @@ fn pace(args: PaceArgs) -> ExitCode {
         print!("{}", comparison.text());
     }
     ExitCode::SUCCESS
+}
+
+/// `limitcore copy`.
+fn copy(args: CopyArgs) -> ExitCode {
+    let settings = match copy::Settings::new(
+        &args.source,
+        &args.destination,
+        &args.rate,
+        args.burst.as_deref(),
+    ) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("limitcore copy: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let size = std::fs::metadata(&args.source).map_or(0, |m| m.len());
+    let bar = if args.json || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message("copying");
+        bar
+    };
+    let outcome = copy::run(&settings, &mut |bytes| bar.inc(bytes));
+    bar.finish_and_clear();
+    match outcome {
+        Ok(report) => {
+            if args.json {
+                println!("{}", report.json());
+            } else {
+                print!("{}", report.text());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Setup(e)) => {
+            eprintln!("limitcore copy: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Partial(report)) => {
+            let of = report
+                .source_bytes
+                .map_or(String::new(), |total| format!(" of {total}"));
+            eprintln!(
+                "limitcore copy: {}; {} bytes{of} copied, {} is incomplete",
+                report.error.as_deref().unwrap_or("failed"),
+                report.bytes,
+                report.destination
+            );
+            if args.json {
+                println!("{}", report.json());
+            }
+            ExitCode::from(1)
+        }
+    }
 }

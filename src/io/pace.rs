@@ -1,0 +1,440 @@
+//! What the I/O adapters pace bytes through: [`Pace`] (any limiter of the crate, a byte a
+//! permit), [`Charge`] (budgets, which also take forced charges) and [`Retry`] (any other
+//! refundable limiter).
+
+use crate::clock::Clock;
+use crate::limiter::{Denied, RateLimiter, Refund};
+use crate::limiters::{Limiter, SlidingWindow};
+use crate::rules::{
+    FixedWindowRule, Receipt, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
+};
+use crate::{Budget, Charged};
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+#[cfg(feature = "tokio")]
+use core::task::{Context, Poll};
+
+/// A limiter the I/O adapters ([`Paced`](super::Paced), and with feature `tokio`
+/// [`AsyncPaced`]) can pace bytes through, one permit a byte.
+///
+/// Implemented for every limiter of the crate that can give permits back:
+///
+/// - [`Budget`] waits first come, first served ([`Budget::acquire_n_blocking`]): an
+///   operation reserves its place in the schedule and sleeps until it; changes of
+///   configuration re-time it and a pause holds it. A budget is also [`Charge`].
+/// - [`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),
+///   [`LeakyBucket`](crate::LeakyBucket), [`FixedWindow`](crate::FixedWindow),
+///   [`SlidingLog`](crate::SlidingLog), [`SlidingWindow`] and any other [`Limiter`] of the
+///   crate's rules wait as [`wait::Blocking`](crate::wait::Blocking) does: sleep the
+///   `retry_after` the limiter reports, then ask again (not first come, first served).
+/// - [`Retry`] of any [`Refund`] limiter (your own, `Box<dyn Refund>`, ...), waiting as
+///   above.
+/// - `&P`, `Arc<P>` and `Box<P>` of any of them, so that several adapters (or an adapter and
+///   the rest of the program) can share one limiter.
+///
+/// What an operation did not use is given back exactly for the [`Limiter`] shells (a
+/// [`Budget`] included: the unused permits are refunded and the used ones taken again in
+/// one step, as if only those had been asked for); through a [`SlidingWindow`] or a
+/// [`Retry`] an operation that moved nothing is refunded, and a short one keeps what it
+/// asked for charged (stricter, never more permissive).
+///
+/// The trait is sealed: its methods are the adapters' own.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::io::{Pace, Retry};
+/// use limitcore::{Budget, Gcra, Refund};
+/// use std::sync::Arc;
+///
+/// fn pacer<P: Pace>(_: P) {}
+/// pacer(Budget::new("64MiB/s burst 1MiB".parse()?)?);
+/// pacer(Arc::new(Gcra::new("1MB/s burst 64kB".parse()?)?));
+/// let boxed: Box<dyn Refund> = Box::new(Gcra::new("1MB/s burst 64kB".parse()?)?);
+/// pacer(Retry(boxed));
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+#[cfg_attr(
+    not(feature = "tokio"),
+    doc = "",
+    doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
+)]
+#[cfg_attr(feature = "tokio", doc = "", doc = "[`AsyncPaced`]: super::AsyncPaced")]
+pub trait Pace: sealed::Pacing {}
+
+impl<P: sealed::Pacing + ?Sized> Pace for P {}
+
+/// A [`Pace`] limiter that takes forced charges: a [`Budget`] (or a pointer to one), the
+/// only limiter [`Strategy::ChargeAfter`](super::Strategy::ChargeAfter) runs on.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::io::Charge;
+/// use limitcore::Budget;
+/// use std::sync::Arc;
+///
+/// fn charged<P: Charge>(_: P) {}
+/// charged(Arc::new(Budget::new("64MiB/s burst 1MiB".parse()?)?));
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub trait Charge: Pace + sealed::Charging {}
+
+impl<P: sealed::Charging + ?Sized> Charge for P {}
+
+/// Any [`Refund`] limiter as a [`Pace`]: waits by sleeping the `retry_after` it reports and
+/// asking again (as [`wait::Blocking`](crate::wait::Blocking), not first come, first
+/// served); an operation that moved nothing is refunded, a short one keeps its permits.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::io::{Paced, Retry};
+/// use limitcore::{Gcra, Refund};
+/// use std::io::Write;
+///
+/// let limiter: Box<dyn Refund> = Box::new(Gcra::new("1MB/s burst 64kB".parse()?)?);
+/// let mut out = Paced::new(Vec::new(), Retry(limiter));
+/// out.write_all(b"paced")?;
+/// assert_eq!(out.get_ref(), b"paced");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retry<L>(pub L);
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// Permits granted to one operation: how many it may move, and what to give back.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Grant {
+        /// Bytes the operation may move (a disabled budget grants them without charge).
+        pub(crate) n: u32,
+        /// The permits charged for them ([`Receipt::NOTHING`] when none were).
+        pub(crate) receipt: Receipt,
+    }
+
+    /// An async operation's wait, kept between polls: the size asked for (fixed when the
+    /// wait starts) and a budget's place or a timer.
+    #[cfg(feature = "tokio")]
+    #[derive(Debug, Default)]
+    pub struct Waiting {
+        pub(crate) n: Option<u32>,
+        pub(crate) place: crate::budget::AsyncPlace,
+    }
+
+    /// The adapters' view of a limiter (see [`Pace`]).
+    pub trait Pacing: Send + Sync {
+        /// The most bytes one operation moves: the limiter's burst (at least 1).
+        fn chunk(&self) -> u32;
+
+        /// Take `n` permits (1 ≤ n), sleeping until they conform; fewer if the limiter's
+        /// capacity is now below `n`. Errors: a refusal no wait cures.
+        fn take_blocking(&self, n: u32) -> Result<Grant, Denied>;
+
+        /// Of the permits `grant` took, keep `used` and give the rest back.
+        fn keep(&self, grant: Grant, used: u32);
+
+        /// Charge `n` permits, never refused (a budget); `None` for a limiter without
+        /// forced charges.
+        fn charge(&self, n: u32) -> Option<Charged> {
+            let _ = n;
+            None
+        }
+
+        /// One poll of [`Pacing::take_blocking`] on tokio's timer; `wait` keeps its progress.
+        #[cfg(feature = "tokio")]
+        fn poll_take(
+            &self,
+            wait: &mut Waiting,
+            n: u32,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<Grant, Denied>>;
+
+        /// Stop the wait in `wait`, giving back any place it holds.
+        #[cfg(feature = "tokio")]
+        fn abandon(&self, wait: &mut Waiting);
+    }
+
+    /// Limiters with forced charges (see [`Charge`]).
+    pub trait Charging: Pacing {}
+}
+
+#[cfg(feature = "tokio")]
+use sealed::Waiting;
+use sealed::{Charging, Grant, Pacing};
+
+/// A refusal that leaves a smaller size to ask for: the capacity, after a change made it
+/// smaller than `n` (a reconfigured budget).
+fn rechunk(denied: Denied, n: u32) -> Option<u32> {
+    match denied {
+        Denied::ExceedsCapacity { capacity } if capacity > 0 && capacity < n => Some(capacity),
+        _ => None,
+    }
+}
+
+/// `n` permits from `limiter`, sleeping each `retry_after` it reports.
+fn take_retrying<L: Refund + ?Sized>(limiter: &L, mut n: u32) -> Result<Grant, Denied> {
+    loop {
+        match limiter.acquire_refundable_at(n, limiter.now()) {
+            Ok(receipt) => return Ok(Grant { n, receipt }),
+            Err(denied) => match rechunk(denied, n) {
+                Some(smaller) => n = smaller,
+                None => std::thread::sleep(denied.retry_after().ok_or(denied)?),
+            },
+        }
+    }
+}
+
+/// One poll of [`take_retrying`], asleep on `wait`'s timer between attempts.
+#[cfg(feature = "tokio")]
+fn poll_retrying<L: Refund + ?Sized>(
+    limiter: &L,
+    wait: &mut Waiting,
+    n: u32,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Grant, Denied>> {
+    let mut n = *wait.n.get_or_insert(n);
+    loop {
+        if wait.place.timer.is_armed() {
+            core::task::ready!(wait.place.timer.poll(cx));
+        }
+        match limiter.acquire_refundable_at(n, limiter.now()) {
+            Ok(receipt) => {
+                wait.n = None;
+                return Poll::Ready(Ok(Grant { n, receipt }));
+            }
+            Err(denied) => match (rechunk(denied, n), denied.retry_after()) {
+                (Some(smaller), _) => {
+                    n = smaller;
+                    wait.n = Some(n);
+                }
+                (None, Some(after)) => wait.place.timer.arm(after),
+                (None, None) => {
+                    wait.n = None;
+                    return Poll::Ready(Err(denied));
+                }
+            },
+        }
+    }
+}
+
+/// Keep `used` of `grant` in a [`Limiter`] shell: the whole grant refunded and `used` taken
+/// again at the same reading, in one update (so no other decision comes in between). If
+/// that take is refused (the refund gave back less than it took: time passed and the rule
+/// absorbed part of it), nothing changes and the whole grant stays charged.
+fn keep_in_shell<R: Rule, C: Clock>(limiter: &Limiter<R, C>, grant: Grant, used: u32) {
+    let Grant { n, receipt } = grant;
+    if used >= n || receipt.n() == 0 {
+        return;
+    }
+    let at = limiter.now();
+    if used == 0 {
+        limiter.refund(receipt, at);
+        return;
+    }
+    let rule = limiter.rule();
+    let _ = limiter.update(|state| {
+        let mut next = state.clone();
+        if rule.refund(&mut next, &receipt, at) && rule.take(&mut next, at, used).is_ok() {
+            *state = next;
+            Ok(())
+        } else {
+            Err(())
+        }
+    });
+}
+
+/// Keep `used` of `grant` through [`Refund`] alone: an operation that moved nothing is
+/// refunded; a short one keeps the whole grant.
+fn keep_refundable<L: Refund + ?Sized>(limiter: &L, grant: Grant, used: u32) {
+    if used == 0 && grant.receipt.n() > 0 {
+        limiter.refund(grant.receipt, limiter.now());
+    }
+}
+
+impl<C: Clock> Pacing for Budget<C> {
+    fn chunk(&self) -> u32 {
+        self.quota().burst()
+    }
+
+    fn take_blocking(&self, mut n: u32) -> Result<Grant, Denied> {
+        loop {
+            match self.take_place_blocking(n, None) {
+                Ok(receipt) => return Ok(Grant { n, receipt }),
+                Err(denied) => n = rechunk(denied, n).ok_or(denied)?,
+            }
+        }
+    }
+
+    fn keep(&self, grant: Grant, used: u32) {
+        keep_in_shell(self, grant, used);
+    }
+
+    fn charge(&self, n: u32) -> Option<Charged> {
+        Some(Budget::charge(self, n))
+    }
+
+    #[cfg(feature = "tokio")]
+    fn poll_take(
+        &self,
+        wait: &mut Waiting,
+        n: u32,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Grant, Denied>> {
+        let mut n = *wait.n.get_or_insert(n);
+        loop {
+            match core::task::ready!(self.poll_place(&mut wait.place, n, None, cx)) {
+                Ok(receipt) => {
+                    wait.n = None;
+                    return Poll::Ready(Ok(Grant { n, receipt }));
+                }
+                Err(denied) => match rechunk(denied, n) {
+                    Some(smaller) => {
+                        n = smaller;
+                        wait.n = Some(n);
+                    }
+                    None => {
+                        wait.n = None;
+                        return Poll::Ready(Err(denied));
+                    }
+                },
+            }
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    fn abandon(&self, wait: &mut Waiting) {
+        self.abandon_place(&mut wait.place);
+        wait.n = None;
+    }
+}
+
+impl<C: Clock> Charging for Budget<C> {}
+
+/// [`Pacing`] through `take_retrying`, `poll_retrying` and the given `keep`.
+macro_rules! retrying {
+    ($keep:ident) => {
+        fn chunk(&self) -> u32 {
+            self.capacity().max(1)
+        }
+
+        fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
+            take_retrying(self, n)
+        }
+
+        fn keep(&self, grant: Grant, used: u32) {
+            $keep(self, grant, used);
+        }
+
+        #[cfg(feature = "tokio")]
+        fn poll_take(
+            &self,
+            wait: &mut Waiting,
+            n: u32,
+            cx: &mut Context<'_>,
+        ) -> Poll<Result<Grant, Denied>> {
+            poll_retrying(self, wait, n, cx)
+        }
+
+        #[cfg(feature = "tokio")]
+        fn abandon(&self, wait: &mut Waiting) {
+            wait.place.timer.disarm();
+            wait.n = None;
+        }
+    };
+}
+
+/// The [`Limiter`] shells of the crate's rules other than the budget's.
+macro_rules! shells {
+    ($($(#[$attr:meta])* [$($generics:tt)*] $rule:ty),* $(,)?) => {$(
+        $(#[$attr])*
+        impl<$($generics)* C: Clock> Pacing for Limiter<$rule, C> {
+            retrying!(keep_in_shell);
+        }
+    )*};
+}
+
+shells!(
+    [const PACE: bool,] TatRule<PACE>,
+    [] TokenBucketRule,
+    [] FixedWindowRule,
+    [] SlidingWindowRule,
+    [] SlidingLogRule,
+);
+
+impl<C: Clock> Pacing for SlidingWindow<C> {
+    retrying!(keep_refundable);
+}
+
+impl<L: Refund> Pacing for Retry<L> {
+    fn chunk(&self) -> u32 {
+        self.0.capacity().max(1)
+    }
+
+    fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
+        take_retrying(&self.0, n)
+    }
+
+    fn keep(&self, grant: Grant, used: u32) {
+        keep_refundable(&self.0, grant, used);
+    }
+
+    #[cfg(feature = "tokio")]
+    fn poll_take(
+        &self,
+        wait: &mut Waiting,
+        n: u32,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Grant, Denied>> {
+        poll_retrying(&self.0, wait, n, cx)
+    }
+
+    #[cfg(feature = "tokio")]
+    fn abandon(&self, wait: &mut Waiting) {
+        wait.place.timer.disarm();
+        wait.n = None;
+    }
+}
+
+/// [`Pacing`] and [`Charging`] for a pointer to a limiter that has them.
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        impl<P: Pacing + ?Sized> Pacing for $ptr {
+            fn chunk(&self) -> u32 {
+                (**self).chunk()
+            }
+
+            fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
+                (**self).take_blocking(n)
+            }
+
+            fn keep(&self, grant: Grant, used: u32) {
+                (**self).keep(grant, used)
+            }
+
+            fn charge(&self, n: u32) -> Option<Charged> {
+                (**self).charge(n)
+            }
+
+            #[cfg(feature = "tokio")]
+            fn poll_take(
+                &self,
+                wait: &mut Waiting,
+                n: u32,
+                cx: &mut Context<'_>,
+            ) -> Poll<Result<Grant, Denied>> {
+                (**self).poll_take(wait, n, cx)
+            }
+
+            #[cfg(feature = "tokio")]
+            fn abandon(&self, wait: &mut Waiting) {
+                (**self).abandon(wait)
+            }
+        }
+
+        impl<P: Charging + ?Sized> Charging for $ptr {}
+    )*};
+}
+
+forward!(&P, Box<P>, Arc<P>);
