@@ -6,7 +6,9 @@ use redis_server_tests as common;
 
 use limitcore::reference::GcraModel;
 use limitcore::{KeyedRateLimiter, Quota};
-use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisGcra};
+use limitcore_redis::{
+    LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisGcra, RedisMicros,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
@@ -31,7 +33,10 @@ async fn three_masters_same_api() {
         now += rng.gen_range(0..15_000);
         let i = rng.gen_range(0..keys.len());
         let n = rng.gen_range(0..=6);
-        let got = limit.try_decide_at(&keys[i], n, now).await.unwrap();
+        let got = limit
+            .try_decide_at(&keys[i], n, RedisMicros::new(now))
+            .await
+            .unwrap();
         assert_eq!(got.decision.result, models[i].acquire(n, now * 1_000));
         assert_eq!(got.decision.state, models[i].snapshot(now * 1_000));
     }

@@ -7,7 +7,9 @@ use redis_server_tests as common;
 
 use limitcore::reference::GcraModel;
 use limitcore::{KeyedRateLimiter, Quota, RateLimiter};
-use limitcore_redis::{gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra};
+use limitcore_redis::{
+    gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra, RedisMicros,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::{Arc, Barrier};
@@ -66,7 +68,10 @@ async fn lease_protocol_matches_an_exact_model_of_the_fleet() {
         let blocked = rule.blocked_until(&node.word, local).is_some();
         if node.inflight.is_none() && !blocked && held <= l / 2 {
             let want = l - held;
-            let answer = gcra.try_take_up_to_at("lease", want, now_us).await.unwrap();
+            let answer = gcra
+                .try_take_up_to_at("lease", want, RedisMicros::new(now_us))
+                .await
+                .unwrap();
             // The exact model: a lease takes as many cells as conform now, up to `want`.
             let free = model.snapshot(now_us * 1_000).remaining;
             let expect = want.min(free);
@@ -164,7 +169,7 @@ fn four_nodes_exact_mode_stay_within_the_gcra_bound() {
                 let a = limit.try_decide("hot", 1).await.unwrap();
                 decisions += 1;
                 if a.decision.is_admitted() {
-                    times.push(a.server_time_us);
+                    times.push(a.server_time.as_micros());
                 }
             }
             (times, decisions, 0)

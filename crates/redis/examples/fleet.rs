@@ -78,7 +78,7 @@ async fn exact_node(redis: Redis, quota: Quota, key: String, end: Instant) -> (V
         decisions += 1;
         if let Ok(a) = limit.try_decide(&key, 1).await {
             if a.decision.is_admitted() {
-                admitted.push(a.server_time_us);
+                admitted.push(a.server_time.as_micros());
             }
         }
     }

@@ -17,6 +17,15 @@
 //! forced charges. Over the long run the leased mode never consumes more than the exact
 //! limit; the proof is in [`leased`]'s docs.
 //!
+//! ## Units
+//!
+//! Times on Redis's clock are [`RedisMicros`] (µs since the Unix epoch, as `TIME` reads
+//! them, or an explicit time given to a script): every `try_…_at` method takes one and
+//! every answer's server time is one ([`Answer::server_time`], [`Source::Redis`]). Times on
+//! the node's own clock are the core's [`Nanos`](limitcore::clock::Nanos) (ns of a local
+//! monotonic clock: the leased path's `decide_verdict_at`, [`LeaseRule`]). Durations on
+//! Redis (`T`, `D`, a wait) are whole µs; counts are permits (cells, for a lease).
+//!
 //! ## Debt and forced charges
 //!
 //! The GCRA limits take the core's [`Budget`](limitcore::Budget) policy for storage
@@ -139,6 +148,7 @@ pub mod leased;
 mod policy;
 pub mod scripts;
 pub mod server;
+mod time;
 
 pub use client::{Redis, RedisConfig};
 pub use exact::{
@@ -146,6 +156,7 @@ pub use exact::{
 };
 pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
 pub use policy::{ChargeVerdict, Policy, Source, Verdict};
+pub use time::RedisMicros;
 
 use std::fmt;
 use std::time::Duration;

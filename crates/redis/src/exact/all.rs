@@ -4,6 +4,7 @@ use super::{gcra_micros, parse, verdict, Answer};
 use crate::client::Redis;
 use crate::policy::{Admission, Fallback, Policy, Verdict};
 use crate::scripts::{scripts, Script};
+use crate::time::RedisMicros;
 use crate::Error;
 use limitcore::Quota;
 
@@ -121,7 +122,7 @@ impl RedisAll {
             .unwrap_or(0)
     }
 
-    async fn call(&self, tenant: &str, n: u32, now: Option<u64>) -> Result<Answer, Error> {
+    async fn call(&self, tenant: &str, n: u32, now: Option<RedisMicros>) -> Result<Answer, Error> {
         let keys = self.redis_keys(tenant)?;
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut args = vec![
@@ -162,12 +163,32 @@ impl RedisAll {
         self.call(tenant, n, None).await
     }
 
-    /// Decide at the explicit time `now_us` (tests, replays; no expiry is set).
+    /// Decide at the explicit time `now` on Redis's clock (tests, replays; no expiry is
+    /// set).
     ///
     /// # Errors
     ///
     /// As [`RedisAll::try_decide`].
-    pub async fn try_decide_at(&self, tenant: &str, n: u32, now_us: u64) -> Result<Answer, Error> {
-        self.call(tenant, n, Some(now_us)).await
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisAll, RedisConfig, RedisMicros};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limits = RedisAll::new(redis, &[("s", "2/s".parse()?), ("m", "3/min".parse()?)], Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// assert!(limits.try_decide_at("acme", 2, t).await?.decision.is_admitted());
+    /// assert!(!limits.try_decide_at("acme", 1, t).await?.decision.is_admitted());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_decide_at(
+        &self,
+        tenant: &str,
+        n: u32,
+        now: RedisMicros,
+    ) -> Result<Answer, Error> {
+        self.call(tenant, n, Some(now)).await
     }
 }

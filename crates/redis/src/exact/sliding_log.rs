@@ -4,6 +4,7 @@ use super::{parse, verdict, Answer, MAX_SPAN_US};
 use crate::client::Redis;
 use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
+use crate::time::RedisMicros;
 use crate::Error;
 use limitcore::Quota;
 
@@ -89,7 +90,7 @@ impl RedisSlidingLog {
         self.quota
     }
 
-    async fn call(&self, key: &str, n: u32, now: Option<u64>) -> Result<Answer, Error> {
+    async fn call(&self, key: &str, n: u32, now: Option<RedisMicros>) -> Result<Answer, Error> {
         let redis_key = format!("{}{key}", self.prefix);
         let args = [
             self.period_us.to_string(),
@@ -120,12 +121,32 @@ impl RedisSlidingLog {
         self.call(key, n, None).await
     }
 
-    /// Decide at the explicit time `now_us` (tests, replays; no expiry is set).
+    /// Decide at the explicit time `now` on Redis's clock (tests, replays; no expiry is
+    /// set).
     ///
     /// # Errors
     ///
     /// As [`RedisGcra::try_decide_at`](crate::RedisGcra::try_decide_at).
-    pub async fn try_decide_at(&self, key: &str, n: u32, now_us: u64) -> Result<Answer, Error> {
-        self.call(key, n, Some(now_us)).await
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisMicros, RedisSlidingLog};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let log = RedisSlidingLog::new(redis, "2/s".parse()?, Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// assert!(log.try_decide_at("replay", 2, t).await?.decision.is_admitted());
+    /// assert!(!log.try_decide_at("replay", 1, t).await?.decision.is_admitted());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_decide_at(
+        &self,
+        key: &str,
+        n: u32,
+        now: RedisMicros,
+    ) -> Result<Answer, Error> {
+        self.call(key, n, Some(now)).await
     }
 }

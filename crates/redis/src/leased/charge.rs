@@ -110,7 +110,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                     charged: answer.charged,
                     from_lease: 0,
                     source: Source::Redis {
-                        server_time_us: answer.server_time_us,
+                        server_time: answer.server_time,
                     },
                 }
             }

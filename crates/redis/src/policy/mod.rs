@@ -3,6 +3,7 @@
 
 mod local;
 
+use crate::time::RedisMicros;
 use limitcore::{BudgetConfig, Charged, Decision, Denied, Quota, Snapshot};
 use local::{Admitted, LocalBudgets};
 use std::sync::{Arc, Mutex};
@@ -75,8 +76,8 @@ pub enum Source {
     /// Decided by Redis's script, at the server's time (µs since the Unix epoch, or the
     /// explicit time given).
     Redis {
-        /// When the script decided, µs.
-        server_time_us: u64,
+        /// When the script decided, on Redis's clock.
+        server_time: RedisMicros,
     },
     /// Decided locally from a lease (cells already charged to Redis), or refused locally
     /// until the time Redis gave.
