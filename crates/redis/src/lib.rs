@@ -49,10 +49,15 @@
 //! on Redis Cluster ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys
 //! (`{tenant}`).
 //!
-//! The exact mode is asynchronous: an HTTP layer awaits [`RedisGcra::decide`] inside its
-//! service future and maps the [`Verdict`]'s [`Decision`](limitcore::Decision) as it maps
-//! any keyed limiter's. A batch ([`RedisGcra::try_decide_many`]) is one round trip, and
-//! one script call per key in it: the key is read and written once for all its requests.
+//! The exact mode is asynchronous: [`RedisGcra`], [`RedisSlidingLog`] and [`RedisAll`] (the
+//! key is the tenant) implement the core's asynchronous decision seam,
+//! [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter), with [`Error`] as its error
+//! type, so code written once over it (an HTTP layer) awaits them as it awaits any keyed
+//! limiter. The outage policy decides when Redis cannot and the seam returns its decision,
+//! except under [`Policy::Propagate`], which returns the error for the caller's own policy
+//! ([`Policy`], "The asynchronous seam"). A batch ([`RedisGcra::try_decide_many`]) is one
+//! round trip, and one script call per key in it: the key is read and written once for all
+//! its requests.
 //!
 //! ## Leased mode
 //!

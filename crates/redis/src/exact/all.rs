@@ -6,7 +6,7 @@ use crate::policy::{Admission, Fallback, Policy, Verdict};
 use crate::scripts::{scripts, Script};
 use crate::time::RedisMicros;
 use crate::Error;
-use limitcore::Quota;
+use limitcore::{Decision, Quota};
 
 /// Several GCRA limits of one tenant (per second, per minute, per day...), decided all or
 /// nothing by one script call: the request is admitted only if every limit admits it, and
@@ -30,7 +30,7 @@ use limitcore::Quota;
 /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
 /// let limits = RedisAll::new(
 ///     redis,
-///     &[("second", "10/s".parse()?), ("day", "10000/day burst 10".parse()?)],
+///     &[("second", "10/s".parse()?), ("day", "10000/d burst 10".parse()?)],
 ///     Policy::FailClosed,
 /// )?;
 /// assert!(limits.decide("tenant-42", 1).await?.is_admitted());
@@ -127,7 +127,7 @@ impl RedisAll {
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut args = vec![
             n.to_string(),
-            now.map(|t| t.to_string()).unwrap_or_default(),
+            now.map(|t| t.as_micros().to_string()).unwrap_or_default(),
         ];
         for (_, quota, t) in &self.limits {
             args.push(t.to_string());
@@ -151,6 +151,26 @@ impl RedisAll {
             Err(Error::Quota(why)) => Err(Error::Quota(why)),
             answer => Ok(verdict(answer, || self.fallback(tenant, n))),
         }
+    }
+
+    /// The asynchronous seam's decision (see [`Policy`], "The asynchronous seam"): Redis's,
+    /// every limit's outage policy (all or nothing, as [`RedisAll::decide`]), or under
+    /// [`Policy::Propagate`] the error; [`Error::Quota`] for a tenant with a brace.
+    pub(super) async fn decide_or_error(&self, tenant: &str, n: u32) -> Result<Decision, Error> {
+        let answer = self.call(tenant, n, None).await;
+        super::settle(answer, self.fallbacks[0].policy(), || {
+            self.fallback(tenant, n)
+        })
+    }
+
+    /// The quota reported for a tenant: the limit with the smallest burst (the one that
+    /// bounds a request's size, [`RedisAll`]'s capacity), the first such.
+    pub(super) fn headline_quota(&self) -> Quota {
+        self.limits
+            .iter()
+            .map(|(_, q, _)| *q)
+            .min_by_key(Quota::burst)
+            .unwrap_or_else(|| self.limits[0].1)
     }
 
     /// Decide on Redis at Redis's `TIME`, with no fallback.

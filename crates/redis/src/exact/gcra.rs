@@ -6,7 +6,7 @@ use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
 use crate::time::RedisMicros;
 use crate::Error;
-use limitcore::{BudgetConfig, Denied, Mode, Quota};
+use limitcore::{BudgetConfig, Decision, Denied, Mode, Quota};
 use redis::Value;
 use std::time::Duration;
 
@@ -50,11 +50,12 @@ use std::time::Duration;
 /// # Async use (an HTTP layer)
 ///
 /// The exact mode is asynchronous (a round trip), so it does not implement the core's
-/// synchronous [`KeyedRateLimiter`](limitcore::KeyedRateLimiter); a tower service calls
-/// [`RedisGcra::decide`] in its `call` future and maps the [`Verdict`]'s decision to the
-/// response exactly as it maps a `KeyedRateLimiter`'s (`Decision::state` gives the
-/// `RateLimit` headers). The [`LeasedLimiter`](crate::LeasedLimiter) is the synchronous
-/// one.
+/// synchronous [`KeyedRateLimiter`](limitcore::KeyedRateLimiter) but its asynchronous seam,
+/// [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter) (with this crate's
+/// [`Error`]), which code written once for both (an HTTP layer) awaits: the decision's
+/// `state` gives the `RateLimit` headers as a synchronous limiter's does. How the outage
+/// policy relates to the seam's `Err` is [`Policy`]'s "The asynchronous seam". The
+/// [`LeasedLimiter`](crate::LeasedLimiter) is the synchronous one.
 ///
 /// # Examples
 ///
@@ -386,6 +387,13 @@ impl RedisGcra {
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
         let answer = self.try_decide(key, n).await;
         verdict(answer, || self.fall_back(key, n))
+    }
+
+    /// The asynchronous seam's decision (see [`Policy`], "The asynchronous seam"): Redis's,
+    /// the outage policy's, or under [`Policy::Propagate`] the error.
+    pub(super) async fn decide_or_error(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let answer = self.try_decide(key, n).await;
+        super::settle(answer, self.fallback.policy(), || self.fall_back(key, n))
     }
 
     /// Decide `n` permits for `key` on Redis, at Redis's `TIME`, with no fallback.

@@ -11,6 +11,7 @@ use std::time::Duration;
 mod all;
 mod charge;
 mod gcra;
+mod seam;
 mod sliding_log;
 
 pub use all::RedisAll;
@@ -60,6 +61,23 @@ fn verdict(answer: Result<Answer, Error>, fallback: impl FnOnce() -> Verdict) ->
             },
         },
         Err(_) => fallback(),
+    }
+}
+
+/// The asynchronous seam's answer ([`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter)):
+/// Redis's decision; when Redis gave none, the outage policy's (`fallback`), unless the
+/// policy is [`Policy::Propagate`](crate::Policy::Propagate), which returns the error. A
+/// request no policy can decide ([`Error::Quota`]) is always the error.
+fn settle(
+    answer: Result<Answer, Error>,
+    policy: crate::Policy,
+    fallback: impl FnOnce() -> Verdict,
+) -> Result<Decision, Error> {
+    match answer {
+        Ok(answer) => Ok(answer.decision),
+        Err(e @ Error::Quota(_)) => Err(e),
+        Err(e) if policy.propagates() => Err(e),
+        Err(_) => Ok(fallback().decision),
     }
 }
 

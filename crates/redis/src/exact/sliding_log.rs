@@ -6,7 +6,7 @@ use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
 use crate::time::RedisMicros;
 use crate::Error;
-use limitcore::Quota;
+use limitcore::{Decision, Quota};
 
 /// The exact sliding log on Redis: at most `count` permits in **any** window of `period`
 /// for each key, on a sorted set of admission times (µs), decided by one script call.
@@ -96,7 +96,7 @@ impl RedisSlidingLog {
             self.period_us.to_string(),
             self.quota.count().to_string(),
             n.to_string(),
-            now.map(|t| t.to_string()).unwrap_or_default(),
+            now.map(|t| t.as_micros().to_string()).unwrap_or_default(),
         ];
         let reply = self
             .redis
@@ -110,6 +110,15 @@ impl RedisSlidingLog {
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
         let answer = self.call(key, n, None).await;
         verdict(answer, || self.fallback.decide(key, n, self.redis.nodes()))
+    }
+
+    /// The asynchronous seam's decision (see [`Policy`], "The asynchronous seam"): Redis's,
+    /// the outage policy's, or under [`Policy::Propagate`] the error.
+    pub(super) async fn decide_or_error(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let answer = self.call(key, n, None).await;
+        super::settle(answer, self.fallback.policy(), || {
+            self.fallback.decide(key, n, self.redis.nodes())
+        })
     }
 
     /// Decide on Redis at Redis's `TIME`, with no fallback.
