@@ -29,6 +29,7 @@
 //! cargo test -p limitcore-redis -p redis-server-tests --all-features
 //! ```
 
+pub mod fair_model;
 pub mod proxy;
 
 use limitcore_redis::server::{RedisCluster, RedisServer, ServerError};

@@ -10,12 +10,14 @@ use std::time::Duration;
 
 mod all;
 mod charge;
+mod fair;
 mod gcra;
 mod seam;
 mod sliding_log;
 
 pub use all::RedisAll;
 pub use charge::ChargeAnswer;
+pub use fair::FairAnswer;
 pub use gcra::RedisGcra;
 pub use sliding_log::RedisSlidingLog;
 
