@@ -163,6 +163,7 @@ pub mod leased;
 mod policy;
 pub mod scripts;
 pub mod server;
+mod sync;
 mod time;
 
 pub use client::{Redis, RedisConfig};
