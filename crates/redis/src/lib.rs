@@ -108,12 +108,26 @@
 //! ## Tests
 //!
 //! This crate's own tests (`cargo test -p limitcore-redis`: the lease word, the idle-key
-//! sweep's protocol, the outage policy's local budgets, the doc examples) need no server.
+//! sweep's protocol step by step, the demand and lease size a node reports, the fair
+//! shares, the outage policy's local budgets, the doc examples) need no server.
+//!
+//! The lease protocol's loom models (a handle's pin racing the sweep's retirement racing a
+//! fetch's install; a waiter on an entry the sweep retires, and on a fetch, is woken) run
+//! under this crate's own cfg, `limitcore_loom` (not `loom`, which would switch tokio and
+//! every other crate that reads it), in about a second, with a target directory of their
+//! own (the cfg changes every crate's fingerprint):
+//!
+//! ```text
+//! RUSTFLAGS="--cfg limitcore_loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p limitcore-redis --release --lib loom
+//! ```
 //! Every test that needs a live `redis-server` (the scripts against the core's reference
-//! models, the debt and forced charges against the core's budget model, a 3-master
-//! cluster, faults and what charges do under each outage policy, a fleet of nodes
-//! deciding and charging on one key, the leased handles and `acquire` through the sweep,
-//! the HTTP layer) is in the workspace's test-only package `redis-server-tests`
+//! models, the debt and forced charges against the core's budget model, the fair lease
+//! script against its model and simulated fleets, a 3-master cluster, faults and what
+//! charges do under each outage policy, the asynchronous seam against the direct calls and
+//! with Redis stopped, a fleet of nodes deciding and charging on one key and getting fair
+//! shares, the leased handles and `acquire` through the sweep, the HTTP layer) is in the
+//! workspace's test-only package `redis-server-tests`
 //! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
 //! --workspace` runs the packages in the order of their names and stops at the first that
 //! fails, so on a machine without `redis-server` every other package's tests run first.
