@@ -197,9 +197,10 @@ impl Entry {
     pub(super) fn count_refused(&self, n: u32, now: Nanos, interval_ns: u64) {
         // Relaxed (the three accesses): an estimate on its own, published to nobody but the
         // fetch slot's holder, which reads it with a swap. A load and a store rather than a
-        // read-modify-write: two threads refusing on one key at once may lose one count
-        // (an estimate that saturates anyway), and a refusal stays free of a locked
-        // instruction. Partners: `report`'s swap and store.
+        // read-modify-write: two threads refusing on one key at once may lose one count, and
+        // a store racing `report`'s swap may carry the old count into the next sample (an
+        // estimate, averaged and capped at the whole rate anyway), and a refusal stays free
+        // of a locked instruction. Partners: `report`'s swap and its store of `reported_at`.
         let since = now.saturating_sub(self.reported_at.load(Ordering::Relaxed));
         let counted = self.refused.load(Ordering::Relaxed);
         if counted.saturating_mul(interval_ns) <= since {
@@ -213,9 +214,11 @@ impl Entry {
     /// slot (taken by [`Entry::take_fetch_slot`]), whose acquire made the previous holder's
     /// writes visible.
     pub(super) fn report(&self, now: Nanos, held: u32) -> Measured {
-        // Relaxed (every access here but the swap's partner): written only by the fetch
-        // slot's holder, ordered by the slot's Acquire (in `take_fetch_slot`) and Release
-        // (in `end_fetch`).
+        // Relaxed (these loads, and the stores below): written only by the fetch slot's
+        // holder, ordered from one holder to the next by the slot's Acquire
+        // (`take_fetch_slot`) and Release (`end_fetch`); partners: the previous holder's
+        // stores here, in `end_fetch` and in `set_demand`. Refusals also read `reported_at`
+        // (`count_refused`), for an estimate only.
         let at = self.reported_at.load(Ordering::Relaxed);
         let before = self.held_at_report.load(Ordering::Relaxed);
         let granted = self.last_granted.load(Ordering::Relaxed);
