@@ -91,10 +91,10 @@
 //! - **At least an equal share, less what the node leaves unclaimed.** The shares add up
 //!   to the key's rate, so the others together are capped at `R − R/N` (plus their bursts
 //!   and what they borrow), and what the key accrues beyond their caps waits for node `i`:
-//!   in the reserve, which no other node may take, or in node `i`'s own GCRA, whose credit
-//!   keeps accruing at `R/N` up to `B` cells while it is away. A node that asks at least
-//!   once per `B·T_i` (200 ms above) and gets its answers within it therefore loses nothing
-//!   of its share but what the key's burst cannot hold.
+//!   in the reserve, which no node may take beyond its own share, or in node `i`'s own
+//!   GCRA, whose credit keeps accruing at `R/N` up to `B` cells while it is away. A node
+//!   that asks at least once per `B·T_i` (200 ms above) and gets its answers within it
+//!   therefore loses nothing of its share but what the key's burst cannot hold.
 //!
 //! That gives each node between `1 − ε` and `1 + (B + 1)/(R·Δ/N)` of an equal share over a
 //! window Δ, with `ε` the share of its cells it left unclaimed. How small `ε` is depends
