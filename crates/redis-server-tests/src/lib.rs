@@ -29,6 +29,7 @@
 //! cargo test -p limitcore-redis -p redis-server-tests --all-features
 //! ```
 
+pub mod fair_model;
 pub mod proxy;
 
 use limitcore_redis::server::{RedisCluster, RedisServer, ServerError};
@@ -164,4 +165,28 @@ pub fn max_in_window(times: &mut [u64], window_us: u64) -> (usize, u64) {
 /// with emission interval T (`interval_us`).
 pub fn gcra_bound(burst: u32, interval_us: u64, window_us: u64) -> u64 {
     u64::from(burst) + window_us.div_ceil(interval_us) - 1
+}
+
+/// Each node's count over an equal split of the total (1.0: exactly its share), and Jain's
+/// fairness index `(Σx)² / (N·Σx²)` over the counts (1: all equal; `1/N`: one took all).
+pub fn fairness(counts: &[u64]) -> (Vec<f64>, f64) {
+    let n = counts.len() as f64;
+    let total: f64 = counts.iter().map(|&c| c as f64).sum();
+    let squares: f64 = counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
+    let shares = counts
+        .iter()
+        .map(|&c| {
+            if total > 0.0 {
+                c as f64 * n / total
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let jain = if squares > 0.0 {
+        total * total / (n * squares)
+    } else {
+        0.0
+    };
+    (shares, jain)
 }

@@ -1,12 +1,16 @@
 //! The same API on a real 3-master Redis Cluster started on loopback ports: the scripts
 //! against the reference model on keys spread over the slots, a tenant's limits in one
-//! slot through its hash tag, and a leased limiter.
+//! slot through its hash tag, and a leased limiter (its fair leases' hash in its key's
+//! slot, with a hash tag or without).
 
 use redis_server_tests as common;
 
 use limitcore::reference::GcraModel;
 use limitcore::{KeyedRateLimiter, Quota};
-use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisGcra};
+use limitcore_redis::fair::fair_key;
+use limitcore_redis::{
+    LeaseConfig, LeasedLimiter, Policy, Redis, RedisAll, RedisGcra, RedisMicros,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
@@ -31,7 +35,10 @@ async fn three_masters_same_api() {
         now += rng.gen_range(0..15_000);
         let i = rng.gen_range(0..keys.len());
         let n = rng.gen_range(0..=6);
-        let got = limit.try_decide_at(&keys[i], n, now).await.unwrap();
+        let got = limit
+            .try_decide_at(&keys[i], n, RedisMicros::new(now))
+            .await
+            .unwrap();
         assert_eq!(got.decision.result, models[i].acquire(n, now * 1_000));
         assert_eq!(got.decision.state, models[i].snapshot(now * 1_000));
     }
@@ -74,6 +81,22 @@ async fn three_masters_same_api() {
         }
     }
     assert_eq!(admitted, 5, "the per-second burst, all or nothing");
+
+    // The fair-share hash of a leased key sits in the key's own slot, whether the key has a
+    // hash tag or not (the fair lease script touches both in one call).
+    let slot = |key: &str| -> u32 {
+        let reply = cluster.nodes()[0]
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .unwrap();
+        reply.trim().trim_start_matches(':').parse().unwrap()
+    };
+    for key in ["tenant-x", "{acme}:api", "user-7"] {
+        let tat = limit.redis_key(key);
+        assert_eq!(slot(&tat), slot(&fair_key(&tat)), "{tat}");
+    }
+    let tagged =
+        LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(4), Policy::FailClosed).unwrap();
+    assert!(tagged.acquire("{acme}:api", 1).await.is_admitted());
 
     // The leased limiter on the cluster.
     let leased =

@@ -59,7 +59,7 @@ async fn exact_mode_survives_sigstop_sigkill_and_restart() {
         let took = began.elapsed();
         assert!(took <= DEADLINE + SLACK, "a call took {took:?}");
         let at_us = match v.source {
-            Source::Redis { server_time_us } => server_time_us,
+            Source::Redis { server_time } => server_time.as_micros(),
             _ => common::wall_us(),
         };
         calls.push(Call {

@@ -9,7 +9,7 @@ use redis_server_tests as common;
 use limitcore::reference::BudgetModel;
 use limitcore::{BudgetConfig, KeyedRateLimiter, Quota, RateLimiter};
 use limitcore_redis::{
-    gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra, Source,
+    gcra_micros, LeaseConfig, LeaseRule, LeasedLimiter, Policy, RedisGcra, RedisMicros, Source,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -98,7 +98,10 @@ async fn leased_charges_and_debt_match_an_exact_model_of_the_fleet() {
                 from_cells += u64::from(spent);
                 if spent < n {
                     let rest = n - spent;
-                    let answer = gcra.try_charge_at("fleet", rest, now_us).await.unwrap();
+                    let answer = gcra
+                        .try_charge_at("fleet", rest, RedisMicros::new(now_us))
+                        .await
+                        .unwrap();
                     let want = model.charge(rest, ns);
                     assert_eq!(answer.charged, want, "charge {rest} at {now_us}");
                     let c = answer.charged.charged;
@@ -115,7 +118,10 @@ async fn leased_charges_and_debt_match_an_exact_model_of_the_fleet() {
             // to the capacity, admitted only from a full key.
             3 => {
                 let n = rng.gen_range(l + 1..=151);
-                let answer = gcra.try_decide_at("fleet", n, now_us).await.unwrap();
+                let answer = gcra
+                    .try_decide_at("fleet", n, RedisMicros::new(now_us))
+                    .await
+                    .unwrap();
                 let want = model.acquire(n, ns);
                 assert_eq!(answer.decision.result, want, "n {n} at {now_us}");
                 if want.is_ok() {
@@ -138,7 +144,10 @@ async fn leased_charges_and_debt_match_an_exact_model_of_the_fleet() {
         let blocked = rule.blocked_until(&node.word, local).is_some();
         if node.inflight.is_none() && !blocked && held <= l / 2 {
             let want = l - held;
-            let answer = gcra.try_take_up_to_at("fleet", want, now_us).await.unwrap();
+            let answer = gcra
+                .try_take_up_to_at("fleet", want, RedisMicros::new(now_us))
+                .await
+                .unwrap();
             // A lease takes as many cells as conform, never into debt.
             let expect = model.take_up_to(want, ns);
             assert_eq!(answer.granted, expect, "lease at {now_us}");
@@ -287,10 +296,10 @@ fn node(
             let n = rng.gen_range(l + 1..=120);
             let v = rt.block_on(limiter.acquire("hot", n));
             if v.is_admitted() {
-                let Source::Redis { server_time_us } = v.source else {
+                let Source::Redis { server_time } = v.source else {
                     panic!("a request above the lease is Redis's: {v:?}");
                 };
-                times.extend(std::iter::repeat_n(server_time_us, n as usize));
+                times.extend(std::iter::repeat_n(server_time.as_micros(), n as usize));
                 on_redis += u64::from(n);
             }
         } else if i.is_multiple_of(64) {
@@ -301,8 +310,8 @@ fn node(
             from_cells += u64::from(c.from_lease);
             let rest = c.charged.charged - c.from_lease;
             match c.source {
-                Source::Redis { server_time_us } => {
-                    times.extend(std::iter::repeat_n(server_time_us, rest as usize));
+                Source::Redis { server_time } => {
+                    times.extend(std::iter::repeat_n(server_time.as_micros(), rest as usize));
                     on_redis += u64::from(rest);
                 }
                 Source::Lease => assert_eq!(rest, 0),

@@ -33,6 +33,9 @@ async fn a_charge_spends_held_cells_first_then_charges_redis_and_blocks_until_it
         .ttl(Duration::from_secs(5));
     let limiter = LeasedLimiter::new(redis.clone(), q, config, Policy::FailClosed).unwrap();
     assert_eq!(limiter.max_debt(), Duration::from_millis(100));
+    // The GCRA script loaded once (a first call is EVALSHA, NOSCRIPT, EVAL): the leases use
+    // the fair lease script, so the charge below is the first call of the GCRA script.
+    assert!(common::admits(&common::gcra(&redis, "100/s burst 10"), "warm", 1).await);
     let key = limiter.key("k");
     assert!(key.acquire(1).await.is_admitted());
     let held = held_at_least(&key, 2).await;

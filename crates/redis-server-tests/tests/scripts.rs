@@ -6,7 +6,7 @@ use redis_server_tests as common;
 
 use limitcore::reference::{BudgetModel, GcraModel, SlidingLogModel};
 use limitcore::{BudgetConfig, Denied, Quota, Snapshot};
-use limitcore_redis::{gcra_micros, Policy, RedisAll, RedisGcra, RedisSlidingLog};
+use limitcore_redis::{gcra_micros, Policy, RedisAll, RedisGcra, RedisMicros, RedisSlidingLog};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
@@ -62,10 +62,13 @@ async fn gcra_script_matches_the_reference_model() {
         for _ in 0..1_500 {
             now = step(&mut rng, now, t_us);
             let n = size(&mut rng, q.burst());
-            let got = limit.try_decide_at(&key, n, now).await.unwrap();
+            let got = limit
+                .try_decide_at(&key, n, RedisMicros::new(now))
+                .await
+                .unwrap();
             let want = model.acquire(n, now * 1_000);
             assert_eq!(got.decision.result, want, "quota {q}, n {n}, now {now}");
-            assert_eq!(got.server_time_us, now);
+            assert_eq!(got.server_time, RedisMicros::new(now));
             assert_eq!(
                 got.decision.state,
                 model.snapshot(now * 1_000),
@@ -161,18 +164,21 @@ async fn gcra_script_with_debt_and_charges_matches_the_budget_model() {
             match rng.gen_range(0..10) {
                 0..=2 => {
                     let n = charge_size(&mut rng, capacity);
-                    let got = limit.try_charge_at(&key, n, now).await.unwrap();
+                    let got = limit
+                        .try_charge_at(&key, n, RedisMicros::new(now))
+                        .await
+                        .unwrap();
                     let want = model.charge(n, ns);
                     assert_eq!(got.charged, want, "charge {n}, {at}");
                     assert_eq!(got.state, model.snapshot(ns), "charge {n}, {at}");
-                    assert_eq!(got.server_time_us, now);
+                    assert_eq!(got.server_time, RedisMicros::new(now));
                     charged += 1;
                     short += usize::from(want.shortfall > 0);
                 }
                 3 => {
                     let want_cells = rng.gen_range(1..=q.burst());
                     let got = limit
-                        .try_take_up_to_at(&key, want_cells, now)
+                        .try_take_up_to_at(&key, want_cells, RedisMicros::new(now))
                         .await
                         .unwrap();
                     let taken = model.take_up_to(want_cells, ns);
@@ -186,7 +192,10 @@ async fn gcra_script_with_debt_and_charges_matches_the_budget_model() {
                 }
                 _ => {
                     let n = budget_size(&mut rng, q.burst(), capacity);
-                    let got = limit.try_decide_at(&key, n, now).await.unwrap();
+                    let got = limit
+                        .try_decide_at(&key, n, RedisMicros::new(now))
+                        .await
+                        .unwrap();
                     let want = model.acquire(n, ns);
                     assert_eq!(got.decision.result, want, "n {n}, {at}");
                     assert_eq!(got.decision.state, model.snapshot(ns), "n {n}, {at}");
@@ -320,14 +329,17 @@ async fn gcra_batches_match_the_reference_model() {
             .map(|_| (rng.gen_range(0..keys.len()), size(&mut rng, q.burst())))
             .collect();
         let requests: Vec<(&str, u32)> = batch.iter().map(|&(k, n)| (keys[k], n)).collect();
-        let got = limit.try_decide_many_at(&requests, now).await.unwrap();
+        let got = limit
+            .try_decide_many_at(&requests, RedisMicros::new(now))
+            .await
+            .unwrap();
         assert_eq!(got.len(), batch.len());
         for (answer, &(k, n)) in got.iter().zip(&batch) {
             let want = models[k].acquire(n, now * 1_000);
             assert_eq!(answer.decision.result, want, "key {k}, n {n}, now {now}");
             assert_eq!(answer.decision.state, models[k].snapshot(now * 1_000));
             assert_eq!(answer.granted, if want.is_ok() { n } else { 0 });
-            assert_eq!(answer.server_time_us, now);
+            assert_eq!(answer.server_time, RedisMicros::new(now));
             decided += 1;
         }
     }
@@ -359,7 +371,10 @@ async fn sliding_log_script_matches_the_reference_model() {
         for _ in 0..1_500 {
             now = step(&mut rng, now, unit);
             let n = size(&mut rng, q.count());
-            let got = log.try_decide_at(&key, n, now).await.unwrap();
+            let got = log
+                .try_decide_at(&key, n, RedisMicros::new(now))
+                .await
+                .unwrap();
             let want = model.acquire(n, now * 1_000);
             assert_eq!(got.decision.result, want, "quota {q}, n {n}, now {now}");
             assert_eq!(
@@ -386,7 +401,10 @@ async fn all_script_is_all_or_nothing_over_the_reference_models() {
     for _ in 0..1_500 {
         now = step(&mut rng, now, 10_000);
         let n = size(&mut rng, 5);
-        let got = all.try_decide_at("tenant", n, now).await.unwrap();
+        let got = all
+            .try_decide_at("tenant", n, RedisMicros::new(now))
+            .await
+            .unwrap();
         // The expected answer: every model on a copy; commit only if all admit.
         let mut trial = models.clone();
         let results: Vec<Result<(), Denied>> = trial
@@ -511,7 +529,10 @@ async fn bounds_are_checked_before_any_arithmetic() {
     // ...and the script refuses it again if called directly, as it refuses a time past
     // 2^52 µs or a fractional argument.
     let limit = common::gcra(&redis, "10/s");
-    assert!(limit.try_decide_at("b", 1, 1 << 53).await.is_err());
+    assert!(limit
+        .try_decide_at("b", 1, RedisMicros::new(1 << 53))
+        .await
+        .is_err());
     let sha_call = redis
         .command(
             redis::cmd("EVAL")
@@ -543,7 +564,10 @@ async fn bounds_are_checked_before_any_arithmetic() {
         .await;
     assert!(too_big.is_err(), "{too_big:?}");
     // The latest time allowed still decides.
-    let edge = limit.try_decide_at("b4", 1, 1 << 52).await.unwrap();
+    let edge = limit
+        .try_decide_at("b4", 1, RedisMicros::MAX)
+        .await
+        .unwrap();
     assert!(edge.decision.is_admitted());
 }
 

@@ -1,13 +1,19 @@
 //! N independent nodes (each its own thread, tokio runtime, client and connection) hammer
 //! one key through limitcore-redis for a given time; prints what each admitted and
-//! refused, the fleet's most admitted in any 1 s window against the mode's bound,
-//! decisions/s per node and Redis commands per 1,000 decisions, and exits non-zero if the
-//! bound is broken.
+//! refused, each node's share of an equal split of the fleet's admissions and Jain's
+//! fairness index over the nodes, the fleet's most admitted in any 1 s window against the
+//! mode's bound, decisions/s per node and Redis commands per 1,000 decisions, and exits
+//! non-zero if the bound is broken.
+//!
+//! The fairness target (issue 23): under saturation every node gets between 0.8 and 1.25
+//! of an equal share over the run, and Jain's index `(Σx)² / (N·Σx²)` is at least 0.95.
+//! The leased mode grants by fair shares ([`LeaseConfig::fair`]); `--unfair` asks first
+//! come, first served instead, for comparison.
 //!
 //! ```text
 //! cargo run --release -p limitcore-redis --example fleet -- \
 //!     --redis redis://127.0.0.1:6379 --nodes 4 --seconds 5 \
-//!     --quota "1000/s burst 50" --mode leased [--json]
+//!     --quota "1000/s burst 50" --mode leased [--unfair] [--json]
 //! ```
 
 use clap::{Parser, ValueEnum};
@@ -53,6 +59,9 @@ struct Args {
     /// Largest lease in cells (L of the leased bound).
     #[arg(long, default_value_t = 16)]
     max_lease: u32,
+    /// Leased mode: leases first come, first served instead of by fair shares.
+    #[arg(long)]
+    unfair: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -78,7 +87,7 @@ async fn exact_node(redis: Redis, quota: Quota, key: String, end: Instant) -> (V
         decisions += 1;
         if let Ok(a) = limit.try_decide(&key, 1).await {
             if a.decision.is_admitted() {
-                admitted.push(a.server_time_us);
+                admitted.push(a.server_time.as_micros());
             }
         }
     }
@@ -88,17 +97,12 @@ async fn exact_node(redis: Redis, quota: Quota, key: String, end: Instant) -> (V
 async fn leased_node(
     redis: Redis,
     quota: Quota,
-    max_lease: u32,
+    config: LeaseConfig,
     key: String,
     end: Instant,
 ) -> (Vec<u64>, u64) {
-    let limiter = LeasedLimiter::new(
-        redis,
-        quota,
-        LeaseConfig::new(max_lease),
-        Policy::FailClosed,
-    )
-    .expect("quota fits Redis");
+    let limiter =
+        LeasedLimiter::new(redis, quota, config, Policy::FailClosed).expect("quota fits Redis");
     // The synchronous path on its own thread; lease fetches run on this runtime.
     let hammer = std::thread::spawn(move || {
         let (mut admitted, mut decisions) = (Vec::new(), 0u64);
@@ -117,6 +121,25 @@ async fn leased_node(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     hammer.join().expect("hammer thread")
+}
+
+/// Each node's admissions over an equal split of the fleet's (1.0: exactly its share), and
+/// Jain's fairness index `(Σx)² / (N·Σx²)` (1: all equal; `1/N`: one node took all).
+fn fairness(admitted: &[f64]) -> (Vec<f64>, f64) {
+    let n = admitted.len() as f64;
+    let total: f64 = admitted.iter().sum();
+    let squares: f64 = admitted.iter().map(|x| x * x).sum();
+    let equal = total / n;
+    let shares = admitted
+        .iter()
+        .map(|&x| if equal > 0.0 { x / equal } else { 0.0 })
+        .collect();
+    let jain = if squares > 0.0 {
+        total * total / (n * squares)
+    } else {
+        0.0
+    };
+    (shares, jain)
 }
 
 fn max_in_window(times: &mut [u64], window_us: u64) -> usize {
@@ -160,7 +183,8 @@ fn main() -> ExitCode {
     let handles: Vec<_> = (0..args.nodes)
         .map(|_| {
             let (url, key, barrier) = (url.clone(), key.clone(), Arc::clone(&barrier));
-            let (quota, mode, max_lease) = (args.quota, args.mode, args.max_lease);
+            let (quota, mode) = (args.quota, args.mode);
+            let lease = LeaseConfig::new(args.max_lease).fair(!args.unfair);
             std::thread::spawn(move || -> Result<NodeReport, String> {
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
@@ -177,9 +201,7 @@ fn main() -> ExitCode {
                     let end = start + run;
                     let (admitted, decisions) = match mode {
                         Mode::Exact => exact_node(redis.clone(), quota, key, end).await,
-                        Mode::Leased => {
-                            leased_node(redis.clone(), quota, max_lease, key, end).await
-                        }
+                        Mode::Leased => leased_node(redis.clone(), quota, lease, key, end).await,
                     };
                     Ok(NodeReport {
                         admitted,
@@ -221,6 +243,14 @@ fn main() -> ExitCode {
     let per_1000 = commands as f64 * 1_000.0 / decisions.max(1) as f64;
     let ok = worst <= bound;
     let mode = format!("{:?}", args.mode).to_lowercase();
+    let mode = if matches!(args.mode, Mode::Leased) && args.unfair {
+        format!("{mode} (first come, first served)")
+    } else {
+        mode
+    };
+    let counts: Vec<f64> = reports.iter().map(|r| r.admitted.len() as f64).collect();
+    let (shares, jain) = fairness(&counts);
+    let fair = shares.iter().all(|s| (0.8..=1.25).contains(s)) && jain >= 0.95;
     if args.json {
         let per_node: Vec<serde_json::Value> = reports
             .iter()
@@ -232,6 +262,7 @@ fn main() -> ExitCode {
                     "refused": r.decisions - r.admitted.len() as u64,
                     "decisions_per_s": r.decisions as f64 / r.elapsed.as_secs_f64(),
                     "commands": r.commands,
+                    "share_of_equal_split": shares[i],
                 })
             })
             .collect();
@@ -246,6 +277,8 @@ fn main() -> ExitCode {
                 "max_admitted_in_1s": worst,
                 "bound": bound,
                 "bound_holds": ok,
+                "jain_index": jain,
+                "fairness_target_met": fair,
                 "commands_per_1000_decisions": per_1000,
             })
         );
@@ -255,16 +288,17 @@ fn main() -> ExitCode {
             args.quota, args.seconds
         );
         println!(
-            "{:>5} {:>10} {:>12} {:>14} {:>10}",
-            "node", "admitted", "refused", "decisions/s", "commands"
+            "{:>5} {:>10} {:>12} {:>14} {:>10} {:>14}",
+            "node", "admitted", "refused", "decisions/s", "commands", "share of equal"
         );
         for (i, r) in reports.iter().enumerate() {
             println!(
-                "{i:>5} {:>10} {:>12} {:>14.0} {:>10}",
+                "{i:>5} {:>10} {:>12} {:>14.0} {:>10} {:>14.3}",
                 r.admitted.len(),
                 r.decisions - r.admitted.len() as u64,
                 r.decisions as f64 / r.elapsed.as_secs_f64(),
-                r.commands
+                r.commands,
+                shares[i]
             );
         }
         let formula = match args.mode {
@@ -281,6 +315,13 @@ fn main() -> ExitCode {
         println!(
             "fleet: most admitted in any 1 s window {worst}, bound {bound} ({formula}): {}",
             if ok { "holds" } else { "BROKEN" }
+        );
+        let (least, most) = shares
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+        println!(
+            "fairness: shares of an equal split {least:.3} to {most:.3}, Jain's index {jain:.4}: target (0.8 to 1.25, Jain ≥ 0.95) {}",
+            if fair { "met" } else { "MISSED" }
         );
         println!("redis commands per 1,000 decisions: {per_1000:.3}");
     }

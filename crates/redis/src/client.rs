@@ -110,7 +110,9 @@ impl RedisConfig {
         self
     }
 
-    /// This node's id in the heartbeat set (default: random).
+    /// This node's id in the heartbeat set and in the fair-share reports of its lease
+    /// requests (default: random). Every node of a fleet needs its own: two nodes with one
+    /// id are one node to the fair shares ([`fair`](crate::fair)).
     #[must_use]
     pub fn node_id(mut self, id: impl Into<String>) -> Self {
         self.node_id = id.into();
@@ -133,6 +135,19 @@ impl RedisConfig {
     /// The breaker's cooldown (also how often an open breaker is probed).
     pub fn get_cooldown(&self) -> Duration {
         self.cooldown
+    }
+
+    /// This node's id: in the heartbeat set, and in the fair-share reports of its lease
+    /// requests ([`fair`](crate::fair)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_redis::RedisConfig;
+    /// assert_eq!(RedisConfig::default().node_id("edge-7").get_node_id(), "edge-7");
+    /// ```
+    pub fn get_node_id(&self) -> &str {
+        &self.node_id
     }
 }
 

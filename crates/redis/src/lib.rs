@@ -17,6 +17,15 @@
 //! forced charges. Over the long run the leased mode never consumes more than the exact
 //! limit; the proof is in [`leased`]'s docs.
 //!
+//! ## Units
+//!
+//! Times on Redis's clock are [`RedisMicros`] (µs since the Unix epoch, as `TIME` reads
+//! them, or an explicit time given to a script): every `try_…_at` method takes one and
+//! every answer's server time is one ([`Answer::server_time`], [`Source::Redis`]). Times on
+//! the node's own clock are the core's [`Nanos`](limitcore::clock::Nanos) (ns of a local
+//! monotonic clock: the leased path's `decide_verdict_at`, [`LeaseRule`]). Durations on
+//! Redis (`T`, `D`, a wait) are whole µs; counts are permits (cells, for a lease).
+//!
 //! ## Debt and forced charges
 //!
 //! The GCRA limits take the core's [`Budget`](limitcore::Budget) policy for storage
@@ -40,10 +49,15 @@
 //! on Redis Cluster ([`Redis::connect_cluster`]); [`RedisAll`] hash-tags a tenant's keys
 //! (`{tenant}`).
 //!
-//! The exact mode is asynchronous: an HTTP layer awaits [`RedisGcra::decide`] inside its
-//! service future and maps the [`Verdict`]'s [`Decision`](limitcore::Decision) as it maps
-//! any keyed limiter's. A batch ([`RedisGcra::try_decide_many`]) is one round trip, and
-//! one script call per key in it: the key is read and written once for all its requests.
+//! The exact mode is asynchronous: [`RedisGcra`], [`RedisSlidingLog`] and [`RedisAll`] (the
+//! key is the tenant) implement the core's asynchronous decision seam,
+//! [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter), with [`Error`] as its error
+//! type, so code written once over it (an HTTP layer) awaits them as it awaits any keyed
+//! limiter. The outage policy decides when Redis cannot and the seam returns its decision,
+//! except under [`Policy::Propagate`], which returns the error for the caller's own policy
+//! ([`Policy`], "The asynchronous seam"). A batch ([`RedisGcra::try_decide_many`]) is one
+//! round trip, and one script call per key in it: the key is read and written once for all
+//! its requests.
 //!
 //! ## Leased mode
 //!
@@ -58,6 +72,15 @@
 //! [`LeasedLimiter::acquire`] waits for the lease instead. A [`LeasedKey`] is one key
 //! resolved once (the core's unkeyed [`RateLimiter`](limitcore::RateLimiter)): its
 //! decisions skip the map lookup and share the key's word with the keyed ones.
+//!
+//! Leases are granted by **fair shares** ([`fair`]): each node reports its offered load on
+//! the key (admitted plus refused) with its lease requests, and the script grants by
+//! max-min fair shares of the key's rate over the live nodes' reports, with a GCRA per
+//! node at its share beside the key's, lending what the others leave unclaimed. Under
+//! saturation every node gets an equal share (measured: between 0.8 and 1.25 of it over
+//! 5 s, Jain's index at least 0.95, where first come, first served gave one node of four
+//! 2.1 equal shares and another 0.43); a node alone gets the whole rate; the bounds above
+//! are unchanged, since the key's GCRA still charges every grant.
 //!
 //! ## When Redis is down or slow
 //!
@@ -85,12 +108,26 @@
 //! ## Tests
 //!
 //! This crate's own tests (`cargo test -p limitcore-redis`: the lease word, the idle-key
-//! sweep's protocol, the outage policy's local budgets, the doc examples) need no server.
+//! sweep's protocol step by step, the demand and lease size a node reports, the fair
+//! shares, the outage policy's local budgets, the doc examples) need no server.
+//!
+//! The lease protocol's loom models (a handle's pin racing the sweep's retirement racing a
+//! fetch's install; a waiter on an entry the sweep retires, and on a fetch, is woken) run
+//! under this crate's own cfg, `limitcore_loom` (not `loom`, which would switch tokio and
+//! every other crate that reads it), in about a second, with a target directory of their
+//! own (the cfg changes every crate's fingerprint):
+//!
+//! ```text
+//! RUSTFLAGS="--cfg limitcore_loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p limitcore-redis --release --lib loom
+//! ```
 //! Every test that needs a live `redis-server` (the scripts against the core's reference
-//! models, the debt and forced charges against the core's budget model, a 3-master
-//! cluster, faults and what charges do under each outage policy, a fleet of nodes
-//! deciding and charging on one key, the leased handles and `acquire` through the sweep,
-//! the HTTP layer) is in the workspace's test-only package `redis-server-tests`
+//! models, the debt and forced charges against the core's budget model, the fair lease
+//! script against its model and simulated fleets, a 3-master cluster, faults and what
+//! charges do under each outage policy, the asynchronous seam against the direct calls and
+//! with Redis stopped, a fleet of nodes deciding and charging on one key and getting fair
+//! shares, the leased handles and `acquire` through the sweep, the HTTP layer) is in the
+//! workspace's test-only package `redis-server-tests`
 //! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
 //! --workspace` runs the packages in the order of their names and stops at the first that
 //! fails, so on a machine without `redis-server` every other package's tests run first.
@@ -135,17 +172,23 @@
 
 mod client;
 mod exact;
+pub mod fair;
 pub mod leased;
 mod policy;
 pub mod scripts;
 pub mod server;
+mod sync;
+mod time;
 
 pub use client::{Redis, RedisConfig};
 pub use exact::{
-    gcra_micros, Answer, ChargeAnswer, RedisAll, RedisGcra, RedisSlidingLog, MAX_SPAN_US,
+    gcra_micros, Answer, ChargeAnswer, FairAnswer, RedisAll, RedisGcra, RedisSlidingLog,
+    MAX_SPAN_US,
 };
+pub use fair::{Demand, FULL_DEMAND_PPM};
 pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
 pub use policy::{ChargeVerdict, Policy, Source, Verdict};
+pub use time::RedisMicros;
 
 use std::fmt;
 use std::time::Duration;

@@ -170,6 +170,135 @@ end
 return out
 "#;
 
+/// The fair lease: up to `n` cells of a key's GCRA (as the GCRA script's "take up to"),
+/// and no more than the asking node's max-min fair share allows: a GCRA of its own per node,
+/// at its share of the key's rate, beside the key's (see [`fair`](crate::fair) for the
+/// design and its proofs).
+///
+/// `KEYS[1]` the key's TAT (the GCRA script's), `KEYS[2]` the key's fair-share hash (one
+/// field per node: `"demand tat expires"`, demand in millionths of the key's rate, times in
+/// µs); `ARGV`: `T` µs, `burst`, `now` (µs, or `""` for `TIME`), `n` (at least 1), the node's
+/// id, its demand (`1 ..= 10^6`), the horizon its report lives (µs). Returns `{now,
+/// granted, retry_us, backlog_us, share_ppm, nodes}`: the GCRA script's four for one
+/// request, then the node's share (millionths of the key's rate) and the live nodes
+/// counted (the asking one included).
+const FAIR_BODY: &str = r#"
+local M = 1000000
+local t, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not (t and t >= 1 and t <= P52 and t % 1 == 0) then int(ARGV[1], 'interval', 1, P52) end
+if not (burst and burst >= 1 and burst <= P52 and burst % 1 == 0) then int(ARGV[2], 'burst', 1, P52) end
+local span = t * burst
+if span > P52 then error('limitcore: burst * interval exceeds 2^52 us') end
+local now, explicit = clock(ARGV[3])
+local want = int(ARGV[4], 'n', 1, P52)
+local node = ARGV[5]
+if node == nil or node == '' then error('limitcore: no node id') end
+local demand = int(ARGV[6], 'demand', 1, M)
+local horizon = int(ARGV[7], 'horizon', 1, P52)
+local function fdiv(x, y) return (x - x % y) / y end
+local function cdiv(x, y) local s = x + y - 1; return (s - s % y) / y end
+-- The key's GCRA.
+local raw = redis.call('GET', KEYS[1])
+local backlog = 0
+if raw then
+  local tat = tonumber(raw)
+  if not (tat and tat >= 0 and tat <= 2 * P52 and tat % 1 == 0) then int(raw, 'state', 0, 2 * P52) end
+  if tat > now then backlog = tat - now end
+end
+local free = span - backlog
+if free < 0 then free = 0 end
+free = fdiv(free, t)
+-- The live nodes' demands (the asking node's from its request), their expired reports.
+local fields = redis.call('HGETALL', KEYS[2])
+local ds, dead, mine, last = {demand}, {}, 0, now + horizon
+for i = 1, #fields, 2 do
+  local f = fields[i]
+  local d, tat, exp = string.match(fields[i + 1], '^(%d+) (%d+) (%d+)$')
+  d, tat, exp = tonumber(d), tonumber(tat), tonumber(exp)
+  if f == node then
+    if tat and tat <= 2 * P52 then mine = tat end
+  elseif d and exp and d >= 1 and d <= M and exp > now and exp <= 2 * P52 then
+    ds[#ds + 1] = d
+    if exp > last then last = exp end
+  else
+    dead[#dead + 1] = f
+  end
+end
+-- Max-min fair shares of M by water-filling: the smallest demands are met while they fit
+-- an equal split of what is left; the rest share it equally (rounded down).
+table.sort(ds)
+local rest, k, level = M, #ds, nil
+for _, d in ipairs(ds) do
+  if d * k <= rest then
+    rest = rest - d
+    k = k - 1
+  else
+    level = fdiv(rest, k)
+    break
+  end
+end
+local share
+if level == nil then
+  share = demand + fdiv(rest, #ds)
+elseif demand < level then
+  share = demand
+else
+  share = level
+end
+if share < 1 then share = 1 end
+-- The node's GCRA: interval ceil(T * M / share) µs (at most 2^52 / burst), burst cells.
+local q = fdiv(t, share)
+local ti
+if q > fdiv(P52, M) then ti = P52 else ti = q * M + cdiv((t % share) * M, share) end
+local most = fdiv(P52, burst)
+if ti > most then ti = most end
+if ti < t then ti = t end
+local nspan = ti * burst
+local nback = 0
+if mine > now then nback = mine - now end
+if nback > nspan then nback = nspan end
+local allow = fdiv(nspan - nback, ti)
+-- Lending: cells above the reserve (half the burst, rounded up) go to any node.
+local reserve = cdiv(burst, 2)
+local lend = free - reserve
+if lend < 0 then lend = 0 end
+local g = want
+if g > free then g = free end
+local room = allow
+if lend > room then room = lend end
+if g > room then g = room end
+local retry = 0
+if g > 0 then
+  backlog = backlog + g * t
+  nback = nback + g * ti
+  if nback > nspan then nback = nspan end
+  if explicit then
+    redis.call('SET', KEYS[1], fmt(now + backlog))
+  else
+    redis.call('SET', KEYS[1], fmt(now + backlog), 'PX', ms(backlog))
+  end
+else
+  -- The exact wait for one cell: by the node's share and the key's, or by lending.
+  local gw = backlog - (span - t)
+  if gw < 0 then gw = 0 end
+  local nw = nback - (nspan - ti)
+  if nw < 0 then nw = 0 end
+  retry = gw
+  if nw > retry then retry = nw end
+  if reserve < burst then
+    local lw = backlog - (span - (reserve + 1) * t)
+    if lw < retry then retry = lw end
+  end
+end
+local expires = now + horizon + retry
+if expires > 2 * P52 then expires = 2 * P52 end
+if expires > last then last = expires end
+redis.call('HSET', KEYS[2], node, fmt(demand) .. ' ' .. fmt(now + nback) .. ' ' .. fmt(expires))
+if #dead > 0 then redis.call('HDEL', KEYS[2], unpack(dead)) end
+if not explicit then redis.call('PEXPIRE', KEYS[2], ms(last - now)) end
+return {now, g, retry, backlog, share, #ds}
+"#;
+
 /// The exact sliding log on a sorted set: at most `count` in any window of `period` µs.
 ///
 /// `KEYS[1]` the set (score: admission time in µs; member: `time:seq`); `ARGV`:
@@ -293,6 +422,7 @@ impl Script {
 #[derive(Debug)]
 pub(crate) struct Scripts {
     pub(crate) gcra: Script,
+    pub(crate) fair: Script,
     pub(crate) sliding_log: Script,
     pub(crate) all: Script,
     pub(crate) heartbeat: Script,
@@ -302,6 +432,7 @@ pub(crate) fn scripts() -> &'static Scripts {
     static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         gcra: Script::new(GCRA_BODY),
+        fair: Script::new(FAIR_BODY),
         sliding_log: Script::new(SLIDING_LOG_BODY),
         all: Script::new(ALL_BODY),
         heartbeat: Script::new(HEARTBEAT_BODY),
@@ -317,6 +448,17 @@ pub fn gcra_source() -> &'static str {
 /// The SHA1 of [`gcra_source`], by which `EVALSHA` invokes it.
 pub fn gcra_sha() -> &'static str {
     &scripts().gcra.sha
+}
+
+/// The Lua source of the fair lease script (prelude included), as sent to Redis: for review.
+///
+/// # Examples
+///
+/// ```
+/// assert!(limitcore_redis::scripts::fair_source().contains("HGETALL"));
+/// ```
+pub fn fair_source() -> &'static str {
+    &scripts().fair.body
 }
 
 /// The Lua source of the sliding-log script (prelude included), as sent to Redis.

@@ -4,8 +4,9 @@ use super::{gcra_micros, parse, verdict, Answer};
 use crate::client::Redis;
 use crate::policy::{Admission, Fallback, Policy, Verdict};
 use crate::scripts::{scripts, Script};
+use crate::time::RedisMicros;
 use crate::Error;
-use limitcore::Quota;
+use limitcore::{Decision, Quota};
 
 /// Several GCRA limits of one tenant (per second, per minute, per day...), decided all or
 /// nothing by one script call: the request is admitted only if every limit admits it, and
@@ -29,7 +30,7 @@ use limitcore::Quota;
 /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
 /// let limits = RedisAll::new(
 ///     redis,
-///     &[("second", "10/s".parse()?), ("day", "10000/day burst 10".parse()?)],
+///     &[("second", "10/s".parse()?), ("day", "10000/d burst 10".parse()?)],
 ///     Policy::FailClosed,
 /// )?;
 /// assert!(limits.decide("tenant-42", 1).await?.is_admitted());
@@ -121,12 +122,12 @@ impl RedisAll {
             .unwrap_or(0)
     }
 
-    async fn call(&self, tenant: &str, n: u32, now: Option<u64>) -> Result<Answer, Error> {
+    async fn call(&self, tenant: &str, n: u32, now: Option<RedisMicros>) -> Result<Answer, Error> {
         let keys = self.redis_keys(tenant)?;
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut args = vec![
             n.to_string(),
-            now.map(|t| t.to_string()).unwrap_or_default(),
+            now.map(|t| t.as_micros().to_string()).unwrap_or_default(),
         ];
         for (_, quota, t) in &self.limits {
             args.push(t.to_string());
@@ -152,6 +153,26 @@ impl RedisAll {
         }
     }
 
+    /// The asynchronous seam's decision (see [`Policy`], "The asynchronous seam"): Redis's,
+    /// every limit's outage policy (all or nothing, as [`RedisAll::decide`]), or under
+    /// [`Policy::Propagate`] the error; [`Error::Quota`] for a tenant with a brace.
+    pub(super) async fn decide_or_error(&self, tenant: &str, n: u32) -> Result<Decision, Error> {
+        let answer = self.call(tenant, n, None).await;
+        super::settle(answer, self.fallbacks[0].policy(), || {
+            self.fallback(tenant, n)
+        })
+    }
+
+    /// The quota reported for a tenant: the limit with the smallest burst (the one that
+    /// bounds a request's size, [`RedisAll`]'s capacity), the first such.
+    pub(super) fn headline_quota(&self) -> Quota {
+        self.limits
+            .iter()
+            .map(|(_, q, _)| *q)
+            .min_by_key(Quota::burst)
+            .unwrap_or_else(|| self.limits[0].1)
+    }
+
     /// Decide on Redis at Redis's `TIME`, with no fallback.
     ///
     /// # Errors
@@ -162,12 +183,32 @@ impl RedisAll {
         self.call(tenant, n, None).await
     }
 
-    /// Decide at the explicit time `now_us` (tests, replays; no expiry is set).
+    /// Decide at the explicit time `now` on Redis's clock (tests, replays; no expiry is
+    /// set).
     ///
     /// # Errors
     ///
     /// As [`RedisAll::try_decide`].
-    pub async fn try_decide_at(&self, tenant: &str, n: u32, now_us: u64) -> Result<Answer, Error> {
-        self.call(tenant, n, Some(now_us)).await
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisAll, RedisConfig, RedisMicros};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limits = RedisAll::new(redis, &[("s", "2/s".parse()?), ("m", "3/min".parse()?)], Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// assert!(limits.try_decide_at("acme", 2, t).await?.decision.is_admitted());
+    /// assert!(!limits.try_decide_at("acme", 1, t).await?.decision.is_admitted());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_decide_at(
+        &self,
+        tenant: &str,
+        n: u32,
+        now: RedisMicros,
+    ) -> Result<Answer, Error> {
+        self.call(tenant, n, Some(now)).await
     }
 }

@@ -4,6 +4,7 @@
 use super::gcra::{Numbers, Op};
 use super::micros;
 use crate::policy::{ChargeVerdict, Source};
+use crate::time::RedisMicros;
 use crate::{Error, RedisGcra};
 use limitcore::{Charged, Snapshot};
 
@@ -33,8 +34,9 @@ pub struct ChargeAnswer {
     pub charged: Charged,
     /// The key's state on Redis just after the charge (`remaining` 0 in debt).
     pub state: Snapshot,
-    /// The time the script charged at: Redis's `TIME` in µs, or the explicit time given.
-    pub server_time_us: u64,
+    /// The time the script charged at: Redis's `TIME` (on Redis's clock), or the explicit
+    /// time given.
+    pub server_time: RedisMicros,
 }
 
 impl Numbers {
@@ -58,7 +60,7 @@ impl Numbers {
                 wait: micros(wait),
             },
             state: Snapshot::new(remaining, micros(backlog)),
-            server_time_us: now as u64,
+            server_time: RedisMicros::new(now as u64),
         })
     }
 }
@@ -98,7 +100,7 @@ impl RedisGcra {
                 charged: answer.charged,
                 from_lease: 0,
                 source: Source::Redis {
-                    server_time_us: answer.server_time_us,
+                    server_time: answer.server_time,
                 },
             },
             Err(_) => self.charge_fallback(key, n),
@@ -116,26 +118,43 @@ impl RedisGcra {
         self.charge_call(key, n, None).await
     }
 
-    /// As [`RedisGcra::try_charge`] at the explicit time `now_us` (µs, at most 2^52): for
-    /// tests and replays; no expiry is set (see [`RedisGcra::try_decide_at`]).
+    /// As [`RedisGcra::try_charge`] at the explicit time `now` on Redis's clock (at most
+    /// [`RedisMicros::MAX`]): for tests and replays; no expiry is set (see
+    /// [`RedisGcra::try_decide_at`]).
     ///
     /// # Errors
     ///
-    /// As [`RedisGcra::try_charge`]; [`Error::Redis`] (a script error) for `now_us > 2^52`.
+    /// As [`RedisGcra::try_charge`]; [`Error::Redis`] (a script error) for `now` above
+    /// [`RedisMicros::MAX`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra, RedisMicros};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limit = RedisGcra::new(redis, "10/s burst 5".parse()?, Policy::FailClosed)?;
+    /// let at = RedisMicros::new(1_750_000_000_000_000);
+    /// let answer = limit.try_charge_at("replayed", 7, at).await?;
+    /// assert_eq!((answer.charged.charged, answer.charged.shortfall), (5, 2));
+    /// assert_eq!(answer.server_time, at);
+    /// # Ok(()) }
+    /// ```
     pub async fn try_charge_at(
         &self,
         key: &str,
         n: u32,
-        now_us: u64,
+        now: RedisMicros,
     ) -> Result<ChargeAnswer, Error> {
-        self.charge_call(key, n, Some(now_us)).await
+        self.charge_call(key, n, Some(now)).await
     }
 
     async fn charge_call(
         &self,
         key: &str,
         n: u32,
-        now: Option<u64>,
+        now: Option<RedisMicros>,
     ) -> Result<ChargeAnswer, Error> {
         let reply = self.call_raw(key, Op::Charge, n, now).await?;
         self.numbers.parse_charge(&reply, n)

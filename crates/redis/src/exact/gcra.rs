@@ -4,8 +4,9 @@ use super::{answer, int, micros, verdict, Answer, MAX_SPAN_US};
 use crate::client::Redis;
 use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
+use crate::time::RedisMicros;
 use crate::Error;
-use limitcore::{BudgetConfig, Denied, Mode, Quota};
+use limitcore::{BudgetConfig, Decision, Denied, Mode, Quota};
 use redis::Value;
 use std::time::Duration;
 
@@ -49,11 +50,12 @@ use std::time::Duration;
 /// # Async use (an HTTP layer)
 ///
 /// The exact mode is asynchronous (a round trip), so it does not implement the core's
-/// synchronous [`KeyedRateLimiter`](limitcore::KeyedRateLimiter); a tower service calls
-/// [`RedisGcra::decide`] in its `call` future and maps the [`Verdict`]'s decision to the
-/// response exactly as it maps a `KeyedRateLimiter`'s (`Decision::state` gives the
-/// `RateLimit` headers). The [`LeasedLimiter`](crate::LeasedLimiter) is the synchronous
-/// one.
+/// synchronous [`KeyedRateLimiter`](limitcore::KeyedRateLimiter) but its asynchronous seam,
+/// [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter) (with this crate's
+/// [`Error`]), which code written once for both (an HTTP layer) awaits: the decision's
+/// `state` gives the `RateLimit` headers as a synchronous limiter's does. How the outage
+/// policy relates to the seam's `Err` is [`Policy`]'s "The asynchronous seam". The
+/// [`LeasedLimiter`](crate::LeasedLimiter) is the synchronous one.
 ///
 /// # Examples
 ///
@@ -133,7 +135,7 @@ impl Numbers {
         &self,
         op: Op,
         ns: impl IntoIterator<Item = u32>,
-        now_us: Option<u64>,
+        now: Option<RedisMicros>,
     ) -> Vec<String> {
         let op = match op {
             Op::Decide => "0",
@@ -145,7 +147,7 @@ impl Numbers {
             self.burst.to_string(),
             self.debt_us.to_string(),
             op.to_owned(),
-            now_us.map(|t| t.to_string()).unwrap_or_default(),
+            now.map(|t| t.as_micros().to_string()).unwrap_or_default(),
         ];
         args.extend(ns.into_iter().map(|n| n.to_string()));
         args
@@ -354,7 +356,7 @@ impl RedisGcra {
         key: &str,
         op: Op,
         n: u32,
-        now: Option<u64>,
+        now: Option<RedisMicros>,
     ) -> Result<Value, Error> {
         let redis_key = self.redis_key(key);
         self.redis
@@ -366,7 +368,13 @@ impl RedisGcra {
             .await
     }
 
-    async fn call(&self, key: &str, n: u32, upto: bool, now: Option<u64>) -> Result<Answer, Error> {
+    async fn call(
+        &self,
+        key: &str,
+        n: u32,
+        upto: bool,
+        now: Option<RedisMicros>,
+    ) -> Result<Answer, Error> {
         let op = if upto { Op::UpTo } else { Op::Decide };
         let reply = self.call_raw(key, op, n, now).await?;
         let mut answers = self.numbers.parse(reply, 1)?;
@@ -379,6 +387,13 @@ impl RedisGcra {
     pub async fn decide(&self, key: &str, n: u32) -> Verdict {
         let answer = self.try_decide(key, n).await;
         verdict(answer, || self.fall_back(key, n))
+    }
+
+    /// The asynchronous seam's decision (see [`Policy`], "The asynchronous seam"): Redis's,
+    /// the outage policy's, or under [`Policy::Propagate`] the error.
+    pub(super) async fn decide_or_error(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let answer = self.try_decide(key, n).await;
+        super::settle(answer, self.fallback.policy(), || self.fall_back(key, n))
     }
 
     /// Decide `n` permits for `key` on Redis, at Redis's `TIME`, with no fallback.
@@ -396,16 +411,38 @@ impl RedisGcra {
         self.fallback.decide(key, n, self.redis.nodes())
     }
 
-    /// Decide `n` permits for `key` at the explicit time `now_us` (µs, at most 2^52)
-    /// instead of Redis's clock: for tests and replays. Such decisions set no expiry (a
-    /// TTL is measured on the server's clock); do not mix them with clock-time decisions
-    /// on one key.
+    /// Decide `n` permits for `key` at the explicit time `now` on Redis's clock (at most
+    /// [`RedisMicros::MAX`]) instead of Redis's `TIME`: for tests and replays. Such
+    /// decisions set no expiry (a TTL is measured on the server's clock); do not mix them
+    /// with clock-time decisions on one key.
     ///
     /// # Errors
     ///
-    /// As [`RedisGcra::try_decide`]; [`Error::Redis`] (a script error) for `now_us > 2^52`.
-    pub async fn try_decide_at(&self, key: &str, n: u32, now_us: u64) -> Result<Answer, Error> {
-        self.call(key, n, false, Some(now_us)).await
+    /// As [`RedisGcra::try_decide`]; [`Error::Redis`] (a script error) for `now` above
+    /// [`RedisMicros::MAX`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra, RedisMicros};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limit = RedisGcra::new(redis, "10/s burst 2".parse()?, Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// assert!(limit.try_decide_at("replay", 2, t).await?.decision.is_admitted());
+    /// // 100 ms later (on the replay's clock) one permit has come back.
+    /// let later = t.saturating_add(std::time::Duration::from_millis(100));
+    /// assert!(limit.try_decide_at("replay", 1, later).await?.decision.is_admitted());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_decide_at(
+        &self,
+        key: &str,
+        n: u32,
+        now: RedisMicros,
+    ) -> Result<Answer, Error> {
+        self.call(key, n, false, Some(now)).await
     }
 
     /// Take up to `want` cells for `key` (at least 1, at most the burst), as many as
@@ -420,18 +457,31 @@ impl RedisGcra {
         self.call(key, want, true, None).await
     }
 
-    /// As [`RedisGcra::try_take_up_to`] at the explicit time `now_us` (tests).
+    /// As [`RedisGcra::try_take_up_to`] at the explicit time `now` on Redis's clock (tests).
     ///
     /// # Errors
     ///
     /// As [`RedisGcra::try_decide_at`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra, RedisMicros};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limit = RedisGcra::new(redis, "10/s burst 5".parse()?, Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// assert_eq!(limit.try_take_up_to_at("lease", 8, t).await?.granted, 5); // all that conform
+    /// # Ok(()) }
+    /// ```
     pub async fn try_take_up_to_at(
         &self,
         key: &str,
         want: u32,
-        now_us: u64,
+        now: RedisMicros,
     ) -> Result<Answer, Error> {
-        self.call(key, want, true, Some(now_us)).await
+        self.call(key, want, true, Some(now)).await
     }
 
     /// Decide several requests in one round trip, in order: the requests on one key go
@@ -447,21 +497,40 @@ impl RedisGcra {
         self.many(requests, None).await
     }
 
-    /// As [`RedisGcra::try_decide_many`] at the explicit time `now_us` (tests, replays; see
-    /// [`RedisGcra::try_decide_at`]).
+    /// As [`RedisGcra::try_decide_many`] at the explicit time `now` on Redis's clock (tests,
+    /// replays; see [`RedisGcra::try_decide_at`]).
     ///
     /// # Errors
     ///
     /// As [`RedisGcra::try_decide_at`], for the whole batch.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra, RedisMicros};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limit = RedisGcra::new(redis, "10/s burst 3".parse()?, Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// let answers = limit.try_decide_many_at(&[("a", 2), ("b", 1), ("a", 2)], t).await?;
+    /// assert!(answers[0].decision.is_admitted() && answers[1].decision.is_admitted());
+    /// assert!(!answers[2].decision.is_admitted()); // "a" has one permit left at `t`
+    /// # Ok(()) }
+    /// ```
     pub async fn try_decide_many_at(
         &self,
         requests: &[(&str, u32)],
-        now_us: u64,
+        now: RedisMicros,
     ) -> Result<Vec<Answer>, Error> {
-        self.many(requests, Some(now_us)).await
+        self.many(requests, Some(now)).await
     }
 
-    async fn many(&self, requests: &[(&str, u32)], now: Option<u64>) -> Result<Vec<Answer>, Error> {
+    async fn many(
+        &self,
+        requests: &[(&str, u32)],
+        now: Option<RedisMicros>,
+    ) -> Result<Vec<Answer>, Error> {
         // The requests' positions grouped by key, keys in order of first appearance.
         let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
         for (i, (key, _)) in requests.iter().enumerate() {

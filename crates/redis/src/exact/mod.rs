@@ -2,6 +2,7 @@
 //! whole fleet shares one state per key and the contract is the core's, on Redis's clock.
 
 use crate::policy::{Source, Verdict};
+use crate::time::RedisMicros;
 use crate::Error;
 use limitcore::{Decision, Denied, Quota, Snapshot};
 use redis::Value;
@@ -9,11 +10,14 @@ use std::time::Duration;
 
 mod all;
 mod charge;
+mod fair;
 mod gcra;
+mod seam;
 mod sliding_log;
 
 pub use all::RedisAll;
 pub use charge::ChargeAnswer;
+pub use fair::FairAnswer;
 pub use gcra::RedisGcra;
 pub use sliding_log::RedisSlidingLog;
 
@@ -43,9 +47,9 @@ pub struct Answer {
     pub decision: Decision,
     /// Cells taken (`n` on admission, 0 on refusal; a lease may take fewer than asked).
     pub granted: u32,
-    /// The time the script decided at: Redis's `TIME` in µs since the Unix epoch, or the
-    /// explicit time given.
-    pub server_time_us: u64,
+    /// The time the script decided at: Redis's `TIME` (µs since the Unix epoch on Redis's
+    /// clock), or the explicit time given.
+    pub server_time: RedisMicros,
 }
 
 /// The verdict of a script call: Redis's answer, or the outage policy's (`fallback`) when
@@ -55,10 +59,27 @@ fn verdict(answer: Result<Answer, Error>, fallback: impl FnOnce() -> Verdict) ->
         Ok(answer) => Verdict {
             decision: answer.decision,
             source: Source::Redis {
-                server_time_us: answer.server_time_us,
+                server_time: answer.server_time,
             },
         },
         Err(_) => fallback(),
+    }
+}
+
+/// The asynchronous seam's answer ([`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter)):
+/// Redis's decision; when Redis gave none, the outage policy's (`fallback`), unless the
+/// policy is [`Policy::Propagate`](crate::Policy::Propagate), which returns the error. A
+/// request no policy can decide ([`Error::Quota`]) is always the error.
+fn settle(
+    answer: Result<Answer, Error>,
+    policy: crate::Policy,
+    fallback: impl FnOnce() -> Verdict,
+) -> Result<Decision, Error> {
+    match answer {
+        Ok(answer) => Ok(answer.decision),
+        Err(e @ Error::Quota(_)) => Err(e),
+        Err(e) if policy.propagates() => Err(e),
+        Err(_) => Ok(fallback().decision),
     }
 }
 
@@ -124,7 +145,7 @@ fn answer(
             ),
         },
         granted: granted.clamp(0, i64::from(u32::MAX)) as u32,
-        server_time_us: now_us.max(0) as u64,
+        server_time: RedisMicros::new(now_us.max(0) as u64),
     }
 }
 

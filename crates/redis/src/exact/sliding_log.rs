@@ -4,8 +4,9 @@ use super::{parse, verdict, Answer, MAX_SPAN_US};
 use crate::client::Redis;
 use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
+use crate::time::RedisMicros;
 use crate::Error;
-use limitcore::Quota;
+use limitcore::{Decision, Quota};
 
 /// The exact sliding log on Redis: at most `count` permits in **any** window of `period`
 /// for each key, on a sorted set of admission times (µs), decided by one script call.
@@ -89,13 +90,13 @@ impl RedisSlidingLog {
         self.quota
     }
 
-    async fn call(&self, key: &str, n: u32, now: Option<u64>) -> Result<Answer, Error> {
+    async fn call(&self, key: &str, n: u32, now: Option<RedisMicros>) -> Result<Answer, Error> {
         let redis_key = format!("{}{key}", self.prefix);
         let args = [
             self.period_us.to_string(),
             self.quota.count().to_string(),
             n.to_string(),
-            now.map(|t| t.to_string()).unwrap_or_default(),
+            now.map(|t| t.as_micros().to_string()).unwrap_or_default(),
         ];
         let reply = self
             .redis
@@ -111,6 +112,15 @@ impl RedisSlidingLog {
         verdict(answer, || self.fallback.decide(key, n, self.redis.nodes()))
     }
 
+    /// The asynchronous seam's decision (see [`Policy`], "The asynchronous seam"): Redis's,
+    /// the outage policy's, or under [`Policy::Propagate`] the error.
+    pub(super) async fn decide_or_error(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let answer = self.call(key, n, None).await;
+        super::settle(answer, self.fallback.policy(), || {
+            self.fallback.decide(key, n, self.redis.nodes())
+        })
+    }
+
     /// Decide on Redis at Redis's `TIME`, with no fallback.
     ///
     /// # Errors
@@ -120,12 +130,32 @@ impl RedisSlidingLog {
         self.call(key, n, None).await
     }
 
-    /// Decide at the explicit time `now_us` (tests, replays; no expiry is set).
+    /// Decide at the explicit time `now` on Redis's clock (tests, replays; no expiry is
+    /// set).
     ///
     /// # Errors
     ///
     /// As [`RedisGcra::try_decide_at`](crate::RedisGcra::try_decide_at).
-    pub async fn try_decide_at(&self, key: &str, n: u32, now_us: u64) -> Result<Answer, Error> {
-        self.call(key, n, Some(now_us)).await
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisMicros, RedisSlidingLog};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let log = RedisSlidingLog::new(redis, "2/s".parse()?, Policy::FailClosed)?;
+    /// let t = RedisMicros::new(1_750_000_000_000_000);
+    /// assert!(log.try_decide_at("replay", 2, t).await?.decision.is_admitted());
+    /// assert!(!log.try_decide_at("replay", 1, t).await?.decision.is_admitted());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_decide_at(
+        &self,
+        key: &str,
+        n: u32,
+        now: RedisMicros,
+    ) -> Result<Answer, Error> {
+        self.call(key, n, Some(now)).await
     }
 }

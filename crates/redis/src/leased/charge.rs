@@ -5,7 +5,6 @@ use super::{Entry, LeasedKey, LeasedLimiter};
 use crate::policy::{ChargeVerdict, Source, Verdict};
 use limitcore::clock::{Clock, Nanos};
 use limitcore::{Charged, Decision, Denied, KeyedRateLimiter};
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,16 +100,13 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                     // add to its backlog): block the key locally until then, counted from
                     // the reply's arrival, as after a refused lease.
                     let until = arrived.saturating_add(super::nanos(wait));
-                    let Ok(()) = entry.word.update(|w| {
-                        rule.block(w, arrived, until);
-                        Ok::<_, Infallible>(())
-                    });
+                    entry.block(&rule, arrived, until);
                 }
                 ChargeVerdict {
                     charged: answer.charged,
                     from_lease: 0,
                     source: Source::Redis {
-                        server_time_us: answer.server_time_us,
+                        server_time: answer.server_time,
                     },
                 }
             }

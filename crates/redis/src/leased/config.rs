@@ -20,12 +20,13 @@ pub struct LeaseConfig {
     pub(super) target: Duration,
     pub(super) ttl: Duration,
     pub(super) prefix: String,
+    pub(super) fair: bool,
 }
 
 impl LeaseConfig {
     /// Leases of at most `max_lease` cells (`L` of the bound; clamped to the burst and
     /// [`MAX_CELLS`](super::MAX_CELLS), at least 1), lasting about 50 ms each, expiring 1 s
-    /// after they arrive; no debt.
+    /// after they arrive, granted by fair shares ([`LeaseConfig::fair`]); no debt.
     pub fn new(max_lease: u32) -> Self {
         LeaseConfig {
             max_lease: max_lease.max(1),
@@ -33,6 +34,7 @@ impl LeaseConfig {
             target: Duration::from_millis(50),
             ttl: Duration::from_secs(1),
             prefix: "lc:gcra:".to_owned(),
+            fair: true,
         }
     }
 
@@ -83,7 +85,8 @@ impl LeaseConfig {
         self
     }
 
-    /// How long a lease's cells stay valid after it arrives.
+    /// How long a lease's cells stay valid after it arrives; also how long a node's demand
+    /// report counts it as live on the key for the fair shares ([`LeaseConfig::fair`]).
     ///
     /// # Panics
     ///
@@ -96,6 +99,34 @@ impl LeaseConfig {
         );
         self.ttl = ttl;
         self
+    }
+
+    /// Whether leases are granted by max-min fair shares of the key's rate between the
+    /// nodes that ask for it ([`fair`](crate::fair): each node reports its offered load
+    /// with its requests, and gets no more than its share, lent what others leave), or
+    /// first come, first served (`false`: a lease takes whatever conforms when it
+    /// arrives, which under saturation starves some nodes). Either way every grant is
+    /// charged to the key's GCRA and the fleet's bound `B + ⌈(Δ + D)/T⌉ − 1 + N·L` holds.
+    /// Default: fair. Every node on a key should use the same setting: a node that asks
+    /// first come, first served takes cells outside the shares.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_redis::LeaseConfig;
+    ///
+    /// assert!(LeaseConfig::new(16).get_fair());
+    /// assert!(!LeaseConfig::new(16).fair(false).get_fair());
+    /// ```
+    #[must_use]
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// Whether leases are granted by fair shares ([`LeaseConfig::fair`]).
+    pub fn get_fair(&self) -> bool {
+        self.fair
     }
 
     /// `L`, the largest lease, in cells (permits).

@@ -1,67 +1,47 @@
-//! Lease fetches (the refill that starts one, the task that installs its answer) and the
-//! idle-key sweep.
+//! Lease fetches (the refill that starts one, with the measurements it reports; the task
+//! that installs its answer) and the idle-key sweep.
 
-use super::{nanos, Entry, Inner, LeasedLimiter};
+use super::{demand, nanos, Entry, Inner, LeasedLimiter};
+use crate::fair::Demand;
+use crate::sync::Ordering;
 use limitcore::clock::{Clock, Nanos};
-use std::convert::Infallible;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::Ordering as StdOrdering;
 use std::sync::{Arc, Weak};
 
 impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// Fetch the next lease for `key` in the background unless one is in flight.
     #[inline]
     pub(super) fn refill(&self, entry: &Arc<Entry>, key: &str, now: Nanos, dry: bool) {
-        // Relaxed: a look before the swap, so that the decisions made while a fetch is in
-        // flight (every admission below half the lease size) read the slot instead of
-        // writing it; the swap below is what takes the slot (its Acquire pairs with the
-        // Release that ends a fetch). A stale `true` skips one attempt, which the next
-        // admission (or the refusal of a dry word) makes again.
-        if entry.fetching.load(Ordering::Relaxed) {
+        // A look before the swap (`Entry::fetch_in_flight`): the decisions made while a
+        // fetch is in flight read the slot instead of writing it.
+        if entry.fetch_in_flight() {
             return;
         }
         self.start_fetch(entry, key, now, dry);
     }
 
-    /// [`LeasedLimiter::refill`]'s slow part: take the fetch slot, size the lease and spawn
-    /// its fetch.
+    /// [`LeasedLimiter::refill`]'s slow part: take the fetch slot, read what the node
+    /// measured on the key since its previous request (the lease size and the demand it
+    /// reports follow from it, [`demand`]) and spawn the fetch.
     #[cold]
     #[inline(never)]
     fn start_fetch(&self, entry: &Arc<Entry>, key: &str, now: Nanos, dry: bool) {
-        // Acquire: pairs with the Release that ends the previous fetch (in `fetch`), so the
-        // lease statistics it wrote are seen below.
-        if entry.fetching.swap(true, Ordering::Acquire) {
+        if !entry.take_fetch_slot() {
             return;
         }
         let inner = &self.inner;
+        let config = &inner.config;
         let held = inner.rule.cells(&entry.word.load(), now);
-        // Relaxed (these three): statistics of the key's last lease for the size estimate,
-        // written by the fetch task before its Release of `fetching`, which the Acquire swap
-        // above pairs with; a value from an older lease only skews the estimate.
-        let installed_at = entry.installed_at.load(Ordering::Relaxed);
-        let used = u64::from(
-            entry
-                .installed_cells
-                .load(Ordering::Relaxed)
-                .saturating_sub(held),
-        );
-        let elapsed = now.saturating_sub(installed_at);
-        // Relaxed: a tuning hint (see above).
-        let size = u64::from(entry.size.load(Ordering::Relaxed));
-        let mut next = if installed_at != 0 && elapsed > 0 {
-            (u128::from(used) * inner.config.target.as_nanos()).div_ceil(u128::from(elapsed)) as u64
-        } else {
-            size
-        };
-        if dry {
-            next = next.max(size * 2);
-        }
-        let next = next.clamp(1, u64::from(inner.config.max_lease)) as u32;
-        // Relaxed: a tuning hint (see above).
+        let measured = entry.report(now, held);
+        // Relaxed (the size, both ways): a tuning hint; a stale one only moves the refill.
+        let size = entry.size.load(Ordering::Relaxed);
+        let next = demand::next_size(&measured, size, dry, config.target, config.max_lease);
         entry.size.store(next, Ordering::Relaxed);
+        let ppm = demand::demand_ppm(&measured, inner.interval_ns, config.target);
+        entry.set_demand(ppm);
         let want = next.saturating_sub(held);
         if want == 0 {
-            // Release: gives the fetch slot back; partner: the next refill's Acquire swap.
-            entry.fetching.store(false, Ordering::Release);
+            entry.end_fetch(0);
             return;
         }
         let task = fetch(
@@ -69,59 +49,62 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             Arc::clone(entry),
             key.to_owned(),
             want,
+            ppm,
         );
         inner.runtime.spawn(task);
     }
 }
 
-/// One lease fetch: ask Redis for `want` cells and install what it grants, or block the
-/// key until Redis's wait has passed (counted from the reply's arrival).
+/// One lease fetch: ask Redis for `want` cells (reporting the node's demand, `ppm`, when the
+/// leases are fair) and install what it grants, or block the key until Redis's wait has
+/// passed (counted from the reply's arrival).
 async fn fetch<C: Clock + Clone + 'static>(
     inner: Arc<Inner<C>>,
     entry: Arc<Entry>,
     key: String,
     want: u32,
+    ppm: u32,
 ) {
     let sent = inner.clock.now();
-    let answer = inner.gcra.try_take_up_to(&key, want).await;
+    let answer = if inner.config.fair {
+        let demand = Demand::new(&inner.node, ppm, inner.config.ttl);
+        inner
+            .gcra
+            .try_take_fair(&key, want, &demand)
+            .await
+            .map(|fair| fair.answer)
+    } else {
+        inner.gcra.try_take_up_to(&key, want).await
+    };
     let arrived = inner.clock.now();
     let rule = inner.rule;
+    let mut granted = 0;
     if let Ok(answer) = answer {
         let rtt = arrived.saturating_sub(sent);
         // Relaxed: a moving average for `retry_after` estimates; concurrent updates from two
         // keys' fetches may lose one sample, which only slows the average.
-        let old = inner.rtt.load(Ordering::Relaxed);
-        inner.rtt.store(old - old / 8 + rtt / 8, Ordering::Relaxed);
+        let old = inner.rtt.load(StdOrdering::Relaxed);
+        inner
+            .rtt
+            .store(old - old / 8 + rtt / 8, StdOrdering::Relaxed);
         if answer.granted > 0 {
-            let ttl = nanos(inner.config.ttl);
-            let expires = arrived.saturating_add(ttl);
-            let Ok(held) = entry.word.update(|w| {
-                rule.install(w, answer.granted, arrived, expires);
-                Ok::<_, Infallible>(rule.cells(w, arrived))
-            });
-            // Relaxed: published by the Release of `fetching` below (see `refill`).
-            entry.installed_at.store(arrived, Ordering::Relaxed);
-            entry.installed_cells.store(held, Ordering::Relaxed);
+            let expires = arrived.saturating_add(nanos(inner.config.ttl));
+            entry.install(&rule, answer.granted, arrived, expires);
+            granted = answer.granted;
             // Relaxed: statistics counters.
-            inner.leases.fetch_add(1, Ordering::Relaxed);
+            inner.leases.fetch_add(1, StdOrdering::Relaxed);
             inner
                 .granted
-                .fetch_add(u64::from(answer.granted), Ordering::Relaxed);
+                .fetch_add(u64::from(answer.granted), StdOrdering::Relaxed);
         } else if let Some(wait) = answer.decision.retry_after() {
-            let wait = nanos(wait);
-            let until = arrived.saturating_add(wait);
-            let Ok(()) = entry.word.update(|w| {
-                rule.block(w, arrived, until);
-                Ok::<_, Infallible>(())
-            });
+            entry.block(&rule, arrived, arrived.saturating_add(nanos(wait)));
             // Relaxed: a statistics counter.
-            inner.refusals.fetch_add(1, Ordering::Relaxed);
+            inner.refusals.fetch_add(1, StdOrdering::Relaxed);
         }
     }
-    // Release: the lease statistics above are visible to the next refill, whose Acquire swap
-    // takes the slot; the word itself went through the core's CAS loop.
-    entry.fetching.store(false, Ordering::Release);
-    entry.arrived.notify_waiters();
+    // Gives the slot back (publishing the word installed above and the cells granted, for
+    // the next request's measurement) and wakes the waiters.
+    entry.end_fetch(granted);
 }
 
 /// Drop the local state of keys whose lease or block ended more than a lease TTL ago and

@@ -9,8 +9,10 @@
 //! (the core's one compare-and-swap loop, on a word of this crate's own protocol):
 //!
 //! 1. **Lease.** One script call takes up to `g` cells from the key's GCRA on Redis, as many
-//!    as conform now ([`RedisGcra::try_take_up_to`]): they are charged there first, exactly
-//!    as `g` admissions of the exact mode would be.
+//!    as conform now and the node's fair share allows ([`RedisGcra::try_take_fair`], the
+//!    design in [`fair`](crate::fair); first come, first served with
+//!    [`LeaseConfig::fair`]`(false)`: [`RedisGcra::try_take_up_to`]): they are charged there
+//!    first, exactly as `g` admissions of the exact mode would be.
 //! 2. **Spend.** Requests take cells from the local word ([`LeaseRule::spend`], through
 //!    [`WordCell::update`](limitcore::cell::WordCell::update)); nothing else is on the
 //!    request path. A word with too few cells either is blocked (step 5) or needs a lease
@@ -29,8 +31,10 @@
 //!    whatever the round trip). Until then every decision is refused locally with that
 //!    exact remaining wait (rounded up to the ms), and Redis is not asked.
 //! 6. **Adapt.** The lease size follows the node's own rate on the key: `size ≈ rate ×
-//!    target` (the cells spent since the last lease over the time it took, times the
-//!    target lease duration), doubled when the node ran dry, within `1 ..= L`.
+//!    target` (the cells spent since the previous request over the time since, times the
+//!    target lease duration), doubled when the node ran dry, within `1 ..= L`. The request
+//!    also reports the node's demand on the key for the fair shares: its offered load
+//!    (admitted plus refused) as a share of the key's rate, averaged over about the target.
 //!
 //! # Debt, oversized requests and forced charges
 //!
@@ -73,7 +77,9 @@
 //! a window and of the long run, whether requests or charges run the key into it.
 //!
 //! *Proof.* (i) **Redis.** Every script call on the key that changes it consumes `m ≥ 1`
-//! permits: a lease of `m` cells, an admission of `m` permits (at most the burst, or
+//! permits: a lease of `m` cells (plain or fair: a fair lease takes at most what the plain
+//! one would, and moves the TAT exactly as it does, [`fair`](crate::fair)), an admission of
+//! `m` permits (at most the burst, or
 //! under debt above it from a full key), a charge of `m` permits; every call runs on one
 //! state, atomically, whichever node sent it. Such a call at Redis's time `t` moves the
 //! TAT to `max(TAT, t) + m·T` and leaves `TAT − t ≤ B·T + D`: a lease or an admission of
@@ -101,8 +107,8 @@
 //! Redis call, so the fleet never consumes more than Redis did, which (i) bounds with
 //! `a = 0`, `Δ = t`: no `N·L` term, and the cells that expire unspent only lower it. ∎
 //!
-//! A refusal from Redis only blocks locally, and expiry only removes cells: neither can
-//! break the bound. Every limiter on the key (leased or exact, on every node) must share
+//! A refusal from Redis only blocks locally, expiry only removes cells, and the fair shares
+//! only lower what a lease takes: none can break the bound. Every limiter on the key (leased or exact, on every node) must share
 //! the quota and the debt: the bound is that configuration's. The outage policies
 //! ([`Policy`]) state their own, charges included; a charge whose call timed out may have
 //! been recorded on Redis as well as by the policy (stricter, never looser).
@@ -111,10 +117,20 @@
 //!
 //! A decision is a map lookup and a compare-and-swap on the key's word (on a [`LeasedKey`],
 //! resolved once, the compare-and-swap alone): debt and charges add nothing to it (no
-//! field, no atomic operation; the limit's debt lives in the Redis script's arguments).
+//! field, no atomic operation; the limit's debt lives in the Redis script's arguments), and
+//! neither do the fair shares to an admission (the node's admitted count is derived from
+//! the cells it spent). A refusal for want of cells also counts itself towards the node's
+//! demand: two loads on the word's cache line, and a plain store only until the sample
+//! reaches the key's whole rate (then a saturated key's refusals write nothing).
 //! Redis sees about one command per lease (`rate × target` decisions), plus heartbeats,
 //! plus one per request above `L` and one per charge that the held cells do not cover; a
 //! node that is refused by Redis sends no lease request until Redis's wait has passed.
+//! Under saturation a node asks about as often as its share yields cells, in small leases
+//! (the `fleet` example, 4 nodes at `1000/s burst 50` for 5 s: 16,000 to 19,000 commands
+//! for the fleet's 5,000 cells, heartbeats included; first come, first served: 16,000 to
+//! 25,000), and a fair lease call reads the key's fair-share hash, one field per live node
+//! ([`fair`](crate::fair), "Cost"). Per decision that is well under a command per 10,000
+//! (a saturated node refuses locally millions of times a second).
 //!
 //! # First requests
 //!
@@ -135,10 +151,9 @@
 
 use crate::client::Redis;
 use crate::exact::RedisGcra;
-use crate::policy::{Policy, Source, Verdict};
+use crate::policy::Policy;
 use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
-use limitcore::rules::precheck;
 use limitcore::{Decision, Denied, KeyHasher, KeyedRateLimiter, Quota, Snapshot};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -146,9 +161,13 @@ use std::time::Duration;
 
 mod charge;
 mod config;
+mod decide;
+mod demand;
 mod entry;
 mod fetch;
 mod key;
+#[cfg(all(test, limitcore_loom))]
+mod loom;
 mod rule;
 
 pub use config::LeaseConfig;
@@ -171,6 +190,10 @@ struct Inner<C: Clock> {
     /// BENCHMARKS.md, "limitcore-redis", for the lookup's cost against SipHash and dashmap).
     keys: Keys,
     runtime: tokio::runtime::Handle,
+    /// The key's emission interval on Redis, ns (`T`: the unit of the demand reports).
+    interval_ns: u64,
+    /// This node's id in the fair-share reports (the heartbeat's).
+    node: String,
     /// Round-trip estimate of lease fetches, ns (EWMA, 1/8).
     rtt: AtomicU64,
     leases: AtomicU64,
@@ -212,7 +235,7 @@ struct Inner<C: Clock> {
 ///
 /// While the circuit breaker is open, cells already held are spent first (they were
 /// charged), by decisions and by charges alike; then the [`Policy`] decides, or records a
-/// charge as it says ([`Source::Fallback`]; [`Policy`], "Charges").
+/// charge as it says ([`Source::Fallback`](crate::Source::Fallback); [`Policy`], "Charges").
 ///
 /// # Examples
 ///
@@ -291,11 +314,13 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         clock: C,
     ) -> Result<Self, Error> {
         let deadline = redis.config().get_deadline();
+        let node = redis.config().get_node_id().to_owned();
         // Checks the quota (the same `Error::Quota` as `gcra_micros`) before anything else;
         // its outage policy is the leased path's too.
         let gcra = RedisGcra::new(redis, quota, policy)?
             .with_max_debt(config.max_debt)?
             .with_prefix(config.prefix.clone());
+        let interval_ns = gcra.interval_us().saturating_mul(1_000);
         let rule = LeaseRule::with_epoch(quota, clock.now(), config.max_lease);
         let config = LeaseConfig {
             max_lease: rule.capacity(),
@@ -313,6 +338,8 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build(),
             runtime: tokio::runtime::Handle::current(),
+            interval_ns,
+            node,
             // A first guess until a fetch is measured: a loopback round trip, at most.
             rtt: AtomicU64::new((deadline.as_nanos() / 4).min(1_000_000) as u64),
             leases: AtomicU64::new(0),
@@ -374,200 +401,6 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         // Relaxed: an estimate on its own (partner: the store in `fetch`).
         Duration::from_nanos(self.inner.rtt.load(Ordering::Relaxed))
     }
-
-    /// Decide `n` permits for `key` at `now` (ns of this limiter's clock), with where the
-    /// decision came from: [`Source::Lease`] (held cells or a local block) or
-    /// [`Source::Fallback`] (Redis unreachable and no cells held). A key with no valid
-    /// cells is refused with the round-trip estimate as its wait, and its lease is fetched
-    /// (see the type's "Refusals").
-    pub fn decide_verdict_at(&self, key: &str, n: u32, now: Nanos) -> Verdict {
-        let guard = self.inner.keys.pin();
-        self.decide_entry(self.entry(&guard, key), key, n, now)
-    }
-
-    /// [`LeasedLimiter::decide_verdict_at`]'s result alone: the same decision, with no
-    /// snapshot of the key's state computed (what [`KeyedRateLimiter::try_acquire_n_at`]
-    /// returns).
-    #[inline]
-    fn try_decide_at(&self, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
-        let guard = self.inner.keys.pin();
-        self.try_entry(self.entry(&guard, key), key, n, now)
-    }
-
-    /// The decision on `key`'s `entry` (looked up or pinned by a [`LeasedKey`]), with its
-    /// state and source.
-    fn decide_entry(&self, entry: &Arc<Entry>, key: &str, n: u32, now: Nanos) -> Verdict {
-        let rule = &self.inner.rule;
-        let lease = |result, state| Verdict {
-            decision: Decision { result, state },
-            source: Source::Lease,
-        };
-        match self.spend(entry, n, now) {
-            Ok(word) => {
-                self.after_admission(entry, key, n, &word, now);
-                lease(Ok(()), rule.snapshot(&word, now))
-            }
-            Err((Refusal::Stands(denied), word)) => lease(Err(denied), rule.snapshot(&word, now)),
-            Err((Refusal::NeedsLease, word)) => match self.lease_needed(entry, key, n, now) {
-                Ok(retry_after) => lease(
-                    Err(Denied::RateLimited { retry_after }),
-                    rule.snapshot(&word, now),
-                ),
-                Err(fallback) => fallback,
-            },
-        }
-    }
-
-    /// [`LeasedLimiter::decide_entry`]'s result alone, with no snapshot computed.
-    #[inline]
-    fn try_entry(&self, entry: &Arc<Entry>, key: &str, n: u32, now: Nanos) -> Result<(), Denied> {
-        match self.spend(entry, n, now) {
-            Ok(word) => {
-                self.after_admission(entry, key, n, &word, now);
-                Ok(())
-            }
-            Err((Refusal::Stands(denied), _)) => Err(denied),
-            Err((Refusal::NeedsLease, _)) => match self.lease_needed(entry, key, n, now) {
-                Ok(retry_after) => Err(Denied::RateLimited { retry_after }),
-                Err(fallback) => fallback.decision.result,
-            },
-        }
-    }
-
-    /// `key`'s live entry (see [`live_entry`]): created with no cells on its first
-    /// request, and in place of an entry the sweep retired.
-    #[inline]
-    fn entry<'g>(&self, guard: &'g KeysRef<'_>, key: &str) -> &'g Arc<Entry> {
-        live_entry(guard, key, || self.inner.entry())
-    }
-
-    /// Take `n` cells from `entry`'s word at `now` ([`LeaseRule::spend`] in the core's
-    /// compare-and-swap loop, [`WordCell::update`]), after the size checks of every core
-    /// shell ([`precheck`]: `n = 0` admits and writes nothing, `n` above the capacity is
-    /// [`Denied::ExceedsCapacity`]): the word it left on admission, or the refusal with the
-    /// word it saw.
-    #[inline]
-    fn spend(&self, entry: &Entry, n: u32, now: Nanos) -> Result<u64, (Refusal, u64)> {
-        let rule = &self.inner.rule;
-        match precheck(n, rule.capacity()) {
-            Ok(true) => {}
-            Ok(false) => return Ok(entry.word.load()),
-            Err(denied) => return Err((Refusal::Stands(denied), entry.word.load())),
-        }
-        entry.word.update(|word| {
-            let seen = *word;
-            match rule.spend(word, now, n) {
-                Ok(()) => Ok(*word),
-                Err(Spend::Blocked { retry_after }) => {
-                    Err((Refusal::Stands(Denied::RateLimited { retry_after }), seen))
-                }
-                Err(Spend::NeedsLease) => Err((Refusal::NeedsLease, seen)),
-            }
-        })
-    }
-
-    /// After an admission that left `word`: fetch the next lease in the background when at
-    /// most half the lease size is left.
-    #[inline]
-    fn after_admission(&self, entry: &Arc<Entry>, key: &str, n: u32, word: &u64, now: Nanos) {
-        // The cells left: the admission succeeded at `now`, so the word's cells are valid.
-        let (left, _, _) = LeaseRule::unpack(*word);
-        // Relaxed: the lease size is a tuning hint; a stale one only moves the refill.
-        if n > 0 && left <= entry.size.load(Ordering::Relaxed) / 2 {
-            self.refill(entry, key, now, false);
-        }
-    }
-
-    /// After [`Spend::NeedsLease`]: `Ok(retry_after)` once a lease is being fetched, the
-    /// node's round-trip estimate (at least 1 µs; an estimate, not an exact wait), or the
-    /// outage policy's verdict if the breaker is open.
-    #[inline]
-    fn lease_needed(
-        &self,
-        entry: &Arc<Entry>,
-        key: &str,
-        n: u32,
-        now: Nanos,
-    ) -> Result<Duration, Verdict> {
-        let gcra = &self.inner.gcra;
-        if gcra.redis().is_open() {
-            return Err(gcra.fall_back(key, n));
-        }
-        self.refill(entry, key, now, true);
-        Ok(self.rtt().max(Duration::from_micros(1)))
-    }
-
-    /// Decide `n` permits for `key` now, waiting (up to the Redis deadline) for a lease if
-    /// the node holds none for this key: the asynchronous entry point, which never refuses
-    /// a key's first request only because its lease has not arrived yet.
-    ///
-    /// A request above the largest lease `L` (which no lease can hold) is decided on Redis
-    /// by the exact script, one call, as [`RedisGcra::decide`] would (under a debt policy up
-    /// to [`LeasedLimiter::capacity`], admitted only from a full key); see the type's
-    /// "Capacity".
-    pub async fn acquire(&self, key: &str, n: u32) -> Verdict {
-        if n > self.max_lease() {
-            return self.oversized(key, n).await;
-        }
-        self.acquire_by(|| {
-            let guard = self.inner.keys.pin();
-            let entry = self.entry(&guard, key);
-            let now = self.inner.clock.now();
-            (self.decide_entry(entry, key, n, now), Arc::clone(entry))
-        })
-        .await
-    }
-
-    /// Decide by `decide` (a decision and the entry it was made on) until it admits, or
-    /// refuses for any reason but a lease not yet arrived (a Redis refusal's local block,
-    /// `n` above the capacity, the outage policy), or the Redis deadline has passed; between
-    /// decisions, wait for the entry's lease fetch.
-    async fn acquire_by(&self, mut decide: impl FnMut() -> (Verdict, Arc<Entry>)) -> Verdict {
-        let deadline = tokio::time::Instant::now() + self.redis().config().get_deadline();
-        loop {
-            let (verdict, entry) = decide();
-            let waits = verdict.source == Source::Lease
-                && matches!(verdict.decision.result, Err(Denied::RateLimited { .. }));
-            if !waits || !self.await_lease(&entry, deadline).await {
-                return verdict;
-            }
-        }
-    }
-
-    /// After a refusal of `entry`'s word: wait until its lease fetch in flight ends, if
-    /// one is (the sweep's brief hold of the fetch slot counts as one), or until the sweep
-    /// retires the entry; `true` to decide again at once (on a retired entry the caller's
-    /// lookup then finds a new one). `false` if the key is blocked by a Redis refusal
-    /// instead (the refusal, with its exact wait, is then the answer) or `deadline` has
-    /// passed.
-    async fn await_lease(&self, entry: &Entry, deadline: tokio::time::Instant) -> bool {
-        let now = self.inner.clock.now();
-        if self
-            .inner
-            .rule
-            .blocked_until(&entry.word.load(), now)
-            .is_some()
-        {
-            return false;
-        }
-        let arrived = entry.arrived.notified();
-        tokio::pin!(arrived);
-        arrived.as_mut().enable();
-        // The `Notified` exists before the two loads below, and both the end of a fetch and
-        // the sweep (`Entry::sweep_step`) call `notify_waiters` after their store to
-        // `fetching` or their retirement: a `notify_waiters` after the `Notified` was made
-        // wakes it; one before it happened-before it (the `Notify`'s own synchronisation),
-        // and then these loads see what preceded it.
-        //
-        // Acquire: pairs with the Release that ends `fetch` (or the sweep's hold): `false`
-        // here means a fetch's word is already installed. Relaxed in `is_retired`: ordered
-        // by the `Notify` as said; a retired entry keeps `fetching` for good, so only the
-        // retirement tells the waiter to look again.
-        if entry.fetching.load(Ordering::Acquire) && !entry.is_retired() {
-            return tokio::time::timeout_at(deadline, arrived).await.is_ok();
-        }
-        tokio::time::Instant::now() < deadline
-    }
 }
 
 impl<C: Clock> Inner<C> {
@@ -575,14 +408,6 @@ impl<C: Clock> Inner<C> {
     fn entry(&self) -> Entry {
         Entry::new(&self.rule, (self.config.max_lease / 4).max(1))
     }
-}
-
-/// Why [`LeasedLimiter::spend`] refused: a refusal that is the answer as it stands (the
-/// local block's exact wait, the capacity), or a word that needs a lease.
-#[derive(Debug, Clone, Copy)]
-enum Refusal {
-    Stands(Denied),
-    NeedsLease,
 }
 
 /// Keyed by any string form (`str`, `String`, `Arc<str>`, …), so that an HTTP layer whose

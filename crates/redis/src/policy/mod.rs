@@ -3,6 +3,7 @@
 
 mod local;
 
+use crate::time::RedisMicros;
 use limitcore::{BudgetConfig, Charged, Decision, Denied, Quota, Snapshot};
 use local::{Admitted, LocalBudgets};
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,7 @@ use std::time::Duration;
 /// | [`Policy::FailOpen`] | unbounded (every request) | nothing |
 /// | [`Policy::FailClosed`] | `N·L` (only cells already leased) | everything else |
 /// | [`Policy::FailLocal`] | `N·L + N·(b' + ⌈(Δ + D) / (N₀·T)⌉ − 1)`, `b' = max(1, ⌊B / N₀⌋)`: about `(N / N₀)·(B + (Δ + D)/T) + N·L`, the exact bound when no node joined | each node's local budget |
+/// | [`Policy::Propagate`] | as `FailClosed` | as `FailClosed`, except that the asynchronous seam returns the error instead |
 ///
 /// `FailLocal` gives each node a local budget (the core's [`Budget`](limitcore::Budget)
 /// rule) of the rate divided by the last known number of nodes (`count` per `N₀ ×
@@ -47,7 +49,25 @@ use std::time::Duration;
 ///
 /// A charge is never sent to Redis later: after the outage Redis's state is the one it
 /// kept. (A leased charge first spends the cells the node holds, which Redis had already
-/// charged, under every policy; only the rest meets the policy.)
+/// charged, under every policy; only the rest meets the policy.) [`Policy::Propagate`]
+/// charges as `FailClosed` does.
+///
+/// # The asynchronous seam
+///
+/// The exact limits implement the core's
+/// [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter), whose decision may fail
+/// with this crate's [`Error`](crate::Error). The policy is what relates the two:
+///
+/// - under `FailOpen`, `FailClosed` and `FailLocal` the limiter's own policy decides when
+///   Redis cannot, and the seam returns `Ok` with that decision: the caller (an HTTP layer)
+///   sees the same decisions as [`RedisGcra::decide`](crate::RedisGcra::decide). Its `Err`
+///   is then only a request no policy can decide ([`Error::Quota`](crate::Error::Quota): a
+///   [`RedisAll`](crate::RedisAll) tenant with a brace);
+/// - under [`Policy::Propagate`] the seam returns Redis's error itself (a timeout, an open
+///   breaker, a connection error, an unexpected reply), and the caller's own policy for
+///   errors decides. Every call that must return a decision without an error
+///   ([`RedisGcra::decide`](crate::RedisGcra::decide), the leased limiter's synchronous
+///   decisions, the forced charges) fails closed meanwhile.
 ///
 /// # Examples
 ///
@@ -66,17 +86,39 @@ pub enum Policy {
     /// the limit's debt), and record forced charges there.
     #[default]
     FailLocal,
+    /// Give the error to the caller where the API can return one (the core's
+    /// [`AsyncKeyedRateLimiter::decide_async`](limitcore::AsyncKeyedRateLimiter::decide_async),
+    /// and every `try_` method, whatever the policy), so that the caller's own policy
+    /// decides; fail closed (as [`Policy::FailClosed`]) in every call that must return a
+    /// decision.
+    Propagate,
+}
+
+impl Policy {
+    /// Whether the asynchronous seam returns Redis's errors ([`Policy::Propagate`]) instead
+    /// of the policy's decision.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_redis::Policy;
+    /// assert!(Policy::Propagate.propagates());
+    /// assert!(!Policy::FailLocal.propagates());
+    /// ```
+    pub fn propagates(self) -> bool {
+        self == Policy::Propagate
+    }
 }
 
 /// Where a decision came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Source {
-    /// Decided by Redis's script, at the server's time (µs since the Unix epoch, or the
-    /// explicit time given).
+    /// Decided by Redis's script, at the server's time (Redis's `TIME`, or the explicit time
+    /// given).
     Redis {
-        /// When the script decided, µs.
-        server_time_us: u64,
+        /// When the script decided, on Redis's clock.
+        server_time: RedisMicros,
     },
     /// Decided locally from a lease (cells already charged to Redis), or refused locally
     /// until the time Redis gave.
@@ -225,6 +267,11 @@ impl Fallback {
         Some(BudgetConfig::new(share).max_debt(self.max_debt))
     }
 
+    /// The policy.
+    pub(crate) fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// The policy's decision on `n` permits for `key`, with `nodes` the fleet's last known
     /// size.
     pub(crate) fn decide(&self, key: &str, n: u32, nodes: u32) -> Verdict {
@@ -257,7 +304,7 @@ impl Fallback {
                 },
                 None,
             ),
-            Policy::FailClosed => (self.closed(), None),
+            Policy::FailClosed | Policy::Propagate => (self.closed(), None),
             Policy::FailLocal => match self.local(nodes) {
                 None => (self.closed(), None),
                 Some(local) => {
@@ -286,7 +333,7 @@ impl Fallback {
                 shortfall: 0,
                 wait: Duration::ZERO,
             },
-            Policy::FailClosed => self.not_recorded(n),
+            Policy::FailClosed | Policy::Propagate => self.not_recorded(n),
             Policy::FailLocal => match self.local(nodes) {
                 None => self.not_recorded(n),
                 Some(local) => local.charge(key, n, local.now()),
