@@ -51,7 +51,11 @@
 //! request of `p` units *fits* at `t` iff `b(t) + p·τ ≤ B·τ`. The bounds below are for the
 //! schedule served at the exact times it asks for (as [`Ticket::poll_at`] at each
 //! [`Progress::Waiting`]'s `next`, and as the tests check); a real waiter adds its own
-//! wake-up latency (the OS timer's, the thread's scheduling).
+//! wake-up latency (the OS timer's, the thread's scheduling). Times are whole ns: a piece
+//! of the whole burst (`P = B`) fits only when the budget is full, and a full budget
+//! restarts from the reading rounded up to its unit, so each such piece may add up to 1 ns
+//! to the bounds below (pieces smaller than the burst, the default for bursts above 1,
+//! never find the budget full while anything waits).
 //!
 //! **(I) `b(t) ≤ B·τ` at every `t`**, between reconfigurations (a cut of the burst keeps the
 //! backlog): every grant, on the fast path or a piece, is made only when it fits, and there
@@ -70,7 +74,8 @@
 //! flag), no serve grants another lane a piece (the top lane is picked first), and later
 //! top-lane requests queue behind it. So the units granted in `(t₀, f]` are exactly the
 //! `Q + n` of the top lane ahead of and including it. While a piece waits it does not fit:
-//! `b > B·τ − p·τ ≥ 0`, so the budget never idles and its TAT grows by exactly the units
+//! `b > B·τ − p·τ ≥ 0`, so the budget never idles (but for `p = B`, above) and its TAT
+//! grows by exactly the units
 //! granted: `TAT(f⁻) = TAT(t₀) + (Q + n − p)·τ` before the last piece `p`, which is granted
 //! at the first `f` where it fits: `TAT(f⁻) − f + p·τ = B·τ`. So
 //! `f = t₀ + b(t₀) + (Q + n)·τ − B·τ` when that is after `t₀`, and everything is granted
