@@ -426,17 +426,23 @@ impl<C: Clock> Lanes<C> {
             return;
         };
         let waits = |k: usize| inner.schedule.entry(k).is_some_and(|e| !e.done);
-        if matches!(inner.timer, Some((k, t)) if t <= at && waits(k)) {
-            return;
+        let me = me.filter(|&k| waits(k));
+        match inner.timer {
+            // The caller is the timer: it sleeps until `at` now (not until a time it has
+            // already reached, which would have it look again at once, and again).
+            Some((k, _)) if Some(k) == me => {
+                inner.timer = Some((k, at));
+                return;
+            }
+            // Another waiter wakes by then on its own, and serves.
+            Some((k, t)) if t <= at && waits(k) => return,
+            _ => {}
         }
         // A new timer: the caller if it waits (it sleeps until `at` on its own), else the
         // head, woken to learn it.
-        let timer = match me {
-            Some(k) if waits(k) => k,
-            _ => match inner.schedule.head() {
-                Some(k) => k,
-                None => return,
-            },
+        let timer = match me.or_else(|| inner.schedule.head()) {
+            Some(k) => k,
+            None => return,
         };
         inner.timer = Some((timer, at));
         if Some(timer) != me {
