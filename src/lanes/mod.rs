@@ -134,8 +134,9 @@
 //! [`sleep_hint`](crate::clock::Clock::sleep_hint)), or another waiter, woken after the lock
 //! is released to learn it. A timer that is granted in full or gives up is replaced in the
 //! same critical section. A request granted in full is woken after the lock is released; a
-//! blocking waiter looks at its entry under the lock before it parks, and an unpark between
-//! the look and the park leaves the thread's token set; an async waiter's waker is replaced
+//! blocking waiter looks at its entry under the lock before it sleeps, and a wake-up between
+//! the look and the sleep leaves its token set (a flag behind a mutex with a condition
+//! variable, which loom models whole); an async waiter's waker is replaced
 //! under the lock at each poll. RocksDB's hang (#11742: a request that joined the queue
 //! while the only waiter sleeping on the refill was elsewhere in `TimedWait` never woke) has
 //! no counterpart: the serve that queues a request keeps a timer. The loom models in

@@ -12,7 +12,7 @@
 use super::config::{Lane, LaneError};
 use super::shared::Lanes;
 use crate::clock::{Clock, Nanos, SleepHint};
-use crate::sync::{current_thread, park, park_timeout, Thread};
+use crate::sync::{lock, Condvar, Mutex};
 use crate::DefaultClock;
 use alloc::sync::Arc;
 use core::fmt;
@@ -132,16 +132,42 @@ impl<C: Clock> Drop for Ticket<'_, C> {
     }
 }
 
-/// A waker that unparks a blocked thread.
-struct Unpark(Thread);
+/// How a blocked thread sleeps and is woken: a token behind a mutex and a condition
+/// variable (the semantics of a thread's park token, in primitives loom models whole: a
+/// wake-up that comes before the sleep leaves the token set, and the sleep returns at once).
+#[derive(Debug, Default)]
+struct Parker {
+    token: Mutex<bool>,
+    woken: Condvar,
+}
 
-impl alloc::task::Wake for Unpark {
+impl Parker {
+    /// Sleep until woken (or `timeout` passes), consuming the token.
+    fn park(&self, timeout: Option<Duration>) {
+        let mut token = lock(&self.token);
+        if !*token {
+            token = match timeout {
+                None => self.woken.wait(token).unwrap_or_else(|p| p.into_inner()),
+                Some(t) => {
+                    self.woken
+                        .wait_timeout(token, t)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+        *token = false;
+    }
+}
+
+impl alloc::task::Wake for Parker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        *lock(&self.token) = true;
+        self.woken.notify_one();
     }
 }
 
@@ -216,7 +242,8 @@ impl<C: Clock> Lanes<C> {
         deadline: Option<Instant>,
     ) -> Result<(), LaneError> {
         let l = self.index(lane)?;
-        let waker = Waker::from(Arc::new(Unpark(current_thread())));
+        let parker = Arc::new(Parker::default());
+        let waker = Waker::from(parker.clone());
         let Some(key) = self.submit_key(l, n, self.now(), Some(&waker)) else {
             return Ok(());
         };
@@ -239,13 +266,13 @@ impl<C: Clock> Lanes<C> {
                 },
                 None => None,
             };
-            // An unpark between the look above and the park leaves the thread's token set,
-            // so the park returns at once: no wake-up is lost.
-            match (nap, left) {
-                (Some(a), Some(b)) => park_timeout(a.min(b)),
-                (Some(d), None) | (None, Some(d)) => park_timeout(d),
-                (None, None) => park(),
-            }
+            // A wake-up between the look above and the sleep leaves the token set, so the
+            // sleep returns at once: no wake-up is lost.
+            parker.park(match (nap, left) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (Some(d), None) | (None, Some(d)) => Some(d),
+                (None, None) => None,
+            });
         }
     }
 }
