@@ -350,13 +350,14 @@ impl<C: Clock> Lanes<C> {
     }
 
     /// Submit `n` units for `lane` at `now`: what fits at once if nobody who goes first
-    /// waits, the rest queued. Returns the queue key, or `None` if granted in full.
+    /// waits, the rest queued with the waker `waker` makes (called only then). Returns the
+    /// queue key, or `None` if granted in full.
     pub(crate) fn submit_key(
         &self,
         l: usize,
         n: u32,
         now: Nanos,
-        waker: Option<&Waker>,
+        waker: impl FnOnce() -> Option<Waker>,
     ) -> Option<usize> {
         if n == 0 {
             return None;
@@ -372,7 +373,7 @@ impl<C: Clock> Lanes<C> {
         let key = {
             let mut inner = lock(&self.inner);
             let waiter = Waiter {
-                waker: waker.cloned(),
+                waker: waker(),
                 delayed: false,
             };
             let key = inner.schedule.push(l, n - taken, taken, now, waiter);

@@ -191,7 +191,7 @@ impl<C: Clock> Lanes<C> {
     /// [`LaneError::NoSuchLane`].
     pub fn submit_at(&self, lane: Lane, n: u32, now: Nanos) -> Result<Ticket<'_, C>, LaneError> {
         let l = self.index(lane)?;
-        let key = self.submit_key(l, n, now, None);
+        let key = self.submit_key(l, n, now, || None);
         Ok(Ticket {
             lanes: self,
             lane,
@@ -242,13 +242,24 @@ impl<C: Clock> Lanes<C> {
         deadline: Option<Instant>,
     ) -> Result<(), LaneError> {
         let l = self.index(lane)?;
-        let parker = Arc::new(Parker::default());
-        let waker = Waker::from(parker.clone());
-        let Some(key) = self.submit_key(l, n, self.now(), Some(&waker)) else {
+        // The parker is made only if the request waits (the fast path allocates nothing).
+        let mut made = None;
+        let Some(key) = self.submit_key(l, n, self.now(), || {
+            let parker = Arc::new(Parker::default());
+            let waker = Waker::from(parker.clone());
+            made = Some((parker, waker.clone()));
+            Some(waker)
+        }) else {
             return Ok(());
         };
+        // (Made whenever the request queued; a fresh one otherwise, registered below.)
+        let (parker, waker) = made.unwrap_or_else(|| {
+            let parker = Arc::new(Parker::default());
+            let waker = Waker::from(parker.clone());
+            (parker, waker)
+        });
         loop {
-            let polled = self.poll_key(key, self.now(), None);
+            let polled = self.poll_key(key, self.now(), Some(&waker));
             if polled.granted {
                 return Ok(());
             }
@@ -332,7 +343,7 @@ mod asynchronous {
             poll_fn(|cx| {
                 let ticket = match &mut ticket {
                     Some(ticket) => ticket,
-                    None => match self.submit_key(l, n, self.now(), Some(cx.waker())) {
+                    None => match self.submit_key(l, n, self.now(), || Some(cx.waker().clone())) {
                         None => return Poll::Ready(Ok(())),
                         key => ticket.insert(Ticket {
                             lanes: self,
