@@ -9,6 +9,7 @@
 //! - [`report`]: the replay's table, JSON and SVG plot.
 //! - [`pace`]: an open-loop load generator paced by limitcore's `LeakyBucket`, beside the
 //!   same run paced by governor's `until_ready`, and the figures of both.
+//! - [`lanes`]: priority lanes over one byte budget on real files (`limitcore lanes`).
 //!
 //! The command line (`src/main.rs`, binary `limitcore`) is a thin layer over these modules:
 //! `limitcore replay [LOG] [--quota 10/s] ...` and `limitcore pace [--rate R] ...`.
@@ -36,6 +37,7 @@
 //! ```
 
 pub mod engine;
+pub mod lanes;
 pub mod pace;
 pub mod report;
 pub mod trace;

@@ -6,6 +6,7 @@
 //!     [--threads N] [--top K] [--json] [--plot FILE.svg]
 //! limitcore pace [--rate R] [--workers W] [--seconds D] [--json] [--live] [--spin-us S]
 //!     [--work-ns N] [--governor-burst B]
+//! limitcore lanes [--rate 64MiB/s] [--burst 1MiB] [--seconds 10] [--json]
 //! ```
 //!
 //! From the repository: `cargo run --release -p limitcore-cli -- replay ...`; installed with
@@ -35,6 +36,7 @@ struct Cli {
 enum Command {
     Replay(ReplayArgs),
     Pace(PaceArgs),
+    Lanes(limitcore_cli::lanes::Args),
 }
 
 /// Replay an access log (or a synthetic trace) through limitcore's limiters.
@@ -142,6 +144,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Pace(args) => pace(args),
+        Command::Lanes(args) => limitcore_cli::lanes::main(args),
     }
 }
 
