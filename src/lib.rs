@@ -15,9 +15,9 @@
 //!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
-//! - [`Lanes`]: one byte budget shared by priority lanes (the top lane strictly first, the
-//!   others by weight, grants at exact GCRA times, lock-free when nobody waits): RocksDB's
-//!   and TiKV's I/O rate limiters without a refill quantum.
+//! - [`Lanes`] ([`lanes`]): one byte budget shared by priority lanes (the top lane strictly
+//!   first, the others by weight, grants at exact GCRA times, lock-free when nobody waits):
+//!   RocksDB's and TiKV's I/O rate limiters without a refill quantum, with their bounds.
 //! - [`Counted`]: any limiter's decisions counted (admitted, refused, delayed, permits, wait
 //!   granted, time exhausted) in per-CPU stripes, read as [`Counts`]; a limiter that is not
 //!   wrapped pays nothing.
@@ -156,6 +156,11 @@
     doc = "[`Lanes`]: https://docs.rs/limitcore/latest/limitcore/struct.Lanes.html"
 )]
 #![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`lanes`]: https://docs.rs/limitcore/latest/limitcore/lanes/index.html"
+)]
+#![cfg_attr(
     not(feature = "tokio"),
     doc = "",
     doc = "[`wait::Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
@@ -200,7 +205,8 @@ mod counters;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]
-mod lanes;
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod lanes;
 #[cfg(feature = "std")]
 mod throttler;
 

@@ -82,8 +82,9 @@ use crate::{DefaultClock, Quota, QuotaError};
 use core::time::Duration;
 
 /// A budget: GCRA on an exact unit clock with debt, forced charges, partial grants, live
-/// reconfiguration and ordered waits; [`BudgetRule`] in the [`Limiter`] shell. See the
-/// [module](self) for what each does and where it comes from.
+/// reconfiguration and ordered waits; [`BudgetRule`] in the [`Limiter`] shell. What each
+/// does and where it comes from is in the notes of the crate's `budget` module
+/// (`src/budget/mod.rs`).
 ///
 /// # Clock
 ///

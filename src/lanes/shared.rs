@@ -50,7 +50,7 @@ pub(crate) struct Inner {
 }
 
 /// A limiter of one budget shared by lanes of requests: the top lane strictly first, the
-/// others by weight, grants at exact GCRA times. See the [module](super) for the rules, the
+/// others by weight, grants at exact GCRA times. See the [module](crate::lanes) for the rules, the
 /// bounds and their proofs.
 ///
 /// # Examples

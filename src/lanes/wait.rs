@@ -229,7 +229,7 @@ impl<C: Clock> Lanes<C> {
     /// fits at once if nobody who goes first waits, the rest in pieces as they fit, in the
     /// lanes' order. Any `n` is granted in the end (in pieces of at most the burst), at the
     /// budget's rate. A top-lane request waits at most the bound of the
-    /// [module](super)'s "Top lane".
+    /// [module](crate::lanes)'s "Top lane".
     ///
     /// # Errors
     ///
