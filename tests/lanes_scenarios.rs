@@ -306,6 +306,35 @@ fn rocksdb_runtime_burst_change() {
     }
 }
 
+/// RocksDB `AutoTuneIncreaseWhenFull`: a limiter that is always drained for a tuning period
+/// raises its rate a step (×1.05), and one nobody waited on for a period drops to its floor
+/// (a twentieth of the maximum). Here at explicit times, with periods of 1 s: a request
+/// waits throughout the first period, then nothing waits.
+#[test]
+fn rocksdb_auto_tune_increase_when_full() {
+    let tune = limitcore::AutoTune {
+        period: Duration::from_secs(1),
+        ..limitcore::AutoTune::default()
+    };
+    let config = LanesConfig::new(q("1000000/s burst 1000")).auto_tune(tune);
+    let lanes = Lanes::with_clock(config, ManualClock::new()).unwrap();
+    // It starts at half the maximum.
+    assert_eq!(lanes.quota().count_as_written(), 500_000);
+    let mut busy = lanes.submit_at(Lane::HIGH, 2_000_000, 0).unwrap();
+    for t in 1..=10 {
+        assert!(matches!(
+            busy.poll_at(t * 100 * MS),
+            Progress::Waiting { .. }
+        ));
+    }
+    // At 1 s it had waited the whole period: a step up.
+    assert_eq!(lanes.quota().count_as_written(), 525_000);
+    busy.cancel_at(1_000 * MS).unwrap_err();
+    // Nobody waits from 1 s to 2 s: the next look at 2 s drops it to the floor.
+    lanes.try_acquire_at(Lane::USER, 1, 2_000 * MS).unwrap();
+    assert_eq!(lanes.quota().count_as_written(), 50_000);
+}
+
 /// A job in its own thread until `stop`: `n` units every `step`, on a schedule (a job that
 /// waited catches up, so its demand is `n` per `step`, as TiKV's jobs mean it).
 fn job(

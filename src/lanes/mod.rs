@@ -41,7 +41,8 @@
 //! 1. The rules, pure and testable at explicit times: the schedule (which waiting request
 //!    gets the next piece: `schedule.rs`) and the auto-tuning rule (`tune.rs`).
 //! 2. The shared state ([`Lanes`], `shared.rs`): the budget word, the lanes' waiting flags
-//!    (one `AtomicU64`), the schedule behind a mutex, the counters.
+//!    (one `AtomicU64`), the schedule behind a mutex, the counters; the lock-free fast path
+//!    there, the queue's steps under the lock in `queue.rs`.
 //! 3. The waits (`wait.rs`): [`Ticket`], blocking and async.
 //!
 //! # Notation
@@ -163,6 +164,7 @@
 
 mod config;
 mod counts;
+mod queue;
 mod schedule;
 mod shared;
 mod tune;
