@@ -14,8 +14,9 @@
 //!   `Budget::try_acquire_n(1)` at 10^9/s; `Budget` and `Lanes::try_acquire` (top lane and
 //!   lowest lane, nobody waiting) at 10^9/s and at 64 GiB/s with 64-byte requests.
 //! - `lanes/threads2`: 2 threads on one limiter, time per request per thread, never
-//!   waiting (1 KiB requests at 64 GiB/s): `Lanes::acquire_blocking` against the port's
-//!   `request`.
+//!   waiting (64-byte requests at 64 GiB/s, far below the rate): `Lanes::acquire_blocking` (one thread in the top
+//!   lane, one in the lowest) against the port's `request` (the same priorities), and
+//!   `Budget::try_acquire_n` for the budget word's own cost under contention.
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
@@ -223,20 +224,16 @@ fn threads2(c: &mut Criterion) {
     let lane = |t: usize| if t == 0 { Lane::USER } else { Lane::LOW };
     g.bench_function("lanes", |b| {
         b.iter_custom(|iters| {
-            run_threads(
-                &|t| lanes.acquire_blocking(lane(t), 1024).unwrap(),
-                2,
-                iters,
-            )
+            run_threads(&|t| lanes.acquire_blocking(lane(t), 64).unwrap(), 2, iters)
         })
+    });
+    let budget = Budget::new(bytes).unwrap();
+    g.bench_function("budget", |b| {
+        b.iter_custom(|iters| run_threads(&|_| drop(black_box(budget.try_acquire_n(64))), 2, iters))
     });
     g.bench_function("rocksdb-port", |b| {
         b.iter_custom(|iters| {
-            run_threads(
-                &|t| port.request(1024, if t == 0 { 3 } else { 0 }),
-                2,
-                iters,
-            )
+            run_threads(&|t| port.request(64, if t == 0 { 3 } else { 0 }), 2, iters)
         })
     });
     g.finish();
