@@ -14,9 +14,10 @@
 //!   `Budget::try_acquire_n(1)` at 10^9/s; `Budget` and `Lanes::try_acquire` (top lane and
 //!   lowest lane, nobody waiting) at 10^9/s and at 64 GiB/s with 64-byte requests.
 //! - `lanes/threads2`: 2 threads on one limiter, time per request per thread, never
-//!   waiting (64-byte requests at 64 GiB/s, far below the rate): `Lanes::acquire_blocking` (one thread in the top
-//!   lane, one in the lowest) against the port's `request` (the same priorities), and
-//!   `Budget::try_acquire_n` for the budget word's own cost under contention.
+//!   waiting (64-byte requests at 64 GiB/s, far below the rate): `Lanes::acquire_blocking`
+//!   (one thread in the top lane, one in the lowest) against the port's `request` (the same
+//!   priorities), and `Budget::try_acquire_n` for the budget word's own cost under
+//!   contention.
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]

@@ -15,6 +15,7 @@ use crate::{DefaultClock, Quota};
 use alloc::vec::Vec;
 use core::fmt;
 use core::task::Waker;
+use crossbeam_utils::CachePadded;
 
 /// A waiting request's data in the queue.
 #[derive(Debug, Default)]
@@ -57,24 +58,34 @@ pub(crate) struct Inner {
 ///
 /// ```
 /// use limitcore::{Lane, Lanes, LanesConfig};
-/// use std::time::Duration;
+/// use std::sync::Arc;
+/// use std::time::{Duration, Instant};
 ///
-/// let lanes = Lanes::new(LanesConfig::new("64MiB/s burst 1MiB".parse()?))?;
-/// lanes.acquire_blocking(Lane::LOW, 4 << 20)?;    // 4 MiB of compaction: 1 MiB now, 3 later
-/// let t0 = std::time::Instant::now();
-/// lanes.acquire_blocking(Lane::USER, 64 << 10)?;  // a user read goes first: ≤ 64 KiB at the rate
+/// let lanes = Arc::new(Lanes::new(LanesConfig::new("64MiB/s burst 1MiB".parse()?))?);
+/// // 8 MiB of compaction: 1 MiB at once, the rest in pieces over the next 109 ms.
+/// let compaction = {
+///     let lanes = lanes.clone();
+///     std::thread::spawn(move || lanes.acquire_blocking(Lane::LOW, 8 << 20))
+/// };
+/// std::thread::sleep(Duration::from_millis(10));
+/// // A user read goes before the compaction's waiting pieces: 64 KiB at the rate, ≤ 0.98 ms.
+/// let t0 = Instant::now();
+/// lanes.acquire_blocking(Lane::USER, 64 << 10)?;
 /// assert!(t0.elapsed() < Duration::from_millis(40));
+/// compaction.join().unwrap()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Lanes<C = DefaultClock> {
-    pub(crate) budget: Budget<C>,
+    /// Alone on its cache lines: its word is the one every grant writes, and nothing the
+    /// fast path only reads may share a line with it.
+    pub(crate) budget: CachePadded<Budget<C>>,
     /// Bit `l` set iff lane `l` has a waiting request, at every release of `inner`'s lock
-    /// (stored only with it held).
-    pub(super) waiting: AtomicU64,
+    /// (stored only with it held). Read by every fast-path decision, written rarely.
+    pub(super) waiting: CachePadded<AtomicU64>,
     pub(crate) inner: Mutex<Inner>,
     pub(crate) counters: Counters,
-    /// When auto-tuning is next due (`u64::MAX`: never).
-    tune_at: AtomicU64,
+    /// When auto-tuning is next due (`u64::MAX`: never). Read by every fast-path decision.
+    tune_at: CachePadded<AtomicU64>,
     pub(super) lanes: usize,
 }
 
@@ -149,8 +160,8 @@ impl<C: Clock> Lanes<C> {
         let lanes = config.lanes();
         let tune_at = tuner.map_or(u64::MAX, |t| t.due());
         Ok(Lanes {
-            budget,
-            waiting: AtomicU64::new(0),
+            budget: CachePadded::new(budget),
+            waiting: CachePadded::new(AtomicU64::new(0)),
             inner: Mutex::new(Inner {
                 schedule: Schedule::new(config.get_weights(), config.piece()),
                 timer: None,
@@ -159,7 +170,7 @@ impl<C: Clock> Lanes<C> {
                 tuner,
             }),
             counters: Counters::new(lanes),
-            tune_at: AtomicU64::new(tune_at),
+            tune_at: CachePadded::new(AtomicU64::new(tune_at)),
             lanes,
         })
     }
