@@ -422,11 +422,12 @@ fn tikv_hybrid_flow() {
         "total {total} in {secs} s"
     );
     // Each of the writer's requests waits about its own cost at the rate (50 B: 0.5 ms, the
-    // bound), not behind the other lanes.
+    // bound), not behind the other lanes (here with 10 ms for a loaded machine's wake-ups;
+    // behind the compaction's queue it would be seconds).
     let c = lanes.counts(Lane::USER).unwrap();
     let mean = c.wait.as_secs_f64() / c.delayed.max(1) as f64;
     assert!(
-        mean <= 0.0005 + 0.003,
+        mean <= 0.0005 + 0.010,
         "the writer waited {mean} s a request on average"
     );
 }
