@@ -2,7 +2,9 @@
 //! threads against a port of RocksDB's `GenericRateLimiter` (a mutex, a 100 ms refill, four
 //! priority queues; written here for the benchmark, in this file only), and, after the timed
 //! groups, two figures measured once on the real clock: the achieved rate over 2 s, and the
-//! top lane's wait under a saturating lowest lane at 64 MiB/s (beside the port's).
+//! top lane's wait under a saturating lowest lane at 64 MiB/s (beside the port's); and the
+//! fast path again, interleaved with `Budget` and `Gcra` so that a shared machine's load
+//! slows them alike (the ratio the issue bounds).
 //!
 //! ```text
 //! cargo bench --bench lanes                 # everything (about 2 minutes on 2 cores)
@@ -248,6 +250,56 @@ fn threads2(c: &mut Criterion) {
     g.finish();
 }
 
+/// The fast path interleaved: 31 rounds of 2·10^5 calls of each contender in turn (so that
+/// a machine shared with other work slows them alike), the median ns per call of each and
+/// Lanes' ratio to `Budget::try_acquire_n` (the issue's bound: 1.2×) and to
+/// `Gcra::try_acquire_n`.
+fn fast_ratio_figure() {
+    let giga = Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1_000_000)
+        .unwrap();
+    let bytes: Quota = "64GiB/s burst 1GiB".parse().unwrap();
+    let gcra = Gcra::new(giga).unwrap();
+    for (name, quota, n) in [("1e9/s, n = 1", giga, 1u32), ("64GiB/s, n = 64", bytes, 64)] {
+        let budget = Budget::new(quota).unwrap();
+        let lanes = Lanes::new(LanesConfig::new(quota)).unwrap();
+        let calls: [(&str, &dyn Fn() -> bool); 4] = [
+            ("gcra", &|| gcra.try_acquire_n(1).is_ok()),
+            ("budget", &|| budget.try_acquire_n(n).is_ok()),
+            ("lanes-top", &|| lanes.try_acquire(Lane::USER, n).is_ok()),
+            ("lanes-low", &|| lanes.try_acquire(Lane::LOW, n).is_ok()),
+        ];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); calls.len()];
+        for _ in 0..31 {
+            for (i, (_, call)) in calls.iter().enumerate() {
+                let t0 = Instant::now();
+                for _ in 0..200_000 {
+                    black_box(call());
+                }
+                times[i].push(t0.elapsed().as_nanos() as f64 / 200_000.0);
+            }
+        }
+        let median: Vec<f64> = times
+            .iter_mut()
+            .map(|t| {
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            })
+            .collect();
+        println!(
+            "lanes/fast-interleaved {name}: gcra {:.1} ns, budget {:.1} ns, lanes top {:.1} ns ({:.2}× budget, {:.2}× gcra), lanes low {:.1} ns ({:.2}× budget)",
+            median[0],
+            median[1],
+            median[2],
+            median[2] / median[1],
+            median[2] / median[0],
+            median[3],
+            median[3] / median[1],
+        );
+    }
+}
+
 /// Percentile `p` (nearest rank) of sorted `v`.
 fn pct(v: &[Duration], p: f64) -> Duration {
     v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
@@ -372,6 +424,7 @@ fn main() {
     Criterion::default().configure_from_args().final_summary();
     // The figures: once, after the timed groups (skipped by `cargo test --benches`).
     if !std::env::args().any(|a| a == "--test" || a == "--list") {
+        fast_ratio_figure();
         rate_figure();
         top_wait_figure();
     }

@@ -1,16 +1,27 @@
 //! Per-lane counters ([`LaneCounts`]): units granted, requests, pending, delayed, total wait,
-//! cancelled. The fast path's two counts (a request, its units) go to the current CPU's
-//! stripe, as [`Counted`](crate::Counted)'s do; the rest change only with the queue's lock
-//! held.
+//! cancelled. A grant's two counts (a request, its units) are one `fetch_add` on the current
+//! CPU's stripe (picked as [`Counted`](crate::Counted)'s are); the rest change only with
+//! the queue's lock held.
+//!
+//! # A stripe's word
+//!
+//! Requests in the top 16 bits, units in the low 48. The add that takes the requests to
+//! 2^15 *drains* the stripe: it swaps the word for 0 and adds both fields to the lane's wide
+//! totals. Exactly one add crosses 2^15 between two drains (the adds are totally ordered),
+//! and adds that land after the swap start again from 0. The units cannot overflow: at most
+//! 2^15 requests plus one per thread adding at that moment, of fewer than 2^32 units each,
+//! stay below 2^48 for fewer than 2^15 threads on one stripe.
 //!
 //! # Orderings
 //!
 //! Every counter is a tally or a gauge that no decision reads and that publishes no other
-//! memory, so every access is `Relaxed`: a `fetch_add` loses no increment whatever its
-//! ordering (read-modify-writes of one atomic are totally ordered), the gauges are stored
-//! only with the lock held (so their stores are ordered by it), and a reader's loads each
-//! return a value the counter had; once the threads that decided are joined (or
-//! synchronised with the reader otherwise), a read is exact.
+//! memory, so every access is `Relaxed`: a read-modify-write loses no increment whatever its
+//! ordering (those of one atomic are totally ordered), the gauges are stored only with the
+//! lock held (so their stores are ordered by it), and a reader sums loads of the totals and
+//! the stripes. A read while grants are made can miss a drain in flight (its swap done, its
+//! adds to the totals not yet: at most 2^15 requests of one stripe, for that instant); once
+//! the threads that decided are joined (or synchronised with the reader otherwise), a read
+//! is exact.
 
 use crate::sync::{self, AtomicU64, Ordering};
 use alloc::boxed::Box;
@@ -51,16 +62,25 @@ pub struct LaneCounts {
     pub wait: Duration,
 }
 
-/// The fast-path counts of one lane on one CPU.
+/// The counts of one lane on one CPU: requests (top 16 bits) and units (low 48 bits) in one
+/// word (the module's "A stripe's word").
 #[derive(Debug, Default)]
 struct Fast {
-    requests: AtomicU64,
-    granted: AtomicU64,
+    packed: AtomicU64,
 }
 
-/// The slow-path counts of one lane.
+/// The requests field's shift.
+const REQUESTS: u32 = 48;
+/// The units field.
+const UNITS: u64 = (1 << REQUESTS) - 1;
+/// The requests at which a stripe drains.
+const DRAIN: u64 = 1 << 15;
+
+/// The slow-path counts of one lane, and the totals its stripes drain into.
 #[derive(Debug, Default)]
 struct Slow {
+    requests: AtomicU64,
+    granted: AtomicU64,
     pending: AtomicU64,
     delayed: AtomicU64,
     cancelled: AtomicU64,
@@ -71,6 +91,8 @@ struct Slow {
 #[derive(Debug)]
 pub(crate) struct Counters {
     lanes: usize,
+    /// The number of stripes less one (a power of two less one).
+    mask: usize,
     /// `stripes × lanes`, stripe-major: the current CPU's stripe's lane `l` is at
     /// `stripe · lanes + l`.
     fast: Box<[CachePadded<Fast>]>,
@@ -88,6 +110,7 @@ impl Counters {
         let stripes = sync::cpus().max(1).next_power_of_two();
         Counters {
             lanes,
+            mask: stripes - 1,
             fast: (0..stripes * lanes)
                 .map(|_| CachePadded::new(Fast::default()))
                 .collect::<Vec<_>>()
@@ -98,31 +121,47 @@ impl Counters {
 
     #[inline(always)]
     fn fast(&self, lane: usize) -> &Fast {
-        let stripes = self.fast.len() / self.lanes;
-        let stripe = sync::shard_hint() & (stripes - 1);
+        let stripe = sync::shard_hint() & self.mask;
         &self.fast[stripe * self.lanes + lane]
+    }
+
+    /// Add `requests` (0 or 1) and `units` to `lane`'s stripe, draining it at 2^15 requests.
+    #[inline(always)]
+    fn add(&self, lane: usize, requests: u64, units: u32) {
+        let fast = self.fast(lane);
+        let add = requests << REQUESTS | u64::from(units);
+        // Relaxed: a tally (module note).
+        let before = fast.packed.fetch_add(add, Ordering::Relaxed);
+        if requests > 0 && before >> REQUESTS == DRAIN - 1 {
+            self.drain(lane, fast);
+        }
+    }
+
+    /// Move a stripe's counts into the lane's totals (see the module).
+    #[cold]
+    #[inline(never)]
+    fn drain(&self, lane: usize, fast: &Fast) {
+        // Relaxed: RMWs of tallies (module note); the swap takes every add before it.
+        let taken = fast.packed.swap(0, Ordering::Relaxed);
+        let slow = &self.slow[lane];
+        bump(&slow.requests, taken >> REQUESTS);
+        bump(&slow.granted, taken & UNITS);
     }
 
     /// A request of `lane` granted `units` at once (on the fast path).
     #[inline(always)]
     pub(crate) fn fast_grant(&self, lane: usize, units: u32) {
-        let fast = self.fast(lane);
-        bump(&fast.requests, 1);
-        bump(&fast.granted, u64::from(units));
+        self.add(lane, 1, units);
     }
 
     /// A request of `lane` made (it will wait, or was granted in part on the fast path).
     pub(crate) fn request(&self, lane: usize, units: u32) {
-        let fast = self.fast(lane);
-        bump(&fast.requests, 1);
-        if units > 0 {
-            bump(&fast.granted, u64::from(units));
-        }
+        self.add(lane, 1, units);
     }
 
     /// A piece of `units` granted to a waiting request of `lane`.
     pub(crate) fn piece(&self, lane: usize, units: u32) {
-        bump(&self.fast(lane).granted, u64::from(units));
+        self.add(lane, 0, units);
     }
 
     /// A request of `lane` started waiting.
@@ -152,12 +191,13 @@ impl Counters {
     pub(crate) fn counts(&self, lane: usize) -> LaneCounts {
         // Relaxed loads: partners of the relaxed tallies above (module note).
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (mut requests, mut granted) = (0u64, 0u64);
-        for fast in self.fast.iter().skip(lane).step_by(self.lanes) {
-            requests = requests.wrapping_add(load(&fast.requests));
-            granted = granted.wrapping_add(load(&fast.granted));
-        }
         let slow = &self.slow[lane];
+        let (mut requests, mut granted) = (load(&slow.requests), load(&slow.granted));
+        for fast in self.fast.iter().skip(lane).step_by(self.lanes) {
+            let packed = load(&fast.packed);
+            requests = requests.wrapping_add(packed >> REQUESTS);
+            granted = granted.wrapping_add(packed & UNITS);
+        }
         LaneCounts {
             granted,
             requests,
@@ -166,5 +206,27 @@ impl Counters {
             cancelled: load(&slow.cancelled),
             wait: Duration::from_nanos(load(&slow.wait_ns)),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stripe_drains_into_the_totals_and_loses_nothing() {
+        let c = Counters::new(2);
+        // Past several drains: 3 × 2^15 + 5 requests of u32::MAX units on one stripe.
+        let n = 3 * DRAIN + 5;
+        for _ in 0..n {
+            c.fast_grant(1, u32::MAX);
+        }
+        c.piece(1, 7);
+        let counts = c.counts(1);
+        assert_eq!(counts.requests, n);
+        assert_eq!(counts.granted, n * u64::from(u32::MAX) + 7);
+        // Drains happened (with 2 stripes, at least one held 2^15 requests at some point).
+        assert!(c.slow[1].requests.load(Ordering::Relaxed) >= DRAIN);
+        assert_eq!(c.counts(0), LaneCounts::default());
     }
 }
