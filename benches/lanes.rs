@@ -17,9 +17,11 @@
 //!   lowest lane, nobody waiting) at 10^9/s and at 64 GiB/s with 64-byte requests.
 //! - `lanes/threads2`: 2 threads on one limiter, time per request per thread, never
 //!   waiting (64-byte requests at 64 GiB/s, far below the rate): `Lanes::acquire_blocking`
-//!   (one thread in the top lane, one in the lowest) against the port's `request` (the same
-//!   priorities), and `Budget::try_acquire_n` for the budget word's own cost under
-//!   contention.
+//!   (`lanes`: one thread in the top lane, one in the lowest) against the port's `request`
+//!   (the same priorities), and `Lanes::try_acquire` (`lanes-try`) beside
+//!   `Budget::try_acquire_n` for the budget word's own cost under contention (a decision
+//!   whose clock reading went stale while its thread was descheduled may be refused there:
+//!   stricter, never more permissive).
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
@@ -225,6 +227,17 @@ fn threads2(c: &mut Criterion) {
     let lanes = Lanes::new(LanesConfig::new(bytes)).unwrap();
     let port = RocksDbPort::new(64 << 30, Duration::from_millis(100));
     let lane = |t: usize| if t == 0 { Lane::USER } else { Lane::LOW };
+    g.bench_function("lanes-try", |b| {
+        b.iter_custom(|iters| {
+            run_threads(
+                &|t| {
+                    black_box(lanes.try_acquire(lane(t), 64).is_ok());
+                },
+                2,
+                iters,
+            )
+        })
+    });
     g.bench_function("lanes", |b| {
         b.iter_custom(|iters| {
             run_threads(&|t| lanes.acquire_blocking(lane(t), 64).unwrap(), 2, iters)
