@@ -15,6 +15,9 @@
 //!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
+//! - [`Lanes`] ([`lanes`]): one byte budget shared by priority lanes (the top lane strictly
+//!   first, the others by weight, grants at exact GCRA times, lock-free when nobody waits):
+//!   RocksDB's and TiKV's I/O rate limiters without a refill quantum, with their bounds.
 //! - [`Counted`]: any limiter's decisions counted (admitted, refused, delayed, permits, wait
 //!   granted, time exhausted) in per-CPU stripes, read as [`Counts`]; a limiter that is not
 //!   wrapped pays nothing.
@@ -50,8 +53,9 @@
 //!    [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`] and [`SlidingLog`] are its
 //!    aliases. [`SlidingWindow`] spreads its counts over per-CPU shards.
 //! 3. **Composites**: [`Keyed`] (any rule per key), [`KeyedSketch`], [`Global`], [`All`]
-//!    (keyed and unkeyed limits, all or nothing), [`Throttler`], and [`Counted`] (any
-//!    limiter, keyed or not, with its decisions counted).
+//!    (keyed and unkeyed limits, all or nothing), [`Throttler`], [`Lanes`] (a budget
+//!    shared by priority lanes), and [`Counted`] (any limiter, keyed or not, with its
+//!    decisions counted).
 //!
 //! The concurrency limits ([`concurrency`]) are built the same way: a pure rule on one
 //! word, its shell, keyed and partitioned composites.
@@ -77,7 +81,7 @@
 //!
 //! Features are additive: turning one on only adds items.
 //!
-//! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`wait`],
+//! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`Lanes`], [`wait`],
 //!   [`concurrency`], and [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
 //!   takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own), and the
 //!   default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
@@ -150,6 +154,16 @@
     doc = "[`Throttler`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html"
 )]
 #![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`Lanes`]: https://docs.rs/limitcore/latest/limitcore/struct.Lanes.html"
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "",
+    doc = "[`lanes`]: https://docs.rs/limitcore/latest/limitcore/lanes/index.html"
+)]
+#![cfg_attr(
     not(feature = "tokio"),
     doc = "",
     doc = "[`wait::Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
@@ -204,6 +218,9 @@ mod counters;
 #[cfg(feature = "keyed")]
 mod keyed;
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod lanes;
+#[cfg(feature = "std")]
 mod throttler;
 
 mod algorithm;
@@ -225,6 +242,11 @@ pub use counters::{Counted, Counts};
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
 pub use keyed::{DashMapStore, Global, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store};
+#[cfg(feature = "std")]
+pub use lanes::{
+    AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesError, Progress, Ticket,
+    DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
+};
 pub use limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;

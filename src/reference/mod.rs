@@ -8,8 +8,12 @@
 //! their own integrations the same way.
 
 mod budget;
+#[cfg(feature = "std")]
+mod lanes;
 
 pub use budget::BudgetModel;
+#[cfg(feature = "std")]
+pub use lanes::LanesModel;
 
 use crate::clock::Nanos;
 use crate::{Algorithm, Denied, Quota, Snapshot};

@@ -11,10 +11,11 @@
 //!   same run paced by governor's `until_ready`, and the figures of both.
 //! - [`copy`]: a file copied through limitcore's paced writer on a `Budget`, with the rate it
 //!   achieved and the most bytes written in any 1 s window.
+//! - [`lanes`]: priority lanes over one byte budget on real files (`limitcore lanes`).
 //!
 //! The command line (`src/main.rs`, binary `limitcore`) is a thin layer over these modules:
-//! `limitcore replay [LOG] [--quota 10/s] ...`, `limitcore pace [--rate R] ...` and
-//! `limitcore copy SRC DST --rate 64MiB/s ...`.
+//! `limitcore replay [LOG] [--quota 10/s] ...`, `limitcore pace [--rate R] ...`,
+//! `limitcore copy SRC DST --rate 64MiB/s ...` and `limitcore lanes [--rate 64MiB/s] ...`.
 //!
 //! # Examples
 //!
@@ -40,6 +41,7 @@
 
 pub mod copy;
 pub mod engine;
+pub mod lanes;
 pub mod pace;
 pub mod report;
 pub mod trace;

@@ -7,6 +7,7 @@
 //! limitcore pace [--rate R] [--workers W] [--seconds D] [--json] [--live] [--spin-us S]
 //!     [--work-ns N] [--governor-burst B]
 //! limitcore copy SRC DST --rate 64MiB/s [--burst 1MiB] [--json]
+//! limitcore lanes [--rate 64MiB/s] [--burst 1MiB] [--seconds 10] [--json]
 //! ```
 //!
 //! From the repository: `cargo run --release -p limitcore-cli -- replay ...`; installed with
@@ -39,6 +40,7 @@ enum Command {
     Replay(ReplayArgs),
     Pace(PaceArgs),
     Copy(CopyArgs),
+    Lanes(limitcore_cli::lanes::Args),
 }
 
 /// Replay an access log (or a synthetic trace) through limitcore's limiters.
@@ -180,6 +182,7 @@ fn main() -> ExitCode {
         },
         Command::Pace(args) => pace(args),
         Command::Copy(args) => copy(args),
+        Command::Lanes(args) => limitcore_cli::lanes::main(args),
     }
 }
 
