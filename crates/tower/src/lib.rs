@@ -6,7 +6,10 @@
 //! - [`RateLimitLayer`] / [`RateLimit`]: decides each request against any
 //!   [`KeyedRateLimiter`](limitcore::KeyedRateLimiter) — `Keyed` (GCRA or any algorithm per
 //!   key), `KeyedSketch`, `Global`, `All` of per-client and global limits — **one state
-//!   shared by every clone and connection**; refusals are ordinary responses (429 by
+//!   shared by every clone and connection**; or, awaited ([`RateLimitLayer::remote`],
+//!   [`Remote`]), any [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter) (a limit
+//!   kept on a server: `limitcore-redis`'s exact modes), a failed decision answered by
+//!   [`OnLimiterError`]; refusals are ordinary responses (429 by
 //!   default) with `Retry-After` (seconds, rounded up) and the IETF `RateLimit-Policy` /
 //!   `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers); modes reject, delay and
 //!   dry run, as nginx's `limit_req` ([`LimitReq`] for its `burst`, `delay=`, `nodelay`);
@@ -79,6 +82,7 @@ mod limit_req;
 mod outcome;
 mod pace;
 mod policy;
+mod remote;
 mod service;
 
 pub use body::RefusalBody;
@@ -94,4 +98,5 @@ pub use layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
 pub use limit_req::LimitReq;
 pub use outcome::Outcome;
 pub use pace::{Pace, PaceFuture, PaceLayer};
+pub use remote::{Local, OnLimiterError, Remote, RemoteFuture};
 pub use service::RateLimit;
