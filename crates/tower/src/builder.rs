@@ -5,6 +5,7 @@ use crate::key::{KeyExtractor, MissingKey, RequestHead};
 use crate::layer::RateLimitLayer;
 use crate::policy::{CostFn, DelayMode, Shared, reserve};
 use crate::remote::{Local, OnLimiterError, Remote};
+use crate::telemetry::{Naming, RateMetrics};
 use http::StatusCode;
 use limitcore::KeyedReserve;
 use std::fmt;
@@ -49,6 +50,7 @@ pub struct Builder<X: KeyExtractor, L, M = Local> {
     pub(crate) policy: String,
     pub(crate) outcome: bool,
     pub(crate) on_error: OnLimiterError,
+    pub(crate) naming: Naming,
     pub(crate) mode: PhantomData<fn() -> M>,
 }
 
@@ -66,6 +68,7 @@ impl<X: KeyExtractor, L, M> fmt::Debug for Builder<X, L, M> {
             .field("policy", &self.policy)
             .field("outcome", &self.outcome)
             .field("on_error", &self.on_error)
+            .field("metrics", &self.naming)
             .finish_non_exhaustive()
     }
 }
@@ -360,7 +363,66 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
         self
     }
 
-    /// The layer.
+    /// The `limit` label of the layer's metrics (feature `metrics`; default: the policy
+    /// name, [`Builder::policy_name`](crate::Builder::policy_name)). Any string: it is a label
+    /// value, written as the recorder escapes it. Give each layer of a process its own name,
+    /// or its series add up with another's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::RateLimitLayer;
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let recorder = PrometheusBuilder::new().build_recorder();
+    /// let handle = recorder.handle();
+    /// // The handles are registered at `build`, with the recorder in force then.
+    /// let builder = RateLimitLayer::global("1/min".parse()?)?
+    ///     .metrics_name("search")
+    ///     .metrics_label("route", "/search/{index}");
+    /// let layer = metrics::with_local_recorder(&recorder, || builder.build())?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// svc.clone().oneshot(Request::new(())).await?;
+    /// svc.oneshot(Request::new(())).await?;
+    /// let page = handle.render();
+    /// assert!(page.contains(r#"limitcore_requests_total{limit="search",route="/search/{index}",outcome="admitted"} 1"#));
+    /// assert!(page.contains(r#"limitcore_requests_total{limit="search",route="/search/{index}",outcome="limited"} 1"#));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_name(mut self, name: impl Into<String>) -> Self {
+        self.naming.set_name(name.into());
+        self
+    }
+
+    /// One more label, `key="value"`, on every series of the layer (feature `metrics`): a
+    /// route template, a tenant tier — a value **you** give, fixed for the layer. (A label
+    /// per client would be one series per client: the layer never writes one.)
+    ///
+    /// # Panics
+    ///
+    /// If `key` is `limit` or `outcome` (the layer writes those) or was given before.
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder::metrics_name`](crate::Builder::metrics_name).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.naming.add_label(key.into(), value.into());
+        self
+    }
+
+    /// The layer. With the feature `metrics`, its metrics' handles are registered now, with
+    /// the recorder in force (install yours first; see the crate docs, "Metrics").
     ///
     /// # Errors
     ///
@@ -396,6 +458,7 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
                 state_on_refusal,
                 outcome: self.outcome,
                 on_error: self.on_error,
+                metrics: RateMetrics::register(&self.naming, &self.policy),
             }),
             mode: PhantomData,
         })

@@ -7,6 +7,7 @@ use crate::key::{KeyExtractor, PeerIp};
 use crate::policy::Shared;
 use crate::remote::{Local, OnLimiterError, Remote};
 use crate::service::RateLimit;
+use crate::telemetry::Naming;
 use http::StatusCode;
 use limitcore::rules::GcraRule;
 use limitcore::{AsyncKeyedRateLimiter, Gcra, Global, Keyed, KeyedRateLimiter, Quota, QuotaError};
@@ -226,6 +227,7 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
             policy: "default".to_owned(),
             outcome: true,
             on_error: OnLimiterError::Admit,
+            naming: Naming::default(),
             mode: PhantomData,
         }
     }

@@ -6,6 +6,7 @@ use crate::headers::Fields;
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
 use crate::outcome::Outcome;
 use crate::remote::OnLimiterError;
+use crate::telemetry::RateMetrics;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use limitcore::clock::Nanos;
@@ -66,6 +67,8 @@ pub(crate) struct Shared<X: KeyExtractor, L> {
     pub(crate) outcome: bool,
     /// The answer when an awaited limiter fails ([`crate::Remote`] layers only).
     pub(crate) on_error: OnLimiterError,
+    /// The layer's metrics (feature `metrics`; empty without it).
+    pub(crate) metrics: RateMetrics,
 }
 
 /// A verdict and the state the decision left, when a response will carry it.

@@ -148,10 +148,12 @@ where
         let key = match (&extracted, &shared.missing) {
             (Some(key), _) | (None, MissingKey::Shared(key)) => key,
             (None, MissingKey::Reject(status)) => {
+                shared.metrics.record(&Outcome::MissingKey);
                 return ResponseFuture::done(missing_key(*status, shared.outcome));
             }
         };
         let verdict = shared.decide(key, cost);
+        shared.metrics.record(&verdict.outcome);
         if verdict.outcome.is_refused() {
             return ResponseFuture::done(shared.refusal(key, &verdict));
         }

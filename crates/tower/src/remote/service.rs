@@ -28,6 +28,7 @@ impl<X: KeyExtractor, L: AsyncKeyedRateLimiter<X::Key>> Shared<X, L> {
             Ok(()) => Outcome::Passed,
             Err(denied) => rejected(cost, denied),
         });
+        self.metrics.record(&outcome);
         if outcome.is_refused() {
             let verdict = Verdict {
                 outcome,
@@ -47,6 +48,8 @@ impl<X: KeyExtractor, L: AsyncKeyedRateLimiter<X::Key>> Shared<X, L> {
     /// The error policy's answer (a dry run passes).
     #[cold]
     fn limiter_error(&self) -> Ruling {
+        self.metrics
+            .record(&Outcome::LimiterError { admitted: false });
         match self.on_error {
             OnLimiterError::Refuse(status) if !self.dry_run => Ruling::Refuse(answer(
                 status,
@@ -99,6 +102,7 @@ where
         let extracted = shared.extractor.extract(head);
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(&head));
         if let Err(status) = key_of(&extracted, &shared.missing) {
+            shared.metrics.record(&Outcome::MissingKey);
             return RemoteFuture::done(missing_key(status, shared.outcome));
         }
         let shared = Arc::clone(&self.shared);
