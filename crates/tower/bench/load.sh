@@ -52,6 +52,7 @@ if ! command -v wrk >/dev/null; then
 fi
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"; [[ -n ${PID:-} ]] && kill "$PID" 2>/dev/null || true' EXIT
+trap 'echo "load.sh: failed at line $LINENO (exit $?)" >&2' ERR
 
 # The server without the feature `metrics`, and with it when a contender needs it: the same
 # example, built twice into the same place, so each build is copied out first.
@@ -98,6 +99,9 @@ for round in $(seq 1 "$ROUNDS"); do
             tower-concurrency) args=(--limiter tower-concurrency --concurrency "$LIMIT") ;;
             *) args=(--limiter "$who") ;;
         esac
+        # Emptied first: the server's own `>` happens after the fork, and a check before it
+        # would read the previous server's "listening on".
+        : >"$OUT/server.log"
         "${SERVER_PIN[@]}" "$server" --addr "127.0.0.1:$PORT" --quota "$QUOTA" --key peer \
             "${args[@]}" >"$OUT/server.log" 2>&1 &
         PID=$!
@@ -151,6 +155,22 @@ for who in "${CONTENDERS[@]}"; do
         'BEGIN { printf "| %s | %.0f | %.3f | %.0f | %.3f | %.2f | %.3f |\n", w, r, r / br, p, p / bp, c, c / bc }'
 done
 echo "(medians of $ROUNDS rounds of $DURATION, $CONNECTIONS connections; load after the run: $(cut -d' ' -f1-3 /proc/loadavg))"
+
+# On a shared machine the rounds move together with the neighbours' load: each contender's
+# ratio to the first contender of the same round, then the median of those ratios, is the
+# steadier comparison.
+first=${CONTENDERS[0]}
+echo
+echo "paired: the median over rounds of each contender's ratio to $first in the same round"
+echo "| server | requests/s ÷ $first | server CPU ÷ $first |"
+echo "|---|---:|---:|"
+for who in "${CONTENDERS[@]}"; do
+    for c in 2 4; do
+        awk -v w="$who" -v f="$first" -v c="$c" '
+            $1 == f { ref = $c }
+            $1 == w { print $c / ref }' "$OUT/all.txt" | median
+    done | paste -sd' ' | awk -v w="$who" '{ printf "| %s | %.3f | %.3f |\n", w, $1, $2 }'
+done
 echo
 echo "raw (server requests/s p99_us cpu_us_per_request, in run order):"
 cat "$OUT/all.txt"
