@@ -6,8 +6,18 @@
 //! thread. Each layered service's response is made an axum response with `IntoResponse`,
 //! as `Router::layer` does (axum's `Body`, which both layers answer in, passes as it is).
 //!
+//! Built with the feature `metrics`, the layer's figures are with the feature and no
+//! recorder, and one more row is the layer with a Prometheus recorder
+//! (`metrics-exporter-prometheus`) counting every request: the feature's cost is the
+//! difference from a build without it, the recorder's from the row before.
+//!
 //! ```text
 //! cargo run --release -p limitcore-tower --example overhead
+//! cargo run --release -p limitcore-tower --features metrics --example overhead
+//! # instructions per request, whatever the machine's load (valgrind; one contender at a
+//! # time, the difference of two request counts):
+//! for n in 0 100000; do OVERHEAD_ONLY=limitcore OVERHEAD_REQUESTS=$n OVERHEAD_ROUNDS=1 \
+//!     valgrind --tool=cachegrind --cache-sim=no target/release/examples/overhead; done
 //! ```
 
 use axum::body::Body;
@@ -21,23 +31,40 @@ use tower::{Layer, Service, ServiceExt};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
-const REQUESTS: u32 = 2_000_000;
+/// Requests per contender and round (`OVERHEAD_REQUESTS`, default 2 000 000), and rounds
+/// (`OVERHEAD_ROUNDS`, default 3): fewer of both to count instructions under valgrind.
+fn setting(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
-/// Mean nanoseconds per request through `svc`.
-async fn per_request<S>(mut svc: S, peer: SocketAddr) -> f64
+/// Whether to run the contender `name` (`OVERHEAD_ONLY`: one of `bare`, `limitcore`,
+/// `no-outcome`, `governor`, `recorder`; default all).
+fn runs(name: &str) -> bool {
+    std::env::var("OVERHEAD_ONLY").map_or(true, |only| only == name)
+}
+
+/// Mean nanoseconds per request through `svc` (NaN if the contender `name` is not run).
+async fn per_request<S>(name: &str, mut svc: S, peer: SocketAddr) -> f64
 where
     S: Service<Request<()>, Response = Response<Body>> + Clone,
     S::Error: std::fmt::Debug,
 {
+    if !runs(name) {
+        return f64::NAN;
+    }
+    let requests = setting("OVERHEAD_REQUESTS", 2_000_000);
     let start = Instant::now();
-    for _ in 0..REQUESTS {
+    for _ in 0..requests {
         let mut req = Request::new(());
         req.extensions_mut().insert(peer);
         req.extensions_mut().insert(ConnectInfo(peer));
         let response = svc.ready().await.unwrap().call(req).await.unwrap();
         std::hint::black_box(response);
     }
-    start.elapsed().as_nanos() as f64 / f64::from(REQUESTS)
+    start.elapsed().as_nanos() as f64 / f64::from(requests)
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -58,20 +85,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .finish()
             .ok_or("governor config")?,
     );
-    for round in 1..=3 {
-        let bare = per_request(inner, peer).await;
+    // The layer counting into a recorder of its own (its handles registered at build).
+    #[cfg(feature = "metrics")]
+    let (recorder, counted) = {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let layer = metrics::with_local_recorder(&recorder, || {
+            RateLimitLayer::per_ip(quota).map(|b| b.build())
+        })??;
+        (recorder, layer)
+    };
+    for round in 1..=setting("OVERHEAD_ROUNDS", 3) {
+        let bare = per_request("bare", inner, peer).await;
         let ours = limitcore
             .layer(inner)
             .map_response(IntoResponse::into_response);
-        let ours = per_request(ours, peer).await;
+        let ours = per_request("limitcore", ours, peer).await;
         let lean = no_outcome
             .layer(inner)
             .map_response(IntoResponse::into_response);
-        let lean = per_request(lean, peer).await;
+        let lean = per_request("no-outcome", lean, peer).await;
         let theirs = governor
             .layer(inner)
             .map_response(IntoResponse::into_response);
-        let theirs = per_request(theirs, peer).await;
+        let theirs = per_request("governor", theirs, peer).await;
         println!(
             "round {round}: bare {bare:.0} ns/request; the layer: limitcore-tower {:.0} ns \
              ({:.0} ns without the Outcome extension), tower_governor {:.0} ns",
@@ -79,6 +115,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             lean - bare,
             theirs - bare
         );
+        #[cfg(feature = "metrics")]
+        {
+            let svc = counted
+                .layer(inner)
+                .map_response(IntoResponse::into_response);
+            let with_recorder = per_request("recorder", svc, peer).await;
+            println!(
+                "round {round}: limitcore-tower with a Prometheus recorder {:.0} ns \
+                 (the feature with no recorder: {:.0} ns)",
+                with_recorder - bare,
+                ours - bare
+            );
+        }
+    }
+    #[cfg(feature = "metrics")]
+    if runs("recorder") {
+        let page = recorder.handle().render();
+        let counted = page
+            .lines()
+            .find(|l| {
+                l.starts_with("limitcore_requests_total{limit=\"default\",outcome=\"admitted\"}")
+            })
+            .ok_or("no admissions on the page")?;
+        println!("the recorder: {counted}");
     }
     Ok(())
 }

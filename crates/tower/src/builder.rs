@@ -4,14 +4,19 @@ use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
 use crate::layer::RateLimitLayer;
 use crate::policy::{CostFn, DelayMode, Shared, reserve};
+use crate::remote::{Local, OnLimiterError, Remote};
+use crate::telemetry::{Naming, RateMetrics};
 use http::StatusCode;
-use limitcore::{KeyedRateLimiter, KeyedReserve};
+use limitcore::KeyedReserve;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Configures a [`RateLimitLayer`](crate::RateLimitLayer); made by [`RateLimitLayer::builder`](crate::RateLimitLayer::builder) and the
-/// convenience constructors.
+/// convenience constructors, or by [`RateLimitLayer::remote`](crate::RateLimitLayer::remote) for a limiter whose
+/// decisions are awaited (`M` = [`Remote`]: every setting but [`Builder::delay`], plus
+/// [`Builder::on_limiter_error`]).
 ///
 /// # Examples
 ///
@@ -30,7 +35,7 @@ use std::time::Duration;
 ///     .build()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Builder<X: KeyExtractor, L> {
+pub struct Builder<X: KeyExtractor, L, M = Local> {
     pub(crate) limiter: L,
     pub(crate) extractor: X,
     pub(crate) missing: Option<MissingKey<X::Key>>,
@@ -44,9 +49,12 @@ pub struct Builder<X: KeyExtractor, L> {
     pub(crate) problem: bool,
     pub(crate) policy: String,
     pub(crate) outcome: bool,
+    pub(crate) on_error: OnLimiterError,
+    pub(crate) naming: Naming,
+    pub(crate) mode: PhantomData<fn() -> M>,
 }
 
-impl<X: KeyExtractor, L> fmt::Debug for Builder<X, L> {
+impl<X: KeyExtractor, L, M> fmt::Debug for Builder<X, L, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("delay", &self.delay.as_ref().map(|d| d.max_wait))
@@ -59,43 +67,13 @@ impl<X: KeyExtractor, L> fmt::Debug for Builder<X, L> {
             .field("problem", &self.problem)
             .field("policy", &self.policy)
             .field("outcome", &self.outcome)
+            .field("on_error", &self.on_error)
+            .field("metrics", &self.naming)
             .finish_non_exhaustive()
     }
 }
 
-impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
-    /// What to do with requests that have no usable key (default: the extractor's
-    /// [`shared_key`](KeyExtractor::shared_key) bucket if it has one, else a refusal with
-    /// 400 Bad Request).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use http::{Request, StatusCode};
-    /// use limitcore::{Keyed, Quota};
-    /// use limitcore_tower::{MissingKey, PeerIp, RateLimitLayer};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    ///
-    /// let per_ip: Keyed<std::net::IpAddr> = Keyed::new(Quota::per_second(5)?)?;
-    /// let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
-    ///     .on_missing_key(MissingKey::Reject(StatusCode::FORBIDDEN))
-    ///     .build()?;
-    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
-    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
-    /// }));
-    /// // No peer address in the request's extensions: no key.
-    /// let response = svc.oneshot(Request::new(())).await?;
-    /// assert_eq!(response.status(), StatusCode::FORBIDDEN);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn on_missing_key(mut self, answer: MissingKey<X::Key>) -> Self {
-        self.missing = Some(answer);
-        self
-    }
-
+impl<X: KeyExtractor, L: KeyedReserve<X::Key>> Builder<X, L, Local> {
     /// Delay mode: a request the limiter refuses is given the next slot (a reservation,
     /// `KeyedReserve::reserve_n_at`) if it is at most `max_wait` away, and the inner service
     /// is called when the slot comes (an async sleep on tokio's timer: the task yields, no
@@ -103,7 +81,9 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// the wait after which it would not be. `Duration::ZERO` is reject mode.
     ///
     /// Needs a limiter that reserves: `Keyed` with GCRA or the leaky bucket, `Global` over
-    /// one of them.
+    /// one of them. Not for a [`Remote`] layer: a reservation is a second, conditional
+    /// operation on the key's state, which an awaited limiter (one round trip per decision)
+    /// does not offer.
     ///
     /// # Panics
     ///
@@ -149,14 +129,63 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn delay(mut self, max_wait: Duration) -> Self
-    where
-        L: KeyedReserve<X::Key>,
-    {
+    pub fn delay(mut self, max_wait: Duration) -> Self {
         self.delay = (!max_wait.is_zero()).then_some(DelayMode {
             max_wait,
             reserve: reserve::<L, X::Key>,
         });
+        self
+    }
+}
+
+impl<X: KeyExtractor, L> Builder<X, L, Remote> {
+    /// What a [`Remote`] layer answers when its limiter fails to decide (its future returns
+    /// `Err`: the server is down, the connection broke, a timeout of the limiter's own):
+    /// [`OnLimiterError::Admit`] (the default: the request is passed, fail-open) or
+    /// [`OnLimiterError::Refuse`] with a status (fail-closed, no `Retry-After`: nothing
+    /// says when the limiter will be back). Either way the response carries
+    /// [`Outcome::LimiterError`](crate::Outcome::LimiterError) and no `RateLimit` fields (no
+    /// decision, no state). A dry run passes the request whatever the policy.
+    ///
+    /// # Examples
+    ///
+    /// See [`RateLimitLayer::remote`](crate::RateLimitLayer::remote).
+    pub fn on_limiter_error(mut self, policy: OnLimiterError) -> Self {
+        self.on_error = policy;
+        self
+    }
+}
+
+impl<X: KeyExtractor, L, M> Builder<X, L, M> {
+    /// What to do with requests that have no usable key (default: the extractor's
+    /// [`shared_key`](KeyExtractor::shared_key) bucket if it has one, else a refusal with
+    /// 400 Bad Request).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, StatusCode};
+    /// use limitcore::{Keyed, Quota};
+    /// use limitcore_tower::{MissingKey, PeerIp, RateLimitLayer};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let per_ip: Keyed<std::net::IpAddr> = Keyed::new(Quota::per_second(5)?)?;
+    /// let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
+    ///     .on_missing_key(MissingKey::Reject(StatusCode::FORBIDDEN))
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// // No peer address in the request's extensions: no key.
+    /// let response = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_missing_key(mut self, answer: MissingKey<X::Key>) -> Self {
+        self.missing = Some(answer);
         self
     }
 
@@ -334,12 +363,71 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
         self
     }
 
-    /// The layer.
+    /// The `limit` label of the layer's metrics (feature `metrics`; default: the policy
+    /// name, [`Builder::policy_name`](crate::Builder::policy_name)). Any string: it is a label
+    /// value, written as the recorder escapes it. Give each layer of a process its own name,
+    /// or its series add up with another's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::RateLimitLayer;
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let recorder = PrometheusBuilder::new().build_recorder();
+    /// let handle = recorder.handle();
+    /// // The handles are registered at `build`, with the recorder in force then.
+    /// let builder = RateLimitLayer::global("1/min".parse()?)?
+    ///     .metrics_name("search")
+    ///     .metrics_label("route", "/search/{index}");
+    /// let layer = metrics::with_local_recorder(&recorder, || builder.build())?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// svc.clone().oneshot(Request::new(())).await?;
+    /// svc.oneshot(Request::new(())).await?;
+    /// let page = handle.render();
+    /// assert!(page.contains(r#"limitcore_requests_total{limit="search",route="/search/{index}",outcome="admitted"} 1"#));
+    /// assert!(page.contains(r#"limitcore_requests_total{limit="search",route="/search/{index}",outcome="limited"} 1"#));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_name(mut self, name: impl Into<String>) -> Self {
+        self.naming.set_name(name.into());
+        self
+    }
+
+    /// One more label, `key="value"`, on every series of the layer (feature `metrics`): a
+    /// route template, a tenant tier — a value **you** give, fixed for the layer. (A label
+    /// per client would be one series per client: the layer never writes one.)
+    ///
+    /// # Panics
+    ///
+    /// If `key` is `limit` or `outcome` (the layer writes those) or was given before.
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder::metrics_name`](crate::Builder::metrics_name).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.naming.add_label(key.into(), value.into());
+        self
+    }
+
+    /// The layer. With the feature `metrics`, its metrics' handles are registered now, with
+    /// the recorder in force (install yours first; see the crate docs, "Metrics").
     ///
     /// # Errors
     ///
     /// [`InvalidPolicyName`] if the policy name is empty or not printable ASCII.
-    pub fn build(self) -> Result<RateLimitLayer<X, L>, InvalidPolicyName> {
+    pub fn build(self) -> Result<RateLimitLayer<X, L, M>, InvalidPolicyName> {
         let (policy_sf, policy_json) = quote_policy(&self.policy)?;
         let state_on_pass = self.headers == RateLimitHeaders::Always;
         let state_on_refusal = self.headers != RateLimitHeaders::Off && !self.dry_run;
@@ -369,7 +457,10 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Builder<X, L> {
                 state_on_pass,
                 state_on_refusal,
                 outcome: self.outcome,
+                on_error: self.on_error,
+                metrics: RateMetrics::register(&self.naming, &self.policy),
             }),
+            mode: PhantomData,
         })
     }
 }

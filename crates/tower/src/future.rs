@@ -21,6 +21,25 @@ pub(crate) struct Post {
     pub(crate) fields: Option<Box<HeaderMap>>,
 }
 
+impl Post {
+    /// Nothing to add (the layer's own answers carry theirs).
+    pub(crate) const NONE: Post = Post {
+        outcome: None,
+        fields: None,
+    };
+
+    /// Adds the fields and the outcome to a passed `response`.
+    #[inline]
+    pub(crate) fn apply<B>(&mut self, response: &mut Response<B>) {
+        if let Some(fields) = self.fields.take() {
+            crate::headers::merge(response.headers_mut(), *fields);
+        }
+        if let Some(outcome) = self.outcome {
+            response.extensions_mut().insert(outcome);
+        }
+    }
+}
+
 pin_project! {
     /// The future of [`RateLimit`](crate::RateLimit): the inner service's response (after the wait, in delay
     /// mode) with the layer's fields and [`Outcome`](crate::Outcome), or the layer's refusal.
@@ -70,10 +89,7 @@ impl<F, S, R> ResponseFuture<F, S, R> {
             state: State::Done {
                 response: Some(response),
             },
-            post: Post {
-                outcome: None,
-                fields: None,
-            },
+            post: Post::NONE,
         }
     }
 }
@@ -100,13 +116,7 @@ where
             match this.state.project() {
                 StateProj::Call { fut } => {
                     let mut response = ready!(fut.poll(cx))?;
-                    let post = this.post;
-                    if let Some(fields) = post.fields.take() {
-                        crate::headers::merge(response.headers_mut(), *fields);
-                    }
-                    if let Some(outcome) = post.outcome {
-                        response.extensions_mut().insert(outcome);
-                    }
+                    this.post.apply(&mut response);
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Wait { sleep, call } => {

@@ -5,11 +5,14 @@ use crate::builder::Builder;
 use crate::headers::RateLimitHeaders;
 use crate::key::{KeyExtractor, PeerIp};
 use crate::policy::Shared;
+use crate::remote::{Local, OnLimiterError, Remote};
 use crate::service::RateLimit;
+use crate::telemetry::Naming;
 use http::StatusCode;
 use limitcore::rules::GcraRule;
-use limitcore::{Gcra, Global, Keyed, KeyedRateLimiter, Quota, QuotaError};
+use limitcore::{AsyncKeyedRateLimiter, Gcra, Global, Keyed, KeyedRateLimiter, Quota, QuotaError};
 use std::fmt;
+use std::marker::PhantomData;
 use std::net::IpAddr;
 use std::sync::Arc;
 use tower::Layer;
@@ -22,6 +25,11 @@ use tower::Layer;
 /// `Keyed::with_max_keys`), `KeyedSketch`, [`Global`], [`All`](limitcore::All) of several (per
 /// client and global, all or nothing), `Box<dyn KeyedRefund<K>>` from
 /// [`Algorithm::keyed`](limitcore::Algorithm::keyed), or a limiter of another crate.
+///
+/// `M` is how the decision is made: [`Local`] (the default: in `call`, synchronously, by a
+/// [`KeyedRateLimiter`]) or [`Remote`] (awaited in the response future, from any
+/// [`AsyncKeyedRateLimiter`]: a limit kept on a server, such as `limitcore-redis`'s exact
+/// modes; made by [`RateLimitLayer::remote`]; see [`Remote`] for what differs).
 ///
 /// # Behaviour
 ///
@@ -74,19 +82,21 @@ use tower::Layer;
 ///     .layer(RateLimitLayer::per_ip("5/s".parse()?)?.build()?);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RateLimitLayer<X: KeyExtractor, L> {
+pub struct RateLimitLayer<X: KeyExtractor, L, M = Local> {
     pub(crate) shared: Arc<Shared<X, L>>,
+    pub(crate) mode: PhantomData<fn() -> M>,
 }
 
-impl<X: KeyExtractor, L> Clone for RateLimitLayer<X, L> {
+impl<X: KeyExtractor, L, M> Clone for RateLimitLayer<X, L, M> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             shared: Arc::clone(&self.shared),
+            mode: PhantomData,
         }
     }
 }
 
-impl<X: KeyExtractor, L> fmt::Debug for RateLimitLayer<X, L> {
+impl<X: KeyExtractor, L, M> fmt::Debug for RateLimitLayer<X, L, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
         f.debug_struct("RateLimitLayer")
@@ -94,6 +104,7 @@ impl<X: KeyExtractor, L> fmt::Debug for RateLimitLayer<X, L> {
             .field("dry_run", &s.dry_run)
             .field("status", &s.status)
             .field("fields", &s.fields)
+            .field("on_error", &s.on_error)
             .finish_non_exhaustive()
     }
 }
@@ -131,6 +142,76 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
     /// A [`Builder`](crate::Builder) for `limiter` keyed by `extractor`, with the defaults of
     /// [`RateLimitLayer::new`](crate::RateLimitLayer::new).
     pub fn builder(limiter: L, extractor: X) -> Builder<X, L> {
+        Builder::defaults(limiter, extractor)
+    }
+}
+
+impl<X: KeyExtractor, L: AsyncKeyedRateLimiter<X::Key>> RateLimitLayer<X, L, Remote> {
+    /// A [`Builder`](crate::Builder) for a limiter whose decisions are **awaited**: any
+    /// [`AsyncKeyedRateLimiter<X::Key>`](AsyncKeyedRateLimiter) (a limit kept on a server,
+    /// one round trip per decision: `limitcore-redis`'s `RedisGcra`, `RedisSlidingLog`,
+    /// `RedisAll`; or one of your own), keyed by `extractor`, with the defaults of
+    /// [`RateLimitLayer::new`](crate::RateLimitLayer::new) and
+    /// [`OnLimiterError::Admit`]. The same headers, dry run, cost, statuses and
+    /// [`Outcome`](crate::Outcome)s as the synchronous layer; no delay mode; a failed
+    /// decision answered by [`Builder::on_limiter_error`](crate::Builder::on_limiter_error).
+    /// See [`Remote`] for how the request waits.
+    ///
+    /// A synchronous limiter is an `AsyncKeyedRateLimiter` too (its future is ready at once)
+    /// and works here, but [`RateLimitLayer::builder`] decides it without the boxed future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, Response, StatusCode};
+    /// use limitcore::{AsyncKeyedRateLimiter, Decision, Keyed, KeyedRateLimiter, Quota};
+    /// use limitcore_tower::{GlobalKey, OnLimiterError, Outcome, RateLimitLayer};
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// /// A limit that answers after a (simulated) round trip, or fails while `down`.
+    /// struct Far { limit: Keyed<()>, down: AtomicBool }
+    ///
+    /// impl AsyncKeyedRateLimiter<()> for Far {
+    ///     type Error = &'static str;
+    ///     async fn decide_async(&self, key: &(), n: u32) -> Result<Decision, &'static str> {
+    ///         tokio::time::sleep(std::time::Duration::from_millis(1)).await; // the round trip
+    ///         if self.down.load(Ordering::Relaxed) { return Err("server down"); }
+    ///         Ok(self.limit.decide_n(key, n))
+    ///     }
+    ///     fn quota_for_key(&self, key: &()) -> Quota { self.limit.quota_for(key) }
+    /// }
+    ///
+    /// let far = Far { limit: Keyed::new(Quota::per_minute(1)?)?, down: AtomicBool::new(false) };
+    /// let layer = RateLimitLayer::remote(far, GlobalKey)
+    ///     .on_limiter_error(OnLimiterError::Refuse(StatusCode::SERVICE_UNAVAILABLE))
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// assert_eq!(svc.clone().oneshot(Request::new(())).await?.status(), StatusCode::OK);
+    /// let second = svc.clone().oneshot(Request::new(())).await?;
+    /// assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(second.headers()["retry-after"], "60");
+    ///
+    /// layer.limiter().down.store(true, Ordering::Relaxed);
+    /// let failed = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(failed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// assert!(failed.headers().get("retry-after").is_none());
+    /// assert_eq!(failed.extensions().get::<Outcome>(), Some(&Outcome::LimiterError { admitted: false }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn remote(limiter: L, extractor: X) -> Builder<X, L, Remote> {
+        Builder::defaults(limiter, extractor)
+    }
+}
+
+impl<X: KeyExtractor, L, M> Builder<X, L, M> {
+    /// The defaults of every constructor.
+    fn defaults(limiter: L, extractor: X) -> Self {
         Builder {
             limiter,
             extractor,
@@ -145,9 +226,14 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
             problem: false,
             policy: "default".to_owned(),
             outcome: true,
+            on_error: OnLimiterError::Admit,
+            naming: Naming::default(),
+            mode: PhantomData,
         }
     }
+}
 
+impl<X: KeyExtractor, L, M> RateLimitLayer<X, L, M> {
     /// The limiter (to set per-key quotas, read a key's state, evict idle keys).
     ///
     /// # Examples
@@ -215,8 +301,8 @@ impl RateLimitLayer<crate::GlobalKey, Global<Gcra>> {
     }
 }
 
-impl<S, X: KeyExtractor, L> Layer<S> for RateLimitLayer<X, L> {
-    type Service = RateLimit<S, X, L>;
+impl<S, X: KeyExtractor, L, M> Layer<S> for RateLimitLayer<X, L, M> {
+    type Service = RateLimit<S, X, L, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit::from_shared(inner, Arc::clone(&self.shared))

@@ -6,7 +6,10 @@
 //! - [`RateLimitLayer`] / [`RateLimit`]: decides each request against any
 //!   [`KeyedRateLimiter`](limitcore::KeyedRateLimiter) — `Keyed` (GCRA or any algorithm per
 //!   key), `KeyedSketch`, `Global`, `All` of per-client and global limits — **one state
-//!   shared by every clone and connection**; refusals are ordinary responses (429 by
+//!   shared by every clone and connection**; or, awaited ([`RateLimitLayer::remote`],
+//!   [`Remote`]), any [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter) (a limit
+//!   kept on a server: `limitcore-redis`'s exact modes), a failed decision answered by
+//!   [`OnLimiterError`]; refusals are ordinary responses (429 by
 //!   default) with `Retry-After` (seconds, rounded up) and the IETF `RateLimit-Policy` /
 //!   `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers); modes reject, delay and
 //!   dry run, as nginx's `limit_req` ([`LimitReq`] for its `burst`, `delay=`, `nodelay`);
@@ -59,12 +62,66 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Metrics (feature `metrics`)
+//!
+//! With the feature `metrics`, both layers report through the [`metrics`](https://docs.rs/metrics/0.24)
+//! facade (0.24; the crate links only to the facade: the application installs a recorder,
+//! such as `metrics-exporter-prometheus`'s, which the `server` example serves on `/metrics`).
+//!
+//! | name | type | labels | unit | what |
+//! |---|---|---|---|---|
+//! | `limitcore_requests_total` | counter | `limit`, `outcome` | requests | requests the rate-limit layer decided; `outcome` is one of `admitted` ([`Outcome::Passed`]), `limited` ([`Outcome::Rejected`]), `delayed` ([`Outcome::Delayed`]), `dry_run` ([`Outcome::DryRunRejected`], [`Outcome::DryRunDelayed`]: a dry run's would-be refusals and delays, counted apart from the enforced ones; what a dry run admits is `admitted`), `too_large` ([`Outcome::TooLarge`]), `missing_key` ([`Outcome::MissingKey`]), `error` ([`Outcome::LimiterError`], whichever [`OnLimiterError`] policy answered it) |
+//! | `limitcore_wait_seconds` | histogram | `limit` | seconds | the delays the rate-limit layer granted in delay mode (enforced [`Outcome::Delayed`] only) |
+//! | `limitcore_concurrency_requests_total` | counter | `limit`, `outcome` | requests | requests the concurrency layer `admitted` (a permit granted, at once or after a queue wait) or `shed` |
+//! | `limitcore_concurrency_in_flight` | gauge | `limit` | requests | requests holding a permit of the concurrency layer: from the grant to the end of the response body (or the permit's release on an error, an upgrade, a drop) |
+//! | `limitcore_concurrency_limit` | gauge | `limit` | requests | the concurrency layer's limit, as of its latest grant or shed (an adaptive limit moves between requests; set at build too) |
+//!
+//! - **Labels are names you give, never request data.** `limit` is
+//!   [`Builder::metrics_name`][rate_name] (default: the policy name, [`Builder::policy_name`], itself
+//!   `"default"` by default) or [`concurrency::Builder::metrics_name`][concurrency_name] (default
+//!   `"default"`); [`Builder::metrics_label`][rate_label] and
+//!   [`concurrency::Builder::metrics_label`][concurrency_label] add
+//!   fixed labels such as a route template (`route="/users/{id}"`). No label ever holds a
+//!   client key, an address or a path as requested: a flood of new keys adds no series.
+//! - **Registered once.** Each layer registers its handles when it is built
+//!   ([`Builder::build`], [`concurrency::Builder::build`]) with the recorder in force then —
+//!   install the recorder first (or build inside `metrics::with_local_recorder`) — and keeps
+//!   them in the state its clones share: a request costs an atomic add or two (an admission
+//!   through the concurrency layer: the counter and the in-flight gauge up, the limit gauge
+//!   set; the gauge down when the permit goes back). With no recorder installed the handles
+//!   are empty and the calls return at once; without the feature the layers hold nothing and
+//!   call nothing.
+//! - Series of all outcomes exist from the build on (at 0), so a rate and its ratio are
+//!   defined before the first refusal.
+//!
 //! # Sources
 //!
 //! RFC 7239 (`Forwarded`); draft-ietf-httpapi-ratelimit-headers-10/-11 (`RateLimit`,
 //! `RateLimit-Policy`, the `quota-exceeded` problem type); RFC 9457 (problem details);
 //! RFC 9110 §10.2.3 (`Retry-After`); RFC 9651 (structured field values); nginx's
 //! `ngx_http_limit_req_module` (burst, delay, nodelay, dry run).
+// The Metrics section's links: the methods exist with the feature `metrics` only.
+#![doc = ""]
+#![cfg_attr(feature = "metrics", doc = "[rate_name]: Builder::metrics_name")]
+#![cfg_attr(feature = "metrics", doc = "[rate_label]: Builder::metrics_label")]
+#![cfg_attr(
+    feature = "metrics",
+    doc = "[concurrency_name]: concurrency::Builder::metrics_name"
+)]
+#![cfg_attr(
+    feature = "metrics",
+    doc = "[concurrency_label]: concurrency::Builder::metrics_label"
+)]
+#![cfg_attr(not(feature = "metrics"), doc = "[rate_name]: Builder")]
+#![cfg_attr(not(feature = "metrics"), doc = "[rate_label]: Builder")]
+#![cfg_attr(
+    not(feature = "metrics"),
+    doc = "[concurrency_name]: concurrency::Builder"
+)]
+#![cfg_attr(
+    not(feature = "metrics"),
+    doc = "[concurrency_label]: concurrency::Builder"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
@@ -79,7 +136,9 @@ mod limit_req;
 mod outcome;
 mod pace;
 mod policy;
+mod remote;
 mod service;
+mod telemetry;
 
 pub use body::RefusalBody;
 pub use builder::Builder;
@@ -94,4 +153,5 @@ pub use layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
 pub use limit_req::LimitReq;
 pub use outcome::Outcome;
 pub use pace::{Pace, PaceFuture, PaceLayer};
+pub use remote::{Local, OnLimiterError, Remote, RemoteFuture};
 pub use service::RateLimit;

@@ -17,6 +17,7 @@ use std::time::Duration;
 /// assert!(o.is_refused());
 /// assert_eq!(o.as_str(), "REJECTED");
 /// assert!(!Outcome::DryRunRejected { retry_after: None }.is_refused());
+/// assert!(Outcome::LimiterError { admitted: false }.is_refused());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -59,6 +60,14 @@ pub enum Outcome {
         /// [`Outcome::TooLarge`](crate::Outcome::TooLarge)).
         retry_after: Option<Duration>,
     },
+    /// No decision: the limiter failed ([`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter)'s
+    /// `Err`, a remote limiter's server down or slow); the layer answered by its
+    /// [`OnLimiterError`](crate::OnLimiterError) policy: passed (`admitted: true`), or refused
+    /// with its status and no `Retry-After` (`admitted: false`). A dry run passes it.
+    LimiterError {
+        /// Whether the request was passed to the inner service.
+        admitted: bool,
+    },
 }
 
 impl Outcome {
@@ -66,12 +75,16 @@ impl Outcome {
     pub fn is_refused(&self) -> bool {
         matches!(
             self,
-            Outcome::Rejected { .. } | Outcome::TooLarge { .. } | Outcome::MissingKey
+            Outcome::Rejected { .. }
+                | Outcome::TooLarge { .. }
+                | Outcome::MissingKey
+                | Outcome::LimiterError { admitted: false }
         )
     }
 
-    /// nginx's name for it (`$limit_req_status`); `TOO_LARGE` for [`Outcome::TooLarge`](crate::Outcome::TooLarge) and
-    /// `MISSING_KEY` for [`Outcome::MissingKey`](crate::Outcome::MissingKey), which nginx does not have.
+    /// nginx's name for it (`$limit_req_status`); `TOO_LARGE` for [`Outcome::TooLarge`](crate::Outcome::TooLarge),
+    /// `MISSING_KEY` for [`Outcome::MissingKey`](crate::Outcome::MissingKey) and `LIMITER_ERROR` for
+    /// [`Outcome::LimiterError`](crate::Outcome::LimiterError), which nginx does not have.
     pub fn as_str(&self) -> &'static str {
         match self {
             Outcome::Passed => "PASSED",
@@ -81,6 +94,7 @@ impl Outcome {
             Outcome::MissingKey => "MISSING_KEY",
             Outcome::DryRunDelayed { .. } => "DELAYED_DRY_RUN",
             Outcome::DryRunRejected { .. } => "REJECTED_DRY_RUN",
+            Outcome::LimiterError { .. } => "LIMITER_ERROR",
         }
     }
 
@@ -90,6 +104,7 @@ impl Outcome {
             Outcome::Delayed { wait } => Outcome::DryRunDelayed { wait },
             Outcome::Rejected { retry_after } => Outcome::DryRunRejected { retry_after },
             Outcome::TooLarge { .. } => Outcome::DryRunRejected { retry_after: None },
+            Outcome::LimiterError { .. } => Outcome::LimiterError { admitted: true },
             other => other,
         }
     }

@@ -5,10 +5,12 @@
 use crate::headers::Fields;
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
 use crate::outcome::Outcome;
+use crate::remote::OnLimiterError;
+use crate::telemetry::RateMetrics;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use limitcore::clock::Nanos;
-use limitcore::{Decision, Denied, KeyedRateLimiter, KeyedReserve, Reservation, Snapshot};
+use limitcore::{Decision, Denied, KeyedRateLimiter, KeyedReserve, Quota, Reservation, Snapshot};
 use std::time::Duration;
 
 /// A reservation of a request's cost for a key: `KeyedReserve::reserve_n_at`, captured when
@@ -30,7 +32,7 @@ pub(crate) type CostFn = dyn Fn(&RequestHead<'_>) -> u32 + Send + Sync;
 
 /// The outcome of a refusal that stands: [`Outcome::TooLarge`] for a cost above the
 /// capacity, else [`Outcome::Rejected`] with the wait when one helps.
-fn rejected(cost: u32, denied: Denied) -> Outcome {
+pub(crate) fn rejected(cost: u32, denied: Denied) -> Outcome {
     match denied {
         Denied::ExceedsCapacity { capacity } => Outcome::TooLarge { cost, capacity },
         _ => Outcome::Rejected {
@@ -63,6 +65,10 @@ pub(crate) struct Shared<X: KeyExtractor, L> {
     pub(crate) state_on_refusal: bool,
     /// Responses carry the [`Outcome`] extension ([`Builder::outcome_extension`]).
     pub(crate) outcome: bool,
+    /// The answer when an awaited limiter fails ([`crate::Remote`] layers only).
+    pub(crate) on_error: OnLimiterError,
+    /// The layer's metrics (feature `metrics`; empty without it).
+    pub(crate) metrics: RateMetrics,
 }
 
 /// A verdict and the state the decision left, when a response will carry it.
@@ -152,27 +158,42 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
         }
     }
 
+    /// The response to a refused `verdict` for `key` ([`Shared::refusal_with`]).
+    #[cold]
+    pub(crate) fn refusal(&self, key: &X::Key, verdict: &Verdict) -> Response<Bytes> {
+        self.refusal_with(verdict, || self.limiter.quota_for(key))
+    }
+
+    /// The state fields of an admission for `key`, when it carries them.
+    pub(crate) fn pass_fields(&self, key: &X::Key, state: &Snapshot) -> Box<HeaderMap> {
+        self.pass_fields_with(&self.limiter.quota_for(key), state)
+    }
+}
+
+impl<X: KeyExtractor, L> Shared<X, L> {
     /// `outcome` as reported: its dry-run form in a dry run.
     #[inline]
-    fn report(&self, outcome: Outcome) -> Outcome {
+    pub(crate) fn report(&self, outcome: Outcome) -> Outcome {
         if self.dry_run { outcome.dry() } else { outcome }
     }
 
     /// The response to a refused `verdict`: the refusal status with `Retry-After` when
     /// waiting helps ([`Outcome::Rejected`]), the too-large status without one
-    /// ([`Outcome::TooLarge`]); the state fields when the verdict carries a state.
+    /// ([`Outcome::TooLarge`]); the state fields, for the key's `quota`, when the verdict
+    /// carries a state.
     #[cold]
-    pub(crate) fn refusal(&self, key: &X::Key, verdict: &Verdict) -> Response<Bytes> {
+    pub(crate) fn refusal_with(
+        &self,
+        verdict: &Verdict,
+        quota: impl FnOnce() -> Quota,
+    ) -> Response<Bytes> {
         let (status, retry_after) = match verdict.outcome {
             Outcome::TooLarge { .. } => (self.too_large, None),
             Outcome::Rejected { retry_after } => (self.status, retry_after),
             _ => (self.status, None),
         };
         let mut headers = HeaderMap::new();
-        let fields = verdict
-            .state
-            .as_ref()
-            .map(|state| (self.limiter.quota_for(key), state));
+        let fields = verdict.state.as_ref().map(|state| (quota(), state));
         let body = self.fields.refusal(
             &mut headers,
             status,
@@ -187,11 +208,10 @@ impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> Shared<X, L> {
         )
     }
 
-    /// The state fields of an admission, when it carries them.
-    pub(crate) fn pass_fields(&self, key: &X::Key, state: &Snapshot) -> Box<HeaderMap> {
+    /// The state fields of an admission under `quota`.
+    pub(crate) fn pass_fields_with(&self, quota: &Quota, state: &Snapshot) -> Box<HeaderMap> {
         let mut headers = HeaderMap::new();
-        self.fields
-            .write_state(&mut headers, &self.limiter.quota_for(key), state);
+        self.fields.write_state(&mut headers, quota, state);
         Box::new(headers)
     }
 }
@@ -210,7 +230,7 @@ pub(crate) fn missing_key(status: StatusCode, outcome: bool) -> Response<Bytes> 
 /// A response the layer makes itself: `status`, `headers`, `body`, and the `Outcome`
 /// extension unless the layer writes none.
 #[cold]
-fn answer(
+pub(crate) fn answer(
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,

@@ -6,9 +6,11 @@ use crate::future::{Post, ResponseFuture};
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
 use crate::outcome::Outcome;
 use crate::policy::{Shared, missing_key};
+use crate::remote::Local;
 use http::{Request, Response};
 use limitcore::KeyedRateLimiter;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::Service;
@@ -16,7 +18,9 @@ use tower::Service;
 /// The service of a [`RateLimitLayer`](crate::RateLimitLayer): decides each request, then calls the inner service
 /// (at once, or at the request's slot in delay mode) or answers with the refusal.
 ///
-/// Clones share the layer's limiter.
+/// Clones share the layer's limiter. `M` is the layer's decision mode: [`Local`] (decided
+/// in `call`) or [`Remote`](crate::Remote) (awaited in the response future,
+/// [`RemoteFuture`](crate::RemoteFuture)).
 ///
 /// # Examples
 ///
@@ -37,15 +41,20 @@ use tower::Service;
 /// # Ok(())
 /// # }
 /// ```
-pub struct RateLimit<S, X: KeyExtractor, L> {
-    inner: S,
-    shared: Arc<Shared<X, L>>,
+pub struct RateLimit<S, X: KeyExtractor, L, M = Local> {
+    pub(crate) inner: S,
+    pub(crate) shared: Arc<Shared<X, L>>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl<S, X: KeyExtractor, L> RateLimit<S, X, L> {
+impl<S, X: KeyExtractor, L, M> RateLimit<S, X, L, M> {
     /// The service of a layer whose state is `shared`, around `inner`.
     pub(crate) fn from_shared(inner: S, shared: Arc<Shared<X, L>>) -> Self {
-        RateLimit { inner, shared }
+        RateLimit {
+            inner,
+            shared,
+            mode: PhantomData,
+        }
     }
 
     /// The inner service.
@@ -99,16 +108,13 @@ impl<S, X: KeyExtractor, L> RateLimit<S, X, L> {
     }
 }
 
-impl<S: Clone, X: KeyExtractor, L> Clone for RateLimit<S, X, L> {
+impl<S: Clone, X: KeyExtractor, L, M> Clone for RateLimit<S, X, L, M> {
     fn clone(&self) -> Self {
-        RateLimit {
-            inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
-        }
+        RateLimit::from_shared(self.inner.clone(), Arc::clone(&self.shared))
     }
 }
 
-impl<S: fmt::Debug, X: KeyExtractor, L> fmt::Debug for RateLimit<S, X, L> {
+impl<S: fmt::Debug, X: KeyExtractor, L, M> fmt::Debug for RateLimit<S, X, L, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -116,7 +122,7 @@ impl<S: fmt::Debug, X: KeyExtractor, L> fmt::Debug for RateLimit<S, X, L> {
     }
 }
 
-impl<S, X, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, X, L>
+impl<S, X, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, X, L, Local>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     ResBody: RefusalBody,
@@ -142,10 +148,12 @@ where
         let key = match (&extracted, &shared.missing) {
             (Some(key), _) | (None, MissingKey::Shared(key)) => key,
             (None, MissingKey::Reject(status)) => {
+                shared.metrics.record(&Outcome::MissingKey);
                 return ResponseFuture::done(missing_key(*status, shared.outcome));
             }
         };
         let verdict = shared.decide(key, cost);
+        shared.metrics.record(&verdict.outcome);
         if verdict.outcome.is_refused() {
             return ResponseFuture::done(shared.refusal(key, &verdict));
         }

@@ -1,8 +1,9 @@
 //! [`PermitBody`]: a response body that holds its request's permit until its end.
 
+use super::tracked::Tracked;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use limitcore::concurrency::{Feedback, Fixed, Outcome, OwnedPermit};
+use limitcore::concurrency::{Feedback, Fixed, Outcome};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::pin::Pin;
@@ -11,7 +12,7 @@ use std::task::{Context, Poll, ready};
 /// A permit on its way to its outcome: completed with `outcome` when the body ends, or on
 /// drop as a cancellation.
 pub(crate) struct Held<F: Feedback> {
-    permit: Option<OwnedPermit<F>>,
+    permit: Option<Tracked<F>>,
     outcome: Outcome,
 }
 
@@ -103,7 +104,7 @@ pin_project! {
 impl<B: Body, F: Feedback> PermitBody<B, F> {
     /// `inner` holding `permit`, to be completed with `outcome` at its end (at once if it is
     /// already at its end).
-    pub(crate) fn new(inner: B, permit: OwnedPermit<F>, outcome: Outcome) -> Self {
+    pub(crate) fn new(inner: B, permit: Tracked<F>, outcome: Outcome) -> Self {
         let mut held = Held {
             permit: Some(permit),
             outcome,

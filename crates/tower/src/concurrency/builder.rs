@@ -2,6 +2,7 @@
 
 use super::classify::{Classify, DefaultClassifier, Latency};
 use super::layer::{ConcurrencyLimitLayer, Shared};
+use crate::telemetry::{ConcurrencyMetrics, Naming};
 use http::StatusCode;
 use limitcore::concurrency::{Feedback, Fixed, LimitError, Order, Permits};
 use std::fmt;
@@ -39,6 +40,7 @@ pub struct Builder<F: Feedback = Fixed, C = DefaultClassifier> {
     status: StatusCode,
     max_wait: Option<Duration>,
     latency: Latency,
+    naming: Naming,
 }
 
 impl<F: Feedback, C> fmt::Debug for Builder<F, C> {
@@ -48,6 +50,7 @@ impl<F: Feedback, C> fmt::Debug for Builder<F, C> {
             .field("status", &self.status)
             .field("max_wait", &self.max_wait)
             .field("latency", &self.latency)
+            .field("metrics", &self.naming)
             .finish_non_exhaustive()
     }
 }
@@ -61,6 +64,7 @@ impl<F: Feedback> Builder<F> {
             status: StatusCode::SERVICE_UNAVAILABLE,
             max_wait: None,
             latency: Latency::BodyEnd,
+            naming: Naming::default(),
         }
     }
 }
@@ -189,7 +193,71 @@ impl<F: Feedback, C: Classify> Builder<F, C> {
             status: self.status,
             max_wait: self.max_wait,
             latency: self.latency,
+            naming: self.naming,
         }
+    }
+
+    /// The `limit` label of the layer's metrics (feature `metrics`; default `"default"`).
+    /// Give each concurrency layer of a process its own name, or their series add up.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::Request;
+    /// use limitcore_tower::ConcurrencyLimitLayer;
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let recorder = PrometheusBuilder::new().build_recorder();
+    /// let layer = metrics::with_local_recorder(&recorder, || {
+    ///     ConcurrencyLimitLayer::fixed(1).map(|b| b.metrics_name("backend").build())
+    /// })?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("ok")))
+    /// }));
+    /// let held = svc.clone().oneshot(Request::new(())).await?; // its body holds the permit
+    /// let shed = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(shed.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+    /// let page = recorder.handle().render();
+    /// assert!(page.contains(r#"limitcore_concurrency_in_flight{limit="backend"} 1"#));
+    /// assert!(page.contains(r#"limitcore_concurrency_requests_total{limit="backend",outcome="shed"} 1"#));
+    /// drop(held);
+    /// assert!(recorder.handle().render().contains(r#"limitcore_concurrency_in_flight{limit="backend"} 0"#));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_name(mut self, name: impl Into<String>) -> Self {
+        self.naming.set_name(name.into());
+        self
+    }
+
+    /// One more label, `key="value"`, on every series of the layer (feature `metrics`): a
+    /// route template, a backend's name — a value you give, fixed for the layer.
+    ///
+    /// # Panics
+    ///
+    /// If `key` is `limit` or `outcome` (the layer writes those) or was given before.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_tower::ConcurrencyLimitLayer;
+    ///
+    /// let layer = ConcurrencyLimitLayer::fixed(64)?
+    ///     .metrics_name("uploads")
+    ///     .metrics_label("route", "/upload/{bucket}")
+    ///     .build();
+    /// # Ok::<(), limitcore::concurrency::LimitError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.naming.add_label(key.into(), value.into());
+        self
     }
 
     /// The layer.
@@ -204,8 +272,10 @@ impl<F: Feedback, C: Classify> Builder<F, C> {
     /// # Ok::<(), limitcore::concurrency::LimitError>(())
     /// ```
     pub fn build(self) -> ConcurrencyLimitLayer<F, C> {
+        let metrics = ConcurrencyMetrics::register(&self.naming, "default", self.permits.limit());
         ConcurrencyLimitLayer {
             shared: Arc::new(Shared {
+                metrics,
                 permits: Arc::new(self.permits),
                 classifier: self.classifier,
                 status: self.status,

@@ -4,10 +4,12 @@ use super::body::{PermitBody, refusal};
 use super::classify::{Classify, Latency};
 use super::layer::Shared;
 use super::shed::shed;
+use super::tracked::Tracked;
 use crate::body::RefusalBody;
+use crate::telemetry::ConcurrencyMetrics;
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use limitcore::concurrency::{AcquireError, AcquireOwned, Feedback, Outcome, OwnedPermit};
+use limitcore::concurrency::{AcquireError, AcquireOwned, Feedback, Outcome};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -18,7 +20,7 @@ use tower::Service;
 
 /// What an admitted request's response needs: its permit, and how to classify it.
 struct Admit<F: Feedback, C> {
-    permit: OwnedPermit<F>,
+    permit: Tracked<F>,
     classifier: C,
     latency: Latency,
 }
@@ -30,6 +32,7 @@ struct Queued<S, R, C> {
     classifier: C,
     latency: Latency,
     status: StatusCode,
+    metrics: ConcurrencyMetrics,
 }
 
 pin_project! {
@@ -87,7 +90,7 @@ pin_project! {
 impl<Fut, S, R, F: Feedback, C: Classify> ResponseFuture<Fut, S, R, F, C> {
     /// An admitted request: the inner service's `fut`, then its body holds `permit`.
     #[inline]
-    pub(crate) fn call(fut: Fut, permit: OwnedPermit<F>, classifier: &C, latency: Latency) -> Self {
+    pub(crate) fn call(fut: Fut, permit: Tracked<F>, classifier: &C, latency: Latency) -> Self {
         ResponseFuture {
             state: State::Call {
                 fut,
@@ -117,6 +120,7 @@ impl<Fut, S, R, F: Feedback, C: Classify> ResponseFuture<Fut, S, R, F, C> {
                     classifier: shared.classifier.clone(),
                     latency: shared.latency,
                     status: shared.status,
+                    metrics: shared.metrics.clone(),
                 })),
             },
         }
@@ -184,12 +188,14 @@ where
                         classifier,
                         latency,
                         status,
+                        metrics,
                     } = *pending;
                     let permit = match granted {
-                        Ok(Ok(permit)) => permit,
-                        Ok(Err(error)) => return Poll::Ready(Ok(shed_in(status, error))),
+                        Ok(Ok(permit)) => Tracked::new(permit, &metrics),
+                        Ok(Err(error)) => return Poll::Ready(Ok(shed_in(status, error, &metrics))),
                         Err(_elapsed) => {
-                            return Poll::Ready(Ok(shed_in(status, AcquireError::TimedOut)));
+                            let error = AcquireError::TimedOut;
+                            return Poll::Ready(Ok(shed_in(status, error, &metrics)));
                         }
                     };
                     let fut = service.call(request);
@@ -219,7 +225,9 @@ where
 fn shed_in<B: RefusalBody, F: Feedback>(
     status: StatusCode,
     error: AcquireError,
+    metrics: &ConcurrencyMetrics,
 ) -> Response<PermitBody<B, F>> {
+    metrics.shed(error);
     shed(status, error).map(refusal)
 }
 

@@ -4,6 +4,7 @@
 use super::builder::Builder;
 use super::classify::{DefaultClassifier, Latency};
 use super::service::ConcurrencyLimit;
+use crate::telemetry::ConcurrencyMetrics;
 use http::StatusCode;
 use limitcore::concurrency::{Adaptive, AdaptiveRule, Feedback, Fixed, LimitError, Permits};
 use std::fmt;
@@ -22,6 +23,8 @@ pub(crate) struct Shared<F: Feedback, C> {
     /// The longest a request waits in the queue (`None`: shed at once).
     pub(crate) max_wait: Option<Duration>,
     pub(crate) latency: Latency,
+    /// The layer's metrics (feature `metrics`; empty without it).
+    pub(crate) metrics: ConcurrencyMetrics,
 }
 
 /// A tower [`Layer`] that limits the requests in flight through a service, fixed or

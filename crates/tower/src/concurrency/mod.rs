@@ -79,6 +79,7 @@ mod future;
 mod layer;
 mod service;
 mod shed;
+mod tracked;
 
 pub use body::PermitBody;
 pub use builder::Builder;

@@ -5,6 +5,7 @@ use super::classify::Classify;
 use super::future::ResponseFuture;
 use super::layer::Shared;
 use super::shed::shed;
+use super::tracked::Tracked;
 use crate::body::RefusalBody;
 use http::{Request, Response};
 use limitcore::concurrency::{AcquireError, Feedback, Fixed, Permits};
@@ -154,6 +155,7 @@ where
         let shared = &*self.shared;
         let error = match shared.permits.try_acquire_owned(1) {
             Ok(permit) => {
+                let permit = Tracked::new(permit, &shared.metrics);
                 let fut = self.inner.call(req);
                 return ResponseFuture::call(fut, permit, &shared.classifier, shared.latency);
             }
@@ -167,7 +169,10 @@ where
                 let acquire = tokio::time::timeout(max_wait, shared.permits.acquire_owned(1));
                 ResponseFuture::wait(acquire, ready, req, shared)
             }
-            (error, _) => ResponseFuture::shed(shed(shared.status, error)),
+            (error, _) => {
+                shared.metrics.shed(error);
+                ResponseFuture::shed(shed(shared.status, error))
+            }
         }
     }
 }

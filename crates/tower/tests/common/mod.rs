@@ -1,6 +1,8 @@
 //! Loopback servers and a real HTTP client for the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod far;
+
 use axum::Router;
 use axum::response::Response;
 use bytes::Bytes;
