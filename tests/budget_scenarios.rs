@@ -206,7 +206,16 @@ fn a_large_waiter_is_not_overtaken() {
             order.lock().unwrap().push("large");
         })
     };
-    std::thread::sleep(Duration::from_millis(2));
+    // Once the large waiter has taken its place (its 100 permits queued: more than 50 ms of
+    // backlog), the small ones come.
+    let t0 = Instant::now();
+    while b.snapshot().full_after < Duration::from_millis(50) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the large waiter never queued"
+        );
+        std::thread::yield_now();
+    }
     let small: Vec<_> = (0..5)
         .map(|_| {
             let (b, order) = (Arc::clone(&b), Arc::clone(&order));
