@@ -96,7 +96,7 @@
 //!
 //! # Checking
 //!
-//! `--cfg loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
+//! `--cfg limitcore_loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
 //! differential targets against [`reference`](mod@reference).
 #![cfg_attr(
     not(feature = "keyed"),
@@ -238,7 +238,7 @@ pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
 pub use counters::{Counted, Counts};
-#[cfg(all(feature = "keyed", loom))]
+#[cfg(all(feature = "keyed", limitcore_loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
 pub use keyed::{DashMapStore, Global, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store};

@@ -1,15 +1,15 @@
 //! The one place that imports atomics.
 //!
-//! Under `--cfg loom` every atomic, and the back-off used by the CAS loops, comes from
+//! Under `--cfg limitcore_loom` every atomic, and the back-off used by the CAS loops, comes from
 //! [`loom`](https://docs.rs/loom) so the model checker can explore every interleaving of
 //! the crate's protocols; otherwise they come from `core`. No other module names
 //! `core::sync::atomic` or `loom` directly (the same shape as crossbeam-utils' `primitive`
 //! module and tokio's `src/loom`).
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
-#[cfg(not(loom))]
+#[cfg(not(limitcore_loom))]
 pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 /// Exponential back-off for a CAS retry loop.
@@ -17,14 +17,14 @@ pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 /// Outside loom this is crossbeam-utils' [`Backoff`](crossbeam_utils::Backoff), which spins
 /// with `spin_loop` hints and never sleeps. Under loom a retry must hand control back to the
 /// model checker, so `spin` becomes `loom::hint::spin_loop`.
-#[cfg(not(loom))]
+#[cfg(not(limitcore_loom))]
 pub(crate) type Backoff = crossbeam_utils::Backoff;
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 #[derive(Debug, Default)]
 pub(crate) struct Backoff;
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 impl Backoff {
     pub(crate) fn new() -> Self {
         Backoff
@@ -39,10 +39,10 @@ impl Backoff {
 /// [`Throttler`](crate::Throttler)'s schedule, queue and task states, and the queue of
 /// waiters of [`Permits`](crate::concurrency::Permits) (with the adaptive limits' sample
 /// window).
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(limitcore_loom)))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
-#[cfg(all(feature = "std", loom))]
+#[cfg(all(feature = "std", limitcore_loom))]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
 /// Lock `mutex`, ignoring poison. No lock of this crate is held across code that can
@@ -60,22 +60,22 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Parking a blocked thread: the blocking waits of [`Permits`](crate::concurrency::Permits)
 /// register the waiting thread's handle in the queue and park until a release unparks it
 /// (loom's under loom, so the models see every park and unpark).
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(limitcore_loom)))]
 pub(crate) use std::thread::{current as current_thread, park, Thread};
 
-#[cfg(all(feature = "std", loom))]
+#[cfg(all(feature = "std", limitcore_loom))]
 pub(crate) use loom::thread::{current as current_thread, park, Thread};
 
 /// Park the current thread for at most `timeout` (it may wake earlier, spuriously or by an
 /// unpark).
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(limitcore_loom)))]
 pub(crate) fn park_timeout(timeout: core::time::Duration) {
     std::thread::park_timeout(timeout);
 }
 
 /// Loom has no timed park: the models never use a deadline (a waiter with one parks until
 /// it is unparked, and a wait that nothing ends is reported by loom as a deadlock).
-#[cfg(all(feature = "std", loom))]
+#[cfg(all(feature = "std", limitcore_loom))]
 pub(crate) fn park_timeout(_timeout: core::time::Duration) {
     loom::thread::park();
 }
@@ -87,20 +87,20 @@ pub(crate) use std::sync::OnceLock;
 
 /// Thread identifiers, to tell whether a call comes from the [`Throttler`](crate::Throttler)'s
 /// own worker: loom's under loom, where every model thread runs on one OS thread.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(limitcore_loom)))]
 pub(crate) use std::thread::ThreadId;
 
-#[cfg(all(feature = "std", loom))]
+#[cfg(all(feature = "std", limitcore_loom))]
 pub(crate) use loom::thread::ThreadId;
 
 /// The current thread's [`ThreadId`].
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(limitcore_loom)))]
 pub(crate) fn current_thread_id() -> ThreadId {
     std::thread::current().id()
 }
 
 /// See the version without loom.
-#[cfg(all(feature = "std", loom))]
+#[cfg(all(feature = "std", limitcore_loom))]
 pub(crate) fn current_thread_id() -> ThreadId {
     loom::thread::current().id()
 }
@@ -112,7 +112,7 @@ pub(crate) fn current_thread_id() -> ThreadId {
 /// rarely migrate (a stale index only makes two CPUs share a shard for a while: slower, never
 /// wrong); elsewhere, a per-thread index handed out round-robin; under loom a fixed 0, so the
 /// models explore the shard and lease protocol rather than the scheduler.
-#[cfg(all(not(loom), feature = "std", target_os = "linux"))]
+#[cfg(all(not(limitcore_loom), feature = "std", target_os = "linux"))]
 #[inline]
 pub(crate) fn shard_hint() -> usize {
     use std::cell::Cell;
@@ -133,18 +133,18 @@ pub(crate) fn shard_hint() -> usize {
 }
 
 /// How many calls reuse a thread's cached CPU number before `sched_getcpu` again.
-#[cfg(all(not(loom), feature = "std", target_os = "linux"))]
+#[cfg(all(not(limitcore_loom), feature = "std", target_os = "linux"))]
 const CPU_REFRESH: u32 = 64;
 
 /// See the Linux version.
-#[cfg(all(not(loom), feature = "std", not(target_os = "linux")))]
+#[cfg(all(not(limitcore_loom), feature = "std", not(target_os = "linux")))]
 #[inline]
 pub(crate) fn shard_hint() -> usize {
     thread_index()
 }
 
 /// A small per-thread index, handed out round-robin on first use.
-#[cfg(all(not(loom), feature = "std"))]
+#[cfg(all(not(limitcore_loom), feature = "std"))]
 fn thread_index() -> usize {
     use core::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -156,14 +156,14 @@ fn thread_index() -> usize {
 }
 
 /// See the Linux version.
-#[cfg(all(not(loom), not(feature = "std")))]
+#[cfg(all(not(limitcore_loom), not(feature = "std")))]
 #[inline]
 pub(crate) fn shard_hint() -> usize {
     0
 }
 
 /// See the Linux version.
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 #[inline]
 pub(crate) fn shard_hint() -> usize {
     0
@@ -171,19 +171,19 @@ pub(crate) fn shard_hint() -> usize {
 
 /// How many per-CPU shards to make: the machine's parallelism (1 without `std`, 2 under
 /// loom), before rounding up to a power of two.
-#[cfg(all(not(loom), feature = "std"))]
+#[cfg(all(not(limitcore_loom), feature = "std"))]
 pub(crate) fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// See the `std` version.
-#[cfg(all(not(loom), not(feature = "std")))]
+#[cfg(all(not(limitcore_loom), not(feature = "std")))]
 pub(crate) fn cpus() -> usize {
     1
 }
 
 /// See the `std` version.
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 pub(crate) fn cpus() -> usize {
     2
 }

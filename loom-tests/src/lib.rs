@@ -1,13 +1,13 @@
 //! Loom models of limitcore's CAS (and lock) protocols live in `tests/`; see `README.md` next to this
 //! crate's `Cargo.toml`. This library only holds the harness they share, and only under
-//! `--cfg loom`: a normal build of this crate is empty.
+//! `--cfg limitcore_loom`: a normal build of this crate is empty.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 pub use harness::*;
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 mod harness {
     use limitcore::clock::{Clock, ManualClock, Nanos};
     use limitcore::reference::{self, Model};

@@ -11,8 +11,8 @@
 //! one CAS window entered by another thread's commit) take 1–2 preemptions; the models
 //! were also run with `LOOM_MAX_PREEMPTIONS=4`, and the 2-thread ones unbounded (README).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::ManualClock;
 use limitcore::{All, Denied, Gcra, RateLimiter, Snapshot};

@@ -6,8 +6,8 @@
 //! the reader's loads one more, so a bound of 3 covers every interleaving of their
 //! attempts. These models are tiny; an unbounded run is in the README.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{Clock, ManualClock};
 use loom::thread;

@@ -8,8 +8,8 @@
 //! argument of the `Gcra` models holds: 3 threads all loading before any commits is 3
 //! preemptions.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::{Counted, Gcra, RateLimiter};

@@ -8,8 +8,8 @@
 //! loom), which are not preemptions. So a bound of 3 covers every interleaving of their
 //! attempts; an unbounded run (README) passes too.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::ManualClock;
 use limitcore::{Denied, Gcra, TokenBucket};

@@ -12,8 +12,8 @@
 //! `snapshot_at` at [`PROBES`] (both windows and the next), against a sequential
 //! `FixedWindow` and `reference::FixedWindowModel`.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::{Algorithm, Denied, FixedWindow, RateLimiter};

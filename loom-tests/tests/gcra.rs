@@ -12,8 +12,8 @@
 //! thread) than a bound of 3 places everywhere; it was also run with
 //! `LOOM_MAX_PREEMPTIONS=4` and `=6` (see the README).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::ManualClock;
 use limitcore::Gcra;

@@ -19,7 +19,7 @@
 //! the setup), so that a re-lookup ends in the overflow limiter (a word created before the
 //! threads) instead of a new slot.
 //!
-//! `LoomStore` (only under `--cfg loom`) is a `loom::sync::Mutex` around a `HashMap` of
+//! `LoomStore` (only under `--cfg limitcore_loom`) is a `loom::sync::Mutex` around a `HashMap` of
 //! `Arc`ed slots: loom sees every map operation (a critical section, a point where it can
 //! switch threads) and the publication of every slot. On it the models let acquirers create
 //! a key's next slot after meeting `RETIRED`, follow a redirect into the side map, and race
@@ -29,8 +29,8 @@
 //! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`). The models were also run with
 //! `LOOM_MAX_PREEMPTIONS=4`, and the 2-thread ones unbounded (README).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::GcraModel;

@@ -19,8 +19,8 @@
 //! thread's add between a thread's adds and its read, a refund inside another thread's
 //! add→read span, an add inside a CAS window) take 1–2 preemptions each.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release --test keyed_sketch`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release --test keyed_sketch`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::SlidingWindowModel;

@@ -2,8 +2,8 @@
 //! (no unit granted twice), waiters woken by time (no lost wake-up, the timer handed over
 //! from one waiter to the next), and a reconfiguration during a wait.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release --test lanes`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release --test lanes`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::ManualClock;
 use limitcore::{Lane, Lanes, LanesConfig, Mode, Progress};

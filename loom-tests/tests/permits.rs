@@ -1,7 +1,7 @@
 //! Loom models of the concurrency limits' permits (`limitcore::concurrency::Permits`;
 //! README, model 13).
 //!
-//! Under `--cfg loom` the permits' word is a loom `AtomicU64` (changed only by
+//! Under `--cfg limitcore_loom` the permits' word is a loom `AtomicU64` (changed only by
 //! `cas::apply`), their queue's lock is a loom `Mutex`, and a blocked waiter parks with loom's
 //! `park`/`unpark`, so loom explores the grant, release, resize, enqueue, serve and cancel
 //! protocol of the module's "No lost wake-up". A waiter that is never woken is a deadlock,
@@ -19,8 +19,8 @@
 //! - at the end, nothing is held, nobody waits, the waiting bit is clear, and the limit is
 //!   the last one set.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release --test permits`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release --test permits`.
+#![cfg(limitcore_loom)]
 
 use limitcore::concurrency::{AcquireError, Order, Permit, Permits, Release};
 use loom_tests::{model, Outcomes};

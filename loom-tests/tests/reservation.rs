@@ -12,8 +12,8 @@
 //! `ManualClock` frozen at [`NOW`]) read inside: `reserve_n`, `reserve_n_within` or
 //! `try_acquire_n`. One permit per [`T`] = 100 ns.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::LeakyBucketModel;

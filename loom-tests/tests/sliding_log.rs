@@ -1,6 +1,6 @@
 //! Loom models of `SlidingLog`, the crate's one limiter behind a lock (README, model 7).
 //!
-//! Under `--cfg loom` the log's `Mutex` is `loom::sync::Mutex` (`src/sync.rs`), so loom
+//! Under `--cfg limitcore_loom` the log's `Mutex` is `loom::sync::Mutex` (`src/sync.rs`), so loom
 //! explores every order in which the threads take the lock, and checks that no two hold it
 //! at once.
 //!
@@ -13,8 +13,8 @@
 //! `snapshot_at` at [`PROBES`], against a sequential `SlidingLog` and
 //! `reference::SlidingLogModel`.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::{Algorithm, Denied, SlidingLog};

@@ -21,8 +21,8 @@
 //! window 11. The words are private; the state is compared through `snapshot_at` at
 //! [`PROBES`], against a sequential `SlidingWindow` and `reference::SlidingWindowModel`.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::{Algorithm, Denied, RateLimiter, SlidingWindow};

@@ -14,8 +14,8 @@
 //! the worker's look at the queue and its `begin`, or between its registration with the clock
 //! and its sleep) take 1–2 preemptions; bound 3 also lets a third thread land in each.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release --test throttler`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release --test throttler`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::{Clock, ManualClock, Nanos};
 use limitcore::{Quota, TaskError, TaskHandle, Throttler};

@@ -16,8 +16,8 @@
 //! several times (`loom_tests::PROBES`), against a sequential `TokenBucket` and against
 //! `limitcore::reference::TokenBucketModel`.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
-#![cfg(loom)]
+//! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release`.
+#![cfg(limitcore_loom)]
 
 use limitcore::clock::ManualClock;
 use limitcore::{Algorithm, TokenBucket};

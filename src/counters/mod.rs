@@ -279,7 +279,7 @@ impl<K: ?Sized, L: KeyedReserve<K>> KeyedReserve<K> for Counted<L> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(limitcore_loom)))]
 mod tests {
     use super::*;
     use crate::clock::ManualClock;

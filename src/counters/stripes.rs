@@ -252,7 +252,7 @@ impl Counters {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(limitcore_loom)))]
 mod tests {
     use super::*;
     use core::time::Duration;

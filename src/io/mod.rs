@@ -5,7 +5,8 @@
 //! - [`AsyncPaced`] (feature `tokio`): a [`tokio::io::AsyncRead`] and
 //!   [`tokio::io::AsyncWrite`] wrapper.
 //! - [`Pace`]: the limiters they pace through (every limiter of the crate; a
-//!   [`Budget`](crate::Budget) waits first come, first served), and [`Charge`], those that
+//!   [`Budget`](crate::Budget) waits first come, first served; [`InLane`], a lane of a
+//!   shared [`Lanes`](crate::Lanes) budget, in the lanes' order), and [`Charge`], those that
 //!   take forced charges (budgets).
 //!
 //! Each operation moves at most the limiter's burst `B` bytes (the *chunk*: a larger buffer
@@ -113,12 +114,14 @@
 #[cfg(feature = "tokio")]
 mod async_paced;
 mod blocking;
+mod lane;
 mod pace;
 
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_paced::AsyncPaced;
 pub use blocking::Paced;
+pub use lane::InLane;
 pub use pace::{Charge, Pace, Retry};
 
 use crate::limiter::Denied;

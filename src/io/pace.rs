@@ -29,6 +29,8 @@ use core::task::{Context, Poll};
 ///   `retry_after` the limiter reports, then ask again (not first come, first served).
 /// - [`Retry`] of any [`Refund`] limiter (your own, `Box<dyn Refund>`, ...), waiting as
 ///   above.
+/// - [`InLane`](super::InLane): one lane of a [`Lanes`](crate::Lanes) limiter, waiting in
+///   the lanes' order.
 /// - `&P`, `Arc<P>` and `Box<P>` of any of them, so that several adapters (or an adapter and
 ///   the rest of the program) can share one limiter.
 ///
@@ -36,7 +38,8 @@ use core::task::{Context, Poll};
 /// [`Budget`] included: the unused permits are refunded and the used ones taken again in
 /// one step, as if only those had been asked for); through a [`SlidingWindow`] or a
 /// [`Retry`] an operation that moved nothing is refunded, and a short one keeps what it
-/// asked for charged (stricter, never more permissive).
+/// asked for charged (stricter, never more permissive); through an
+/// [`InLane`](super::InLane) nothing is given back (the lanes never refund).
 ///
 /// The trait is sealed: its methods are the adapters' own.
 ///
@@ -121,6 +124,8 @@ pub(crate) mod sealed {
     pub struct Waiting {
         pub(crate) n: Option<u32>,
         pub(crate) place: crate::budget::AsyncPlace,
+        /// A lane's request ([`InLane`](crate::io::InLane)).
+        pub(crate) lane: crate::lanes::AsyncTicket,
     }
 
     /// The adapters' view of a limiter (see [`Pace`]).

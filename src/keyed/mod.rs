@@ -86,7 +86,7 @@ pub(crate) mod store;
 
 pub use global::Global;
 pub use sketch::KeyedSketch;
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 pub use store::LoomStore;
 pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 
@@ -318,7 +318,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         };
         // Under loom the side maps are built here, by the thread that builds the limiter:
         // loom cannot see `OnceLock`'s own publication of them (std's, not loom's).
-        #[cfg(loom)]
+        #[cfg(limitcore_loom)]
         keyed.side();
         Ok(keyed)
     }

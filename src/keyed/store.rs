@@ -540,7 +540,7 @@ where
     }
 }
 
-/// A [`Store`] that loom can see into (only under `--cfg loom`, for the models in
+/// A [`Store`] that loom can see into (only under `--cfg limitcore_loom`, for the models in
 /// `loom-tests`): a `loom::sync::Mutex` around a `HashMap` (with a fixed hasher, so that
 /// every execution iterates in the same order) of `Arc`ed slots.
 ///
@@ -551,12 +551,12 @@ where
 /// been removed meanwhile), and a sweep retires each slot it met in a snapshot of the map
 /// before removing it in a critical section of its own, so the models explore requests
 /// between an eviction's retirement and its removal.
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 pub struct LoomStore<K> {
     _key: core::marker::PhantomData<fn(K)>,
 }
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 impl<K> LoomStore<K> {
     /// The store.
     pub fn new() -> Self {
@@ -566,21 +566,21 @@ impl<K> LoomStore<K> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 impl<K> Default for LoomStore<K> {
     fn default() -> Self {
         LoomStore::new()
     }
 }
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 impl<K> fmt::Debug for LoomStore<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LoomStore").finish_non_exhaustive()
     }
 }
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 type LoomMap<K, V> = crate::sync::Mutex<
     std::collections::HashMap<
         K,
@@ -589,7 +589,7 @@ type LoomMap<K, V> = crate::sync::Mutex<
     >,
 >;
 
-#[cfg(loom)]
+#[cfg(limitcore_loom)]
 impl<K> sealed::Maps<K> for LoomStore<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,

@@ -209,7 +209,7 @@ impl Counters {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(limitcore_loom)))]
 mod tests {
     use super::*;
 

@@ -291,9 +291,10 @@ impl<C: Clock> Lanes<C> {
 #[cfg(feature = "tokio")]
 mod asynchronous {
     use super::*;
+    use crate::wait::Timer;
     use core::future::{poll_fn, Future};
     use core::pin::pin;
-    use core::task::Poll;
+    use core::task::{Context, Poll};
 
     impl<C: Clock> Lanes<C> {
         /// As [`Lanes::acquire_blocking`], asynchronously on tokio's timer (feature `tokio`).
@@ -337,56 +338,102 @@ mod asynchronous {
             deadline: Option<Instant>,
         ) -> Result<(), LaneError> {
             let l = self.index(lane)?;
-            let mut ticket: Option<Ticket<'_, C>> = None;
-            let mut nap = pin!(tokio::time::sleep(Duration::ZERO));
+            /// Takes a dropped future's request out of its queue.
+            struct Guard<'a, C: Clock> {
+                lanes: &'a Lanes<C>,
+                wait: AsyncTicket,
+            }
+            impl<C: Clock> Drop for Guard<'_, C> {
+                fn drop(&mut self) {
+                    let _ = self.lanes.abandon_ticket(&mut self.wait);
+                }
+            }
+            let mut guard = Guard {
+                lanes: self,
+                wait: AsyncTicket::default(),
+            };
             let mut limit = pin!(deadline.map(|d| tokio::time::sleep_until(d.into())));
             poll_fn(|cx| {
-                let ticket = match &mut ticket {
-                    Some(ticket) => ticket,
-                    None => match self.submit_key(l, n, self.now(), || Some(cx.waker().clone())) {
-                        None => return Poll::Ready(Ok(())),
-                        key => ticket.insert(Ticket {
-                            lanes: self,
-                            lane,
-                            n,
-                            key,
-                        }),
-                    },
-                };
-                loop {
-                    let Some(key) = ticket.key else {
-                        return Poll::Ready(Ok(()));
-                    };
-                    let polled = self.poll_key(key, self.now(), Some(cx.waker()));
-                    if polled.granted {
-                        ticket.key = None;
-                        return Poll::Ready(Ok(()));
-                    }
-                    if let Some(limit) = limit.as_mut().as_pin_mut() {
-                        if limit.poll(cx).is_ready() {
-                            ticket.key = None;
-                            return Poll::Ready(
-                                self.cancel_key(key, self.now())
-                                    .map_err(|granted| LaneError::TimedOut { granted }),
-                            );
-                        }
-                    }
-                    let Some(at) = polled.timer else {
-                        return Poll::Pending;
-                    };
-                    match self.clock().sleep_hint(at, cx.waker()) {
-                        SleepHint::Reached => continue,
-                        SleepHint::UntilWoken => return Poll::Pending,
-                        SleepHint::Sleep(d) => {
-                            nap.as_mut().reset(tokio::time::Instant::now() + d);
-                            if nap.as_mut().poll(cx).is_pending() {
-                                return Poll::Pending;
-                            }
-                        }
+                if self.poll_ticket(&mut guard.wait, l, n, cx).is_ready() {
+                    return Poll::Ready(Ok(()));
+                }
+                if let Some(limit) = limit.as_mut().as_pin_mut() {
+                    if limit.poll(cx).is_ready() {
+                        return Poll::Ready(
+                            self.abandon_ticket(&mut guard.wait)
+                                .map_err(|granted| LaneError::TimedOut { granted }),
+                        );
                     }
                 }
+                Poll::Pending
             })
             .await
         }
+
+        /// One poll of an async wait for `n` units of the lane at index `l`, its progress
+        /// kept in `wait` between polls (the I/O adapters keep it across operations):
+        /// submitted at the first poll (the fast path, then the queue), then served and
+        /// looked at until granted in full, the queue's timer duty slept on tokio's timer.
+        /// `Ready` once granted (`wait` is then fresh again).
+        pub(crate) fn poll_ticket(
+            &self,
+            wait: &mut AsyncTicket,
+            l: usize,
+            n: u32,
+            cx: &mut Context<'_>,
+        ) -> Poll<()> {
+            if !wait.submitted {
+                wait.submitted = true;
+                wait.key = self.submit_key(l, n, self.now(), || Some(cx.waker().clone()));
+            }
+            loop {
+                let Some(key) = wait.key else {
+                    wait.submitted = false;
+                    return Poll::Ready(());
+                };
+                let polled = self.poll_key(key, self.now(), Some(cx.waker()));
+                if polled.granted {
+                    wait.key = None;
+                    wait.submitted = false;
+                    return Poll::Ready(());
+                }
+                let Some(at) = polled.timer else {
+                    return Poll::Pending;
+                };
+                match self.clock().sleep_hint(at, cx.waker()) {
+                    SleepHint::Reached => continue,
+                    SleepHint::UntilWoken => return Poll::Pending,
+                    SleepHint::Sleep(d) => {
+                        wait.nap.arm(d);
+                        if wait.nap.poll(cx).is_pending() {
+                            return Poll::Pending;
+                        }
+                    }
+                }
+            }
+        }
+
+        /// Give up the wait in `wait` (see [`Ticket`]'s "Cancellation"): `Err(granted)` with
+        /// the units it had been given, `Ok(())` if it held no place.
+        pub(crate) fn abandon_ticket(&self, wait: &mut AsyncTicket) -> Result<(), u32> {
+            wait.submitted = false;
+            wait.nap.disarm();
+            match wait.key.take() {
+                None => Ok(()),
+                Some(key) => self.cancel_key(key, self.now()),
+            }
+        }
+    }
+
+    /// An async wait's progress between polls, borrowing nothing: whether its request was
+    /// submitted, its queue key while it waits, and the timer of the queue's timer duty.
+    #[derive(Debug, Default)]
+    pub(crate) struct AsyncTicket {
+        submitted: bool,
+        key: Option<usize>,
+        nap: Timer,
     }
 }
+
+#[cfg(feature = "tokio")]
+pub(crate) use asynchronous::AsyncTicket;

@@ -407,7 +407,7 @@ pub type LeakyBucket<C = DefaultClock> = Limiter<LeakyBucketRule, C>;
 ///
 /// This is the crate's one limiter with a lock: an exact log is several words that must
 /// change together, so the ring sits behind a mutex (`std::sync::Mutex`; loom's under
-/// `--cfg loom`). The critical section is a few comparisons and `n` stores.
+/// `--cfg limitcore_loom`). The critical section is a few comparisons and `n` stores.
 ///
 /// # Contract
 ///

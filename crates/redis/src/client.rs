@@ -3,6 +3,7 @@
 //! count of the commands sent.
 
 use crate::scripts::{scripts, Script};
+use crate::telemetry::ClientMetrics;
 use crate::Error;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
@@ -205,6 +206,8 @@ struct Inner {
     breaker: Breaker,
     commands: AtomicU64,
     nodes: AtomicU32,
+    /// The failed calls through the `metrics` facade (feature `metrics`; empty without it).
+    metrics: ClientMetrics,
 }
 
 /// One node's handle on Redis (stand-alone or cluster): cheap to clone, shared by every
@@ -313,6 +316,7 @@ impl Redis {
                 config,
                 commands: AtomicU64::new(0),
                 nodes: AtomicU32::new(1),
+                metrics: ClientMetrics::register(),
             }),
         };
         // The first heartbeat now, so that the node count is known early; a failure only
@@ -380,10 +384,22 @@ impl Redis {
         keys: &[&str],
         args: &[String],
     ) -> Result<Value, Error> {
-        if self.inner.breaker.is_open() {
-            return Err(Error::CircuitOpen);
+        let answer = if self.inner.breaker.is_open() {
+            Err(Error::CircuitOpen)
+        } else {
+            self.eval_unguarded(script, keys, args).await
+        };
+        self.counted(answer)
+    }
+
+    /// `answer`, its error counted (`limitcore_redis_errors_total`): the calls a limiter or
+    /// a user makes, not the heartbeats and probes of the background task.
+    #[inline]
+    fn counted<T>(&self, answer: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &answer {
+            self.inner.metrics.error(e);
         }
-        self.eval_unguarded(script, keys, args).await
+        answer
     }
 
     /// [`Redis::eval`] without the breaker's check (the probe itself).
@@ -413,7 +429,7 @@ impl Redis {
         calls: &[(Vec<&str>, Vec<String>)],
     ) -> Result<Vec<Value>, Error> {
         if self.inner.breaker.is_open() {
-            return Err(Error::CircuitOpen);
+            return self.counted(Err(Error::CircuitOpen));
         }
         let call = async {
             let mut pipe = redis::pipe();
@@ -437,7 +453,8 @@ impl Redis {
             }
             Ok(out)
         };
-        self.guard(call).await
+        let answer = self.guard(call).await;
+        self.counted(answer)
     }
 
     /// Apply the deadline and record the outcome in the breaker.
@@ -494,13 +511,14 @@ impl Redis {
     /// As [`Redis::command`]; the first server error in the pipeline.
     pub async fn pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>, Error> {
         if self.inner.breaker.is_open() {
-            return Err(Error::CircuitOpen);
+            return self.counted(Err(Error::CircuitOpen));
         }
         // Relaxed: a statistics counter.
         self.inner
             .commands
             .fetch_add(pipe.cmd_iter().count() as u64, Ordering::Relaxed);
-        self.guard(self.query_pipeline(pipe)).await
+        let answer = self.guard(self.query_pipeline(pipe)).await;
+        self.counted(answer)
     }
 
     /// Run a plain command (with the deadline and the breaker), for tests and tools:
@@ -511,9 +529,10 @@ impl Redis {
     /// As any call: [`Error::CircuitOpen`], [`Error::Timeout`], [`Error::Redis`].
     pub async fn command(&self, cmd: &Cmd) -> Result<Value, Error> {
         if self.inner.breaker.is_open() {
-            return Err(Error::CircuitOpen);
+            return self.counted(Err(Error::CircuitOpen));
         }
-        self.guard(self.query(cmd)).await
+        let answer = self.guard(self.query(cmd)).await;
+        self.counted(answer)
     }
 }
 

@@ -90,6 +90,25 @@
 //! rate divided by the last known number of nodes (nodes announce themselves with
 //! heartbeats). Each policy's bound is in [`Policy`]'s docs.
 //!
+//! ## Metrics (feature `metrics`)
+//!
+//! With the feature `metrics`, the crate reports through the
+//! [`metrics`](https://docs.rs/metrics/0.24) facade (the application installs a recorder,
+//! such as `metrics-exporter-prometheus`'s). Handles are registered when a [`Redis`] handle
+//! or a limiter is built, from the recorder in force then: install it first. Labels are
+//! names the user gives, never a key.
+//!
+//! | series | labels | counts |
+//! |---|---|---|
+//! | `limitcore_redis_errors_total` | `kind`: `connection`, `server`, `timeout`, `circuit_open`, `reply` | calls of the limiters (and of [`Redis::command`], [`Redis::pipeline`]) that failed: one per decision, lease fetch or pipeline; the background heartbeats and probes are not counted |
+//! | `limitcore_redis_fallback_decisions_total` | `limit` (the key prefix, or a [`RedisAll`] limit's name), `policy`: `fail_open`, `fail_closed`, `fail_local`, `propagate` | decisions and forced charges the outage [`Policy`] made because Redis gave no answer |
+//! | `limitcore_lease_fetches_total` | `limit` (the key prefix), `outcome`: `granted`, `blocked`, `error` | lease fetches of a [`LeasedLimiter`] |
+//! | `limitcore_lease_permits_total` | `limit` | permits (cells) leased from Redis by this node |
+//!
+//! So an exact limit's outage shows as one error and one fallback decision per request
+//! decided locally (the fault test in `crates/redis-server-tests/tests/metrics.rs` checks
+//! exactly that), and a leased limit's as fetch errors while its nodes spend what they hold.
+//!
 //! ## Client
 //!
 //! Built on the `redis` crate (redis-rs): its reconnecting `ConnectionManager` fails a call
@@ -178,6 +197,7 @@ mod policy;
 pub mod scripts;
 pub mod server;
 mod sync;
+mod telemetry;
 mod time;
 
 pub use client::{Redis, RedisConfig};

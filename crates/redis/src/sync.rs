@@ -1,5 +1,5 @@
 //! The one place the lease protocol's shared state comes from: its atomics, the lease word's
-//! cell and the waiters' [`Notify`].
+//! cell and the waiters' `Notify`.
 //!
 //! Under `--cfg limitcore_loom` they are [loom](https://docs.rs/loom)'s, so that the models
 //! of the lease protocol (`leased/loom.rs`) explore every interleaving of the entry's
@@ -8,13 +8,11 @@
 //! would also switch tokio (and every other crate that reads it) to its own loom build, which
 //! this crate's models do not need and its dependencies do not all support.
 //!
-//! Under the model two stand-ins replace what loom cannot see:
+//! The lease word's cell is the core's [`limitcore::cell::WordCell`] in both builds: the core
+//! reads the same cfg (its `sync` module), so under the model its word is loom's too and the
+//! models check the core's own compare-and-swap loop. One stand-in replaces what loom cannot
+//! see:
 //!
-//! - [`WordCell`]: the core's [`limitcore::cell::WordCell`] keeps its word in the core's own
-//!   atomics, which switch only under the core's `--cfg loom`. The stand-in is the same loop
-//!   on loom's `AtomicU64`, with the same orderings (a relaxed load, a weak
-//!   compare-and-swap that is a release on success and relaxed on failure, retried on the
-//!   word that beat it: the core's `cas::apply_ordered` with `Release`).
 //! - [`Notify`]: tokio's `Notify` is built on std's atomics and lock. The stand-in keeps the
 //!   part of its contract the protocol relies on: a `Notified` made before a
 //!   `notify_waiters` completes when awaited, one made after it does not, and making a
@@ -36,61 +34,21 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize
 #[cfg(limitcore_loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-#[cfg(not(limitcore_loom))]
 pub(crate) use limitcore::cell::WordCell;
 
 #[cfg(not(limitcore_loom))]
 pub(crate) use tokio::sync::Notify;
 
 #[cfg(limitcore_loom)]
-pub(crate) use model::{Notify, WordCell};
+pub(crate) use model::Notify;
 
-/// The stand-ins under the model (see the module).
+/// The stand-in under the model (see the module).
 #[cfg(limitcore_loom)]
 mod model {
-    use loom::sync::atomic::{AtomicU64, Ordering};
     use loom::sync::Mutex;
     use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll, Waker};
-
-    /// The core's `WordCell` on loom's `AtomicU64`: the same loop, the same orderings.
-    #[derive(Debug)]
-    pub(crate) struct WordCell(AtomicU64);
-
-    impl WordCell {
-        pub(crate) fn new(word: u64) -> Self {
-            WordCell(AtomicU64::new(word))
-        }
-
-        pub(crate) fn load(&self) -> u64 {
-            // Relaxed: as the core's `WordCell::load`.
-            self.0.load(Ordering::Relaxed)
-        }
-
-        pub(crate) fn update<T, E>(&self, f: impl Fn(&mut u64) -> Result<T, E>) -> Result<T, E> {
-            // Relaxed: as the core's loop, a stale value only fails the CAS below.
-            let mut current = self.0.load(Ordering::Relaxed);
-            loop {
-                let mut next = current;
-                let value = f(&mut next)?;
-                // Release on success, Relaxed on failure: as the core's state cells
-                // (`cas::apply_ordered` with `Release`).
-                match self.0.compare_exchange_weak(
-                    current,
-                    next,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Ok(value),
-                    Err(actual) => {
-                        current = actual;
-                        loom::hint::spin_loop();
-                    }
-                }
-            }
-        }
-    }
 
     /// tokio's `Notify`, as far as the protocol uses it: `notified`, `enable`, awaiting, and
     /// `notify_waiters`. The lock holds the count of `notify_waiters` calls and the wakers

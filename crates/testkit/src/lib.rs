@@ -17,7 +17,7 @@
 //!
 //! Both on by default; `proptest` and `fuzz` pull in their decoding crates.
 //! [`fuzz::keyed_differential`] runs every input on both of `Keyed`'s stores, which come
-//! with limitcore's `keyed`. The loom models (`loom-tests`, built with `--cfg loom`) use
+//! with limitcore's `keyed`. The loom models (`loom-tests`, built with `--cfg limitcore_loom`) use
 //! this crate with neither.
 //!
 //! # Examples

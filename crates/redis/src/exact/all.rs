@@ -60,7 +60,7 @@ impl RedisAll {
         for (name, quota) in limits {
             let (t, _) = gcra_micros(quota)?;
             out.push(((*name).to_owned(), *quota, t));
-            fallbacks.push(Fallback::new(policy, *quota, cooldown));
+            fallbacks.push(Fallback::new(policy, *quota, cooldown, name));
         }
         Ok(RedisAll {
             redis,

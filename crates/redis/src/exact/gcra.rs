@@ -233,7 +233,7 @@ impl RedisGcra {
             quota,
             numbers,
             prefix: "lc:gcra:".to_owned(),
-            fallback: Fallback::new(policy, quota, cooldown),
+            fallback: Fallback::new(policy, quota, cooldown, "lc:gcra:"),
         })
     }
 
@@ -316,6 +316,7 @@ impl RedisGcra {
     #[must_use]
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self.fallback = self.fallback.renamed(&self.prefix);
         self
     }
 

@@ -74,7 +74,7 @@ impl RedisSlidingLog {
             quota,
             period_us,
             prefix: "lc:log:".to_owned(),
-            fallback: Fallback::new(policy, quota, cooldown),
+            fallback: Fallback::new(policy, quota, cooldown, "lc:log:"),
         })
     }
 
@@ -82,6 +82,7 @@ impl RedisSlidingLog {
     #[must_use]
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self.fallback = self.fallback.renamed(&self.prefix);
         self
     }
 

@@ -96,11 +96,15 @@ async fn fetch<C: Clock + Clone + 'static>(
             inner
                 .granted
                 .fetch_add(u64::from(answer.granted), StdOrdering::Relaxed);
+            inner.metrics.granted(answer.granted);
         } else if let Some(wait) = answer.decision.retry_after() {
             entry.block(&rule, arrived, arrived.saturating_add(nanos(wait)));
             // Relaxed: a statistics counter.
             inner.refusals.fetch_add(1, StdOrdering::Relaxed);
+            inner.metrics.blocked();
         }
+    } else {
+        inner.metrics.failed();
     }
     // Gives the slot back (publishing the word installed above and the cells granted, for
     // the next request's measurement) and wakes the waiters.

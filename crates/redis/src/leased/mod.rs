@@ -152,6 +152,7 @@
 use crate::client::Redis;
 use crate::exact::RedisGcra;
 use crate::policy::Policy;
+use crate::telemetry::LeaseMetrics;
 use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::{Decision, Denied, KeyHasher, KeyedRateLimiter, Quota, Snapshot};
@@ -199,6 +200,8 @@ struct Inner<C: Clock> {
     leases: AtomicU64,
     granted: AtomicU64,
     refusals: AtomicU64,
+    /// The fetches through the `metrics` facade (feature `metrics`; empty without it).
+    metrics: LeaseMetrics,
 }
 
 /// A fleet-wide limit per key with local, synchronous, lock-free decisions: the GCRA on
@@ -326,6 +329,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             max_lease: rule.capacity(),
             ..config
         };
+        let metrics = LeaseMetrics::register(&config.prefix);
         let inner = Arc::new(Inner {
             gcra,
             rule,
@@ -345,6 +349,7 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             leases: AtomicU64::new(0),
             granted: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
+            metrics,
         });
         inner.runtime.spawn(fetch::sweep(Arc::downgrade(&inner)));
         Ok(LeasedLimiter { inner })

@@ -3,6 +3,7 @@
 
 mod local;
 
+use crate::telemetry::FallbackMetrics;
 use crate::time::RedisMicros;
 use limitcore::{BudgetConfig, Charged, Decision, Denied, Quota, Snapshot};
 use local::{Admitted, LocalBudgets};
@@ -219,6 +220,8 @@ pub(crate) struct Fallback {
     capacity: u32,
     cooldown: Duration,
     local: Mutex<Option<(u32, Arc<LocalBudgets>)>>,
+    /// Its decisions through the `metrics` facade (feature `metrics`; empty without it).
+    metrics: FallbackMetrics,
 }
 
 impl std::fmt::Debug for Fallback {
@@ -232,8 +235,9 @@ impl std::fmt::Debug for Fallback {
 }
 
 impl Fallback {
-    /// The policy for `quota` with no debt.
-    pub(crate) fn new(policy: Policy, quota: Quota, cooldown: Duration) -> Self {
+    /// The policy for `quota` with no debt, on the limit named `limit` (its key prefix, or
+    /// its name in a [`RedisAll`](crate::RedisAll): the `limit` label of its metrics).
+    pub(crate) fn new(policy: Policy, quota: Quota, cooldown: Duration, limit: &str) -> Self {
         Fallback {
             policy,
             quota,
@@ -241,6 +245,15 @@ impl Fallback {
             capacity: quota.burst(),
             cooldown,
             local: Mutex::new(None),
+            metrics: FallbackMetrics::register(policy, limit),
+        }
+    }
+
+    /// The same policy on the limit now named `limit` (a new key prefix).
+    pub(crate) fn renamed(self, limit: &str) -> Self {
+        Fallback {
+            metrics: FallbackMetrics::register(self.policy, limit),
+            ..self
         }
     }
 
@@ -288,6 +301,7 @@ impl Fallback {
         n: u32,
         nodes: u32,
     ) -> (Verdict, Option<Admission>) {
+        self.metrics.record();
         let capacity = self.capacity;
         let (decision, admission) = match self.policy {
             _ if n > capacity => (
@@ -327,6 +341,7 @@ impl Fallback {
     /// The policy's forced charge of `n` permits to `key` (see [`Policy`], "Charges"),
     /// with `nodes` the fleet's last known size.
     pub(crate) fn charge(&self, key: &str, n: u32, nodes: u32) -> ChargeVerdict {
+        self.metrics.record();
         let charged = match self.policy {
             Policy::FailOpen => Charged {
                 charged: 0,

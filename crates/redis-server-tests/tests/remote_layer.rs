@@ -1,0 +1,125 @@
+//! The exact Redis limit behind the HTTP layer's awaited seam (`RateLimitLayer::remote`),
+//! end to end: a real redis-server, axum servers on loopback keyed by a tenant header, a real
+//! HTTP client. Admissions are Redis's, exactly (the burst, then refusals whose
+//! `Retry-After` is Redis's wait rounded up, never early; another tenant untouched), and with
+//! the server killed the outage policy answers: `Policy::FailClosed` refuses with 429 (the
+//! policy's decision), `Policy::Propagate` hands the error to the layer, which answers with
+//! its `OnLimiterError` status.
+
+use redis_server_tests as common;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::Empty;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use limitcore_redis::{Policy, RedisGcra};
+use limitcore_tower::{FnKey, OnLimiterError, RateLimitLayer, RequestHead};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+fn tenant() -> FnKey<impl Fn(RequestHead<'_>) -> Option<String> + Clone + Send + Sync + 'static> {
+    FnKey::new(|head: RequestHead<'_>| {
+        head.headers()
+            .get("x-tenant")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    })
+}
+
+/// An axum server on loopback with `gcra` behind the remote layer, answering "ok".
+async fn serve(gcra: RedisGcra, on_error: OnLimiterError) -> SocketAddr {
+    let layer = RateLimitLayer::remote(gcra, tenant())
+        .on_limiter_error(on_error)
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+type Http = Client<HttpConnector, Empty<Bytes>>;
+
+/// The status and `Retry-After` (seconds) of one GET as `tenant`.
+async fn get(client: &Http, addr: SocketAddr, tenant: &str) -> (StatusCode, Option<u64>) {
+    let request = Request::get(format!("http://{addr}/"))
+        .header("x-tenant", tenant)
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (response.status(), retry)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exact_limit_decides_behind_the_layer_and_its_outage_policy_answers() {
+    let mut server = common::server();
+    let redis = common::connect(&server).await;
+    // 5 a minute, burst 5: one permit every 12 s, so nothing refills during the test.
+    let quota = "5/min burst 5".parse().unwrap();
+    let closed = RedisGcra::new(redis.clone(), quota, Policy::FailClosed)
+        .unwrap()
+        .with_prefix("lc:layer-closed:");
+    let propagating = RedisGcra::new(redis.clone(), quota, Policy::Propagate)
+        .unwrap()
+        .with_prefix("lc:layer-propagate:");
+    let closed = serve(closed, OnLimiterError::Admit).await;
+    let propagating = serve(
+        propagating,
+        OnLimiterError::Refuse(StatusCode::SERVICE_UNAVAILABLE),
+    )
+    .await;
+    let client: Http = Client::builder(TokioExecutor::new()).build_http();
+
+    // Redis decides: the burst of 5 for tenant "a", then refusals; tenant "b" untouched.
+    let start = Instant::now();
+    let mut statuses = Vec::new();
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        let (status, retry) = get(&client, closed, "a").await;
+        statuses.push(status);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            waits.push(retry.expect("a refusal carries Retry-After"));
+        }
+    }
+    let elapsed = start.elapsed().as_secs();
+    assert_eq!(&statuses[..5], &[StatusCode::OK; 5]);
+    assert_eq!(&statuses[5..], &[StatusCode::TOO_MANY_REQUESTS; 3]);
+    // Redis's wait for the sixth permit is 12 s from the first admission: rounded up, it is
+    // never below what is left of it.
+    for wait in waits {
+        assert!(wait >= 12 - elapsed && wait <= 12, "Retry-After {wait}");
+    }
+    assert_eq!(get(&client, closed, "b").await.0, StatusCode::OK);
+    // The same limit under `Propagate`, while Redis answers: the same decisions.
+    for i in 0..6 {
+        let expected = if i < 5 {
+            StatusCode::OK
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        assert_eq!(
+            get(&client, propagating, "a").await.0,
+            expected,
+            "request {i}"
+        );
+    }
+
+    // Redis is gone: the outage policy decides (fail closed: 429), or the error reaches the
+    // layer (503, no Retry-After: nothing says when Redis is back).
+    server.kill();
+    for _ in 0..4 {
+        let (status, _) = get(&client, closed, "c").await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        let (status, retry) = get(&client, propagating, "c").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(retry, None);
+    }
+}

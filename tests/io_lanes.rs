@@ -1,0 +1,145 @@
+//! The I/O adapters in a lane (`io::InLane`) on real files in a temporary directory: a
+//! saturating background writer in the lowest lane and user reads in the top lane share one
+//! byte budget. Every byte arrives intact, each lane is charged what its operations asked
+//! for, the budget's rate bounds both lanes together, and the user reads are not held
+//! behind the writer's backlog. The async adapter's dropped operation keeps its place and a
+//! release takes it out of the queue.
+
+use limitcore::io::{InLane, Paced};
+use limitcore::{Lane, LaneError, Lanes, LanesConfig};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KIB: usize = 1 << 10;
+
+#[test]
+fn a_user_read_is_not_held_behind_a_saturating_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    // 8 MiB/s, 64 KiB at once: the writer's 2 MiB alone need about 250 ms.
+    let lanes =
+        Arc::new(Lanes::new(LanesConfig::new("8MiB/s burst 64KiB".parse().unwrap())).unwrap());
+    let user_data: Vec<u8> = (0..128 * KIB).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("user"), &user_data).unwrap();
+
+    let start = Instant::now();
+    let writer = {
+        let lane = InLane::new(Arc::clone(&lanes), Lane::LOW).unwrap();
+        let path = dir.path().join("compaction");
+        std::thread::spawn(move || {
+            let mut out = Paced::new(File::create(&path).unwrap(), lane);
+            for _ in 0..32 {
+                out.write_all(&[0xAB; 64 * KIB]).unwrap();
+            }
+            out.flush().unwrap();
+            start.elapsed()
+        })
+    };
+    // Let the writer build its backlog first.
+    std::thread::sleep(Duration::from_millis(40));
+    let user = InLane::new(Arc::clone(&lanes), Lane::USER).unwrap();
+    let began = Instant::now();
+    let mut input = Paced::new(File::open(dir.path().join("user")).unwrap(), user);
+    let mut read = Vec::new();
+    input.read_to_end(&mut read).unwrap();
+    let user_took = began.elapsed();
+    let writer_took = writer.join().unwrap();
+
+    assert_eq!(read, user_data);
+    let written = std::fs::read(dir.path().join("compaction")).unwrap();
+    assert_eq!(written.len(), 2 << 20);
+    assert!(written.iter().all(|&b| b == 0xAB));
+
+    let low = lanes.counts(Lane::LOW).unwrap();
+    let top = lanes.counts(Lane::USER).unwrap();
+    // Whole chunks: the writer's lane is charged exactly what it wrote.
+    assert_eq!(low.granted, 2 << 20);
+    // Reads ask for a chunk each; the last, at the end of the file, moves nothing and keeps
+    // its grant (the lanes never refund): at least the file, at most one chunk more per
+    // read beyond it.
+    assert!(top.granted >= user_data.len() as u64, "{top:?}");
+    assert!(
+        top.granted <= user_data.len() as u64 + (64 * KIB) as u64 * 2,
+        "{top:?}"
+    );
+    assert_eq!((low.pending, top.pending), (0, 0));
+
+    // The budget bounds both lanes together: burst + rate × time.
+    let total = low.granted + top.granted;
+    let allowed =
+        (64 * KIB) as f64 + 8.0 * (1 << 20) as f64 * writer_took.max(began.elapsed()).as_secs_f64();
+    assert!(
+        total as f64 <= allowed * 1.01,
+        "{total} bytes in {writer_took:?}"
+    );
+    // The user's bytes at the rate take about 16 ms; behind the writer's backlog (up to
+    // 2 MiB, 250 ms) they would take far longer. Slack for a loaded 2-core machine.
+    assert!(
+        user_took < Duration::from_millis(150),
+        "the user read took {user_took:?}"
+    );
+    assert!(
+        writer_took >= Duration::from_millis(200),
+        "the writer finished in {writer_took:?}: faster than the rate"
+    );
+}
+
+#[test]
+fn a_lane_must_exist() {
+    let lanes =
+        Arc::new(Lanes::new(LanesConfig::new("1MiB/s".parse().unwrap()).weights(&[1])).unwrap());
+    assert!(InLane::new(Arc::clone(&lanes), Lane::new(1)).is_ok());
+    assert_eq!(
+        InLane::new(Arc::clone(&lanes), Lane::new(3)).unwrap_err(),
+        LaneError::NoSuchLane {
+            lane: Lane::new(3),
+            lanes: 2
+        }
+    );
+}
+
+#[cfg(feature = "tokio")]
+mod asynchronous {
+    use super::*;
+    use limitcore::io::AsyncPaced;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn async_lanes_move_the_bytes_and_a_release_leaves_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let lanes =
+            Arc::new(Lanes::new(LanesConfig::new("4MiB/s burst 64KiB".parse().unwrap())).unwrap());
+        let path = dir.path().join("out");
+        let mut out = Box::pin(AsyncPaced::new(
+            tokio::fs::File::create(&path).await.unwrap(),
+            InLane::new(Arc::clone(&lanes), Lane::MID).unwrap(),
+        ));
+        out.write_all(&[1; 200 * KIB]).await.unwrap();
+        out.flush().await.unwrap();
+        assert_eq!(tokio::fs::read(&path).await.unwrap(), vec![1; 200 * KIB]);
+        assert_eq!(lanes.counts(Lane::MID).unwrap().granted, (200 * KIB) as u64);
+
+        // The budget is empty now (the writes ran ahead of the rate): a write waits. Its
+        // future dropped, the request keeps its place in the queue...
+        let write = out.write_all(&[2; 64 * KIB]);
+        assert!(tokio::time::timeout(Duration::from_millis(1), write)
+            .await
+            .is_err());
+        assert_eq!(lanes.counts(Lane::MID).unwrap().pending, 1);
+        // ...until the adapter releases it.
+        out.as_mut().release();
+        let counts = lanes.counts(Lane::MID).unwrap();
+        assert_eq!((counts.pending, counts.cancelled), (0, 1));
+
+        // A user read of the file in the top lane.
+        let mut input = AsyncPaced::new(
+            tokio::fs::File::open(&path).await.unwrap(),
+            InLane::new(Arc::clone(&lanes), Lane::USER).unwrap(),
+        );
+        let mut read = Vec::new();
+        input.read_to_end(&mut read).await.unwrap();
+        assert_eq!(read.len(), 200 * KIB);
+        assert!(lanes.counts(Lane::USER).unwrap().granted >= (200 * KIB) as u64);
+    }
+}
