@@ -9,7 +9,8 @@
 #
 # Usage: crates/redis-server-tests/bench/layer.sh      (from anywhere in the repository)
 # Environment: CONTENDERS ("local local-awaited exact leased"), ROUNDS (3), DURATION (10s),
-#   CONNECTIONS (32), QUOTA ("1000000/s"), PORT (18282), CARGO_TARGET_DIR.
+#   CONNECTIONS (32), QUOTA ("1000000/s"), PORT (18282), MAX_LEASE (64: the leased
+#   contender's largest lease, cells), CARGO_TARGET_DIR.
 # Needs wrk and redis-server (bash .ci/redis-deps.sh). Only 127.0.0.1 is loaded.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 QUOTA=${QUOTA:-1000000/s}
 PORT=${PORT:-18282}
+MAX_LEASE=${MAX_LEASE:-64}
 CONTENDERS=(${CONTENDERS:-local local-awaited exact leased})
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
@@ -40,7 +42,7 @@ median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 for round in $(seq 1 "$ROUNDS"); do
     for who in "${CONTENDERS[@]}"; do
         : >"$OUT/server.log"
-        "$SERVER" --addr "127.0.0.1:$PORT" --limit "$who" --quota "$QUOTA" >"$OUT/server.log" 2>&1 &
+        "$SERVER" --addr "127.0.0.1:$PORT" --limit "$who" --quota "$QUOTA" --max-lease "$MAX_LEASE" >"$OUT/server.log" 2>&1 &
         PID=$!
         for _ in $(seq 1 400); do
             grep -q "listening on" "$OUT/server.log" && break
