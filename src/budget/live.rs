@@ -101,7 +101,7 @@ impl Slot {
         (self.gen.load(Ordering::Relaxed) == gen).then(|| decode(&words))
     }
 
-    /// The hot part of generation `gen`'s params, if this slot holds them: four words, and
+    /// The hot part of generation `gen`'s params, if this slot holds them: five words, and
     /// the scale's five more only when a unit is not 1 ns (the same protocol as
     /// [`Slot::load`], on fewer words).
     #[inline(always)]
@@ -128,6 +128,7 @@ impl Slot {
             ahead,
             capacity: (flags >> 32) as u32,
             mode: Mode::from_word((flags >> 8) & 0b11),
+            debt: field(9),
         })
     }
 }
@@ -389,6 +390,7 @@ fn decode_hot(w: &[u64; FIELDS]) -> Hot {
         ahead: w[3],
         capacity: (flags >> 32) as u32,
         mode: Mode::from_word((flags >> 8) & 0b11),
+        debt: w[9],
     }
 }
 
@@ -396,7 +398,6 @@ fn decode_hot(w: &[u64; FIELDS]) -> Hot {
 fn decode(w: &[u64; FIELDS]) -> Params {
     Params {
         hot: decode_hot(w),
-        debt: w[9],
         queue: w[10],
         since: w[11],
         max_debt: w[12],

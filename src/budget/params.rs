@@ -35,6 +35,8 @@ pub(crate) struct Hot {
     /// The most permits one request may take: the burst, or `⌊(S + D) / K⌋` under debt.
     pub(crate) capacity: u32,
     pub(crate) mode: Mode,
+    /// `D`: how far past `S` an oversized request or a charge may push the backlog.
+    pub(crate) debt: u64,
 }
 
 /// A configuration's numbers, in the units of its [`Scale`]: the [`Hot`] part (reached
@@ -42,8 +44,6 @@ pub(crate) struct Hot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Params {
     pub(crate) hot: Hot,
-    /// `D`: how far past `S` an oversized request or a charge may push the backlog.
-    pub(crate) debt: u64,
     /// The most a reservation may leave queued, in units (`A − lag`).
     pub(crate) queue: u64,
     /// When this configuration took effect, ns (the time words are converted at).
@@ -123,8 +123,8 @@ impl Params {
                 ahead,
                 capacity,
                 mode,
+                debt,
             },
-            debt,
             queue,
             since,
             quota: *quota,
@@ -287,7 +287,7 @@ impl Hot {
     }
 }
 
-impl Params {
+impl Hot {
     /// Charge `n` permits at `now` whatever the state (usage measured after the work): as
     /// many as fit below `S + D`, the rest reported as the shortfall. Disabled: nothing is
     /// charged.
@@ -304,8 +304,12 @@ impl Params {
             };
             return (word, charged, Receipt::NOTHING);
         }
-        let room = (self.span + self.debt).saturating_sub(b) / k;
-        let taken = u32::try_from(room).map_or(n, |room| room.min(n));
+        // Room below the ceiling, in units; the division only when `n` does not fit whole.
+        let room = (self.span + self.debt).saturating_sub(b);
+        let taken = match u64::from(n).checked_mul(k) {
+            Some(need) if need <= room => n,
+            _ => u32::try_from(room / k).map_or(n, |fits| fits.min(n)),
+        };
         let (next, receipt, after) = if taken == 0 {
             (word, Receipt::NOTHING, b)
         } else {
@@ -329,6 +333,9 @@ impl Params {
         }
     }
 
+}
+
+impl Params {
     /// Reserve `1 ≤ n ≤ capacity` permits at `now` to start within `max_wait` ns: the delay
     /// until they conform (an oversized request: until the budget is full), with the TAT
     /// advanced as if they were admitted then.

@@ -105,7 +105,7 @@ impl BudgetRule {
     /// Charge `n` permits at `now`, never refused: as many as fit below the burst plus the
     /// debt, the rest reported as the shortfall.
     pub fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> (Charged, Receipt) {
-        let (params, current) = self.resolve(*word);
+        let (params, current) = self.live.resolve_hot(*word);
         let (next, charged, receipt) = params.charge(current, now, n);
         *word = next;
         (charged, receipt)
