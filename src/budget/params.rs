@@ -332,7 +332,6 @@ impl Hot {
             _ => Duration::ZERO,
         }
     }
-
 }
 
 impl Params {

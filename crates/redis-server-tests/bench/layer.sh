@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The exact Redis limit behind the HTTP layer's awaited seam beside the in-process layer,
 # under wrk, in the same run: the contenders of examples/layer_server.rs (`local`,
-# `local-awaited`, `exact`, `leased`) interleaved in each of ROUNDS rounds; medians of
+# `local-awaited`, `exact`, `leased`, `leased-awaited`) interleaved in each of ROUNDS rounds; medians of
 # requests/s and p99 latency, and requests/s as a ratio to `local`. Every request is admitted
 # (QUOTA is far above what wrk sends), so the figures are the limit's cost, not refusals.
 # The Redis contenders start their own redis-server on loopback; nothing is pinned (the
 # server, redis-server and wrk share the machine's CPUs).
 #
 # Usage: crates/redis-server-tests/bench/layer.sh      (from anywhere in the repository)
-# Environment: CONTENDERS ("local local-awaited exact leased"), ROUNDS (3), DURATION (10s),
+# Environment: CONTENDERS ("local local-awaited exact leased-awaited"), ROUNDS (3), DURATION (10s),
 #   CONNECTIONS (32), QUOTA ("1000000/s"), PORT (18282), MAX_LEASE (64: the leased
 #   contender's largest lease, cells), CARGO_TARGET_DIR.
 # Needs wrk and redis-server (bash .ci/redis-deps.sh). Only 127.0.0.1 is loaded.
@@ -20,7 +20,7 @@ CONNECTIONS=${CONNECTIONS:-32}
 QUOTA=${QUOTA:-1000000/s}
 PORT=${PORT:-18282}
 MAX_LEASE=${MAX_LEASE:-64}
-CONTENDERS=(${CONTENDERS:-local local-awaited exact leased})
+CONTENDERS=(${CONTENDERS:-local local-awaited exact leased-awaited})
 
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 command -v wrk >/dev/null || { echo "layer.sh: needs wrk (apt-get install wrk)" >&2; exit 1; }

@@ -12,7 +12,10 @@
 //! - `local-awaited`: the same limiter behind `RateLimitLayer::remote` (the awaited seam,
 //!   whose future is ready at once): the seam's own cost;
 //! - `exact`: `RedisGcra` (one script call a request) behind `RateLimitLayer::remote`;
-//! - `leased`: `LeasedLimiter` (local decisions on leases) behind `RateLimitLayer::builder`.
+//! - `leased`: `LeasedLimiter` (local decisions on leases) behind `RateLimitLayer::builder`
+//!   (a node out of cells refuses until its next lease arrives);
+//! - `leased-awaited`: the same behind `RateLimitLayer::remote` through `AwaitLeases` (a
+//!   node out of cells waits for its next lease).
 //!
 //! The Redis contenders start their own `redis-server` on a free loopback port (stopped with
 //! the process). The client key is the `x-client` header (wrk sends none: every request is
@@ -21,7 +24,9 @@
 use clap::{Parser, ValueEnum};
 use limitcore::{Keyed, Quota};
 use limitcore_redis::server::RedisServer;
-use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, RedisGcra};
+use limitcore_redis::{
+    AwaitLeases, LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig, RedisGcra,
+};
 use limitcore_tower::{FnKey, RateLimitLayer, RequestHead};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -32,6 +37,7 @@ enum Limit {
     LocalAwaited,
     Exact,
     Leased,
+    LeasedAwaited,
 }
 
 /// An HTTP server behind one rate limit (see the file's docs).
@@ -101,6 +107,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Policy::FailClosed,
             )?;
             app.layer(RateLimitLayer::new(limit, key))
+        }
+        Limit::LeasedAwaited => {
+            let redis = Redis::connect(&redis()?, RedisConfig::default()).await?;
+            let limit = LeasedLimiter::new(
+                redis,
+                args.quota,
+                LeaseConfig::new(args.max_lease),
+                Policy::FailClosed,
+            )?;
+            app.layer(RateLimitLayer::remote(AwaitLeases::new(limit), key).build()?)
         }
     };
     let listener = tokio::net::TcpListener::bind(args.addr).await?;

@@ -4,7 +4,8 @@
 //! `Retry-After` is Redis's wait rounded up, never early; another tenant untouched), and with
 //! the server killed the outage policy answers: `Policy::FailClosed` refuses with 429 (the
 //! policy's decision), `Policy::Propagate` hands the error to the layer, which answers with
-//! its `OnLimiterError` status.
+//! its `OnLimiterError` status. The leased limit behind the same seam (`AwaitLeases`) waits
+//! for a key's lease where the synchronous layer refuses while it is fetched.
 
 use redis_server_tests as common;
 
@@ -13,7 +14,7 @@ use http::{Request, StatusCode};
 use http_body_util::Empty;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
-use limitcore_redis::{Policy, RedisGcra};
+use limitcore_redis::{AwaitLeases, LeaseConfig, LeasedLimiter, Policy, RedisGcra};
 use limitcore_tower::{FnKey, OnLimiterError, RateLimitLayer, RequestHead};
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -33,9 +34,16 @@ async fn serve(gcra: RedisGcra, on_error: OnLimiterError) -> SocketAddr {
         .on_limiter_error(on_error)
         .build()
         .unwrap();
-    let app = axum::Router::new()
-        .route("/", axum::routing::get(|| async { "ok" }))
-        .layer(layer);
+    listen(app().layer(layer)).await
+}
+
+/// The routes every server here answers: `GET /` → "ok".
+fn app() -> axum::Router {
+    axum::Router::new().route("/", axum::routing::get(|| async { "ok" }))
+}
+
+/// `app` served on a free loopback port.
+async fn listen(app: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -122,4 +130,61 @@ async fn the_exact_limit_decides_behind_the_layer_and_its_outage_policy_answers(
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(retry, None);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_limit_behind_the_awaited_seam_waits_for_its_lease() {
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    // 5 a minute, burst 5, leases of at most 2 cells: nothing refills during the test, and
+    // every cell Redis grants goes to this one node.
+    let quota = "5/min burst 5".parse().unwrap();
+    let leased = |prefix: &str| {
+        LeasedLimiter::new(
+            redis.clone(),
+            quota,
+            LeaseConfig::new(2).prefix(prefix),
+            Policy::FailClosed,
+        )
+        .unwrap()
+    };
+    let synchronous =
+        listen(app().layer(RateLimitLayer::new(leased("lc:layer-sync:"), tenant()))).await;
+    let awaited = AwaitLeases::new(leased("lc:layer-awaited:"));
+    let awaited =
+        listen(app().layer(RateLimitLayer::remote(awaited, tenant()).build().unwrap())).await;
+    let client: Http = Client::builder(TokioExecutor::new()).build_http();
+
+    // The synchronous layer refuses a fresh key's first request: the node holds no cells
+    // for it until the lease it starts fetching arrives.
+    assert_eq!(
+        get(&client, synchronous, "a").await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // Behind the awaited seam the same request waits for the lease: the whole burst of 5 is
+    // admitted, one request at a time, then Redis refuses the next lease and the node
+    // refuses locally with its wait (12 s a permit: never early).
+    let start = Instant::now();
+    let mut statuses = Vec::new();
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        let (status, retry) = get(&client, awaited, "a").await;
+        statuses.push(status);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            waits.push(retry.expect("a refusal carries Retry-After"));
+        }
+    }
+    let elapsed = start.elapsed().as_secs();
+    assert_eq!(&statuses[..5], &[StatusCode::OK; 5], "{statuses:?}");
+    assert_eq!(
+        &statuses[5..],
+        &[StatusCode::TOO_MANY_REQUESTS; 3],
+        "{statuses:?}"
+    );
+    for wait in waits {
+        assert!(wait >= 12 - elapsed && wait <= 12, "Retry-After {wait}");
+    }
+    // Another tenant's first request is admitted at once (after its own lease).
+    assert_eq!(get(&client, awaited, "b").await.0, StatusCode::OK);
 }

@@ -206,7 +206,7 @@ pub use exact::{
     MAX_SPAN_US,
 };
 pub use fair::{Demand, FULL_DEMAND_PPM};
-pub use leased::{LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
+pub use leased::{AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
 pub use policy::{ChargeVerdict, Policy, Source, Verdict};
 pub use time::RedisMicros;
 

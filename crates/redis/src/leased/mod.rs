@@ -160,6 +160,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod awaited;
 mod charge;
 mod config;
 mod decide;
@@ -171,6 +172,7 @@ mod key;
 mod loom;
 mod rule;
 
+pub use awaited::AwaitLeases;
 pub use config::LeaseConfig;
 use entry::{live_entry, Entry, Keys, KeysRef};
 pub use key::LeasedKey;
