@@ -19,12 +19,13 @@
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
 use limitcore::{Budget, BudgetConfig, Gcra, Quota, RateLimiter, TokenBucket};
-use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Governor = governor::RateLimiter<NotKeyed, InMemoryState, GovClock>;
 type Check = Box<dyn Fn() -> bool + Send + Sync>;
@@ -89,31 +90,6 @@ fn contenders() -> Vec<(&'static str, Check)> {
     ]
 }
 
-/// `threads` threads each make `iters` calls on the shared limiter; the sample's time is the
-/// slowest thread's, so the time per iteration is per call per thread.
-fn run_threads(check: &(dyn Fn() -> bool + Sync), threads: usize, iters: u64) -> Duration {
-    let start = std::sync::Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    start.wait();
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        black_box(check());
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    })
-}
-
 fn budget(c: &mut Criterion) {
     for threads in [1usize, 2] {
         let mut g = c.benchmark_group(format!("budget/{threads}"));
@@ -122,7 +98,9 @@ fn budget(c: &mut Criterion) {
             g.bench_with_input(
                 BenchmarkId::from_parameter(name),
                 &threads,
-                |b, &threads| b.iter_custom(|iters| run_threads(&*check, threads, iters)),
+                |b, &threads| {
+                    b.iter_custom(|iters| common::run_threads(&|_| check(), threads, iters))
+                },
             );
         }
         g.finish();

@@ -26,11 +26,13 @@
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
+mod common;
+
 use criterion::{criterion_group, Criterion, Throughput};
 use limitcore::{Budget, Gcra, Lane, Lanes, LanesConfig, Quota, RateLimiter};
 use std::collections::VecDeque;
 use std::hint::black_box;
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// A port of RocksDB's `GenericRateLimiter` (`util/rate_limiter.cc`): one mutex, a refill of
@@ -195,31 +197,6 @@ fn fast(c: &mut Criterion) {
     g.finish();
 }
 
-/// `threads` threads each run `iters` calls of `f`; the wall time of the slowest thread.
-fn run_threads(f: &(dyn Fn(usize) + Sync), threads: usize, iters: u64) -> Duration {
-    let start = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let start = &start;
-                s.spawn(move || {
-                    start.wait();
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        f(t);
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    })
-}
-
 fn threads2(c: &mut Criterion) {
     let mut g = c.benchmark_group("lanes/threads2");
     g.throughput(Throughput::Elements(1));
@@ -229,7 +206,7 @@ fn threads2(c: &mut Criterion) {
     let lane = |t: usize| if t == 0 { Lane::USER } else { Lane::LOW };
     g.bench_function("lanes-try", |b| {
         b.iter_custom(|iters| {
-            run_threads(
+            common::run_threads(
                 &|t| {
                     black_box(lanes.try_acquire(lane(t), 64).is_ok());
                 },
@@ -240,13 +217,13 @@ fn threads2(c: &mut Criterion) {
     });
     g.bench_function("lanes", |b| {
         b.iter_custom(|iters| {
-            run_threads(&|t| lanes.acquire_blocking(lane(t), 64).unwrap(), 2, iters)
+            common::run_threads(&|t| lanes.acquire_blocking(lane(t), 64).unwrap(), 2, iters)
         })
     });
     let budget = Budget::new(bytes).unwrap();
     g.bench_function("budget", |b| {
         b.iter_custom(|iters| {
-            run_threads(
+            common::run_threads(
                 &|_| {
                     black_box(budget.try_acquire_n(64).is_ok());
                 },
@@ -257,7 +234,7 @@ fn threads2(c: &mut Criterion) {
     });
     g.bench_function("rocksdb-port", |b| {
         b.iter_custom(|iters| {
-            run_threads(&|t| port.request(64, if t == 0 { 3 } else { 0 }), 2, iters)
+            common::run_threads(&|t| port.request(64, if t == 0 { 3 } else { 0 }), 2, iters)
         })
     });
     g.finish();

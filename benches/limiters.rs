@@ -20,6 +20,8 @@
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
 use limitcore::clock::{Clock, ClockSource, CoarseClock, MonotonicClock, StdClock};
@@ -29,7 +31,7 @@ use limitcore::{
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Governor = governor::RateLimiter<NotKeyed, InMemoryState, GovClock>;
 type Check = Box<dyn Fn() -> bool + Send + Sync>;
@@ -123,31 +125,6 @@ fn single(c: &mut Criterion) {
     }
 }
 
-/// `threads` threads each run `iters` checks on the shared limiter; the sample's time is the
-/// wall time of the slowest thread, so time per iteration is per check per thread.
-fn run_threads(check: &(dyn Fn() -> bool + Sync), threads: usize, iters: u64) -> Duration {
-    let start = std::sync::Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    start.wait();
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        black_box(check());
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    })
-}
-
 fn threads(c: &mut Criterion) {
     for (path, deny) in [("allow", false), ("deny", true)] {
         let mut g = c.benchmark_group(format!("threads/{path}"));
@@ -155,7 +132,7 @@ fn threads(c: &mut Criterion) {
             for threads in [1usize, 2, 8] {
                 g.throughput(Throughput::Elements(threads as u64));
                 g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
-                    b.iter_custom(|iters| run_threads(&*check, threads, iters))
+                    b.iter_custom(|iters| common::run_threads(&|_| check(), threads, iters))
                 });
             }
         }
@@ -213,7 +190,7 @@ fn counters(c: &mut Criterion) {
             for threads in [1usize, 2] {
                 g.throughput(Throughput::Elements(threads as u64));
                 g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
-                    b.iter_custom(|iters| run_threads(&*check, threads, iters))
+                    b.iter_custom(|iters| common::run_threads(&|_| check(), threads, iters))
                 });
             }
         }

@@ -15,43 +15,17 @@
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use limitcore::concurrency::Permits;
-use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Permits enough that two threads never find the limit full.
 const LIMIT: u32 = 1 << 20;
-
-/// `threads` threads each run `iters` times `op` (an acquire and its release: the permit is
-/// dropped inside it); the sample's time is the slowest thread's, so the time per
-/// iteration is per pair per thread. Generic, so that each contender's code is inlined
-/// into the loop: the figures are the operations' own, not an indirect call's.
-fn run_threads<F: Fn() -> bool + Sync>(op: &F, threads: usize, iters: u64) -> Duration {
-    let start = std::sync::Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    start.wait();
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        black_box(op());
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    })
-}
 
 /// One contender in a group: 1 and 2 threads.
 fn bench<F: Fn() -> bool + Sync>(
@@ -62,7 +36,7 @@ fn bench<F: Fn() -> bool + Sync>(
     for threads in [1usize, 2] {
         g.throughput(Throughput::Elements(threads as u64));
         g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
-            b.iter_custom(|iters| run_threads(&op, threads, iters))
+            b.iter_custom(|iters| common::run_threads(&|_| op(), threads, iters))
         });
     }
 }
