@@ -226,6 +226,8 @@ pub fn run(config: &Config) -> Result<Report, String> {
         File::create(dir.path().join("compaction.sst")).map_err(|e| io("compaction.sst", e))?;
     let mut flushed =
         File::create(dir.path().join("memtable.sst")).map_err(|e| io("memtable.sst", e))?;
+    // Every access Relaxed: a request to stop that publishes nothing else (the workers'
+    // results come back through `join`, which orders them), read at each step.
     let stop = AtomicBool::new(false);
     let run_for = Duration::from_secs_f64(config.seconds);
     let t0 = Instant::now();

@@ -5,7 +5,6 @@ use super::{fraction, AdaptiveRule, Bounds};
 use crate::clock::{duration_to_nanos, Nanos};
 use crate::concurrency::error::LimitError;
 use crate::concurrency::window::{Sample, Window};
-use crate::concurrency::word::check_limit;
 use core::time::Duration;
 
 /// Additive increase, multiplicative decrease: one more permit after a sample that used at
@@ -74,28 +73,7 @@ impl Aimd {
         }
     }
 
-    /// The minimum and maximum limits (the initial limit must lie within them: checked by
-    /// [`AdaptiveRule::check`] when a limit is built, so the two can be set in any order).
-    ///
-    /// # Errors
-    ///
-    /// [`LimitError`] for a zero or too large bound, or `min > max`.
-    pub fn with_limits(mut self, min: u32, max: u32) -> Result<Self, LimitError> {
-        self.bounds = Bounds::new(min, max)?;
-        Ok(self)
-    }
-
-    /// The limit to start from (within the minimum and maximum: see
-    /// [`AdaptiveRule::check`]).
-    ///
-    /// # Errors
-    ///
-    /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
-    /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT).
-    pub fn with_initial(mut self, initial: u32) -> Result<Self, LimitError> {
-        self.initial = check_limit(initial)?;
-        Ok(self)
-    }
+    limit_setters!();
 
     /// The factor a drop multiplies the limit by, in `[0.5, 1)` (Netflix's check).
     ///

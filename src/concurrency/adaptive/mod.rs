@@ -21,6 +21,35 @@
 //! assert_eq!(aimd.update(&mut limit, &Sample::new(1_000_000, 10, true)), 20); // ×0.9, floored at the minimum
 //! ```
 
+/// The setters every rule with `bounds: Bounds` and `initial: u32` fields shares, written
+/// once: `with_limits` and `with_initial` (used inside each rule's `impl`).
+macro_rules! limit_setters {
+    () => {
+        /// The minimum and maximum limits (the initial limit must lie within them: checked by
+        /// [`AdaptiveRule::check`] when a limit is built, so the two can be set in any order).
+        ///
+        /// # Errors
+        ///
+        /// [`LimitError`] for a zero or too large bound, or `min > max`.
+        pub fn with_limits(mut self, min: u32, max: u32) -> Result<Self, LimitError> {
+            self.bounds = super::Bounds::new(min, max)?;
+            Ok(self)
+        }
+
+        /// The limit to start from (within the minimum and maximum: see
+        /// [`AdaptiveRule::check`]).
+        ///
+        /// # Errors
+        ///
+        /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
+        /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT).
+        pub fn with_initial(mut self, initial: u32) -> Result<Self, LimitError> {
+            self.initial = crate::concurrency::word::check_limit(initial)?;
+            Ok(self)
+        }
+    };
+}
+
 mod aimd;
 mod envoy;
 mod gradient2;

@@ -5,7 +5,6 @@ use super::{fraction, log10_root, uniform, AdaptiveRule, Bounds, Level};
 use crate::clock::Nanos;
 use crate::concurrency::error::LimitError;
 use crate::concurrency::window::{Sample, Window};
-use crate::concurrency::word::check_limit;
 use crate::concurrency::word::MAX_LIMIT;
 
 /// Delay-based limit after TCP Vegas: the queue is estimated as
@@ -130,28 +129,7 @@ impl Vegas {
         }
     }
 
-    /// The minimum and maximum limits (the initial limit must lie within them: checked by
-    /// [`AdaptiveRule::check`] when a limit is built, so the two can be set in any order).
-    ///
-    /// # Errors
-    ///
-    /// [`LimitError`] for a zero or too large bound, or `min > max`.
-    pub fn with_limits(mut self, min: u32, max: u32) -> Result<Self, LimitError> {
-        self.bounds = Bounds::new(min, max)?;
-        Ok(self)
-    }
-
-    /// The limit to start from (within the minimum and maximum: see
-    /// [`AdaptiveRule::check`]).
-    ///
-    /// # Errors
-    ///
-    /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
-    /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT).
-    pub fn with_initial(mut self, initial: u32) -> Result<Self, LimitError> {
-        self.initial = check_limit(initial)?;
-        Ok(self)
-    }
+    limit_setters!();
 
     /// How much of each new estimate is taken, in `(0, 1]` (1: all of it).
     ///

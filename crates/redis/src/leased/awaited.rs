@@ -16,7 +16,7 @@
 
 use super::LeasedLimiter;
 use limitcore::clock::{Clock, MonotonicClock};
-use limitcore::{AsyncKeyedRateLimiter, Decision, Quota};
+use limitcore::{AsyncKeyedRateLimiter, Decision, KeyedRateLimiter, Quota};
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
@@ -93,8 +93,8 @@ macro_rules! awaited_seam {
                 async move { Ok(self.limiter.acquire(key, n).await.decision) }
             }
 
-            fn quota_for_key(&self, _key: &$key) -> Quota {
-                self.limiter.inner.gcra.quota()
+            fn quota_for_key(&self, key: &$key) -> Quota {
+                KeyedRateLimiter::<$key>::quota_for(&self.limiter, key)
             }
         }
     )*};
