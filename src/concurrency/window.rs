@@ -173,6 +173,11 @@ impl Window {
 
     /// Windows of exactly `every` (Envoy's `concurrency_update_interval`), delivered with at
     /// least one observation, aggregated by `aggregate`.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError::Parameter`] for a percentile outside `(0, 1]` (as
+    /// [`Window::with_aggregate`]).
     pub fn every(every: Duration, aggregate: Aggregate) -> Result<Self, LimitError> {
         Window::per_request()
             .with_duration(every, every)

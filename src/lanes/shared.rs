@@ -326,6 +326,10 @@ impl<C: Clock> Lanes<C> {
     }
 
     /// Take up to `n` units for `lane` now, never waiting. See [`Lanes::take_up_to_at`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::take_up_to_at`].
     pub fn take_up_to(&self, lane: Lane, n: u32) -> Result<u32, LaneError> {
         self.take_up_to_at(lane, n, self.now())
     }
