@@ -287,6 +287,12 @@ impl<L: Refund> RateLimiter for All<L> {
     fn capacity(&self) -> u32 {
         self.limits.iter().map(|l| l.capacity()).min().unwrap_or(0)
     }
+
+    /// The first limit's clock.
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &core::task::Waker) -> crate::clock::SleepHint {
+        self.limits[0].sleep_hint(deadline, waker)
+    }
 }
 
 impl<K: ?Sized, L: KeyedRefund<K>> KeyedRateLimiter<K> for All<L> {

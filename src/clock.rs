@@ -156,7 +156,7 @@ mod manual {
     use alloc::sync::Arc;
     use core::time::Duration;
     #[cfg(feature = "std")]
-    use {super::SleepHint, crate::sync::Mutex, core::task::Waker};
+    use {super::SleepHint, crate::notify::Event, core::task::Waker};
 
     /// A clock that only moves when told to: for tests, simulations and replays.
     ///
@@ -167,8 +167,12 @@ mod manual {
     /// With `std`, whoever waits for it to reach a time through `Clock::sleep_hint` (the
     /// `Throttler`'s worker, its async `run`) is told `SleepHint::UntilWoken` and woken by
     /// the next [`advance`](ManualClock::advance) or [`set`](ManualClock::set): a test moves
-    /// the time and the waiter reacts, with no polling. Reading the time (`now`) is one atomic load either way; a change of time costs
-    /// one read-modify-write, one load, and a lock only while someone waits.
+    /// the time and the waiter reacts, with no polling. Every wait of the crate (budgets,
+    /// lanes, the throttler, the generic waits, the I/O adapters) sleeps this way on a
+    /// `ManualClock`, blocking or async, so waits can be tested at explicit times without
+    /// real sleeping. Reading the time (`now`) is one atomic load; a change of time costs
+    /// two read-modify-writes (the time, and the waiters' [`Event`](crate::notify::Event)),
+    /// and a lock only while someone waits.
     ///
     /// # Examples
     ///
@@ -215,18 +219,9 @@ mod manual {
     #[derive(Debug, Clone)]
     pub struct ManualClock {
         nanos: Arc<AtomicU64>,
+        /// Notified at every change of time: whoever waits for a time sleeps on it.
         #[cfg(feature = "std")]
-        watchers: Arc<Watchers>,
-    }
-
-    /// The wakers of those waiting for a [`ManualClock`]'s next change of time.
-    #[cfg(feature = "std")]
-    #[derive(Debug)]
-    struct Watchers {
-        /// How many wakers `list` holds, so that a change of time skips the lock when nobody
-        /// waits. Written only with `list` locked.
-        count: AtomicU64,
-        list: Mutex<Vec<Waker>>,
+        changed: Arc<Event>,
     }
 
     impl Default for ManualClock {
@@ -246,10 +241,7 @@ mod manual {
             ManualClock {
                 nanos: Arc::new(AtomicU64::new(nanos)),
                 #[cfg(feature = "std")]
-                watchers: Arc::new(Watchers {
-                    count: AtomicU64::new(0),
-                    list: Mutex::new(Vec::new()),
-                }),
+                changed: Arc::new(Event::new()),
             }
         }
 
@@ -267,13 +259,11 @@ mod manual {
         /// Move the time forward by `by` nanoseconds (saturating at `u64::MAX`), and wake
         /// whoever waits for it.
         pub fn advance_nanos(&self, by: Nanos) {
-            // AcqRel on success (Relaxed for the loads of a retry): for `now` the time is a
-            // single independent location, and coherence makes any read that happens after
-            // this update (through whatever the caller used to synchronise) see it or a later
-            // value. The release and acquire are for the waiters: this update and the
-            // `fetch_add(0, AcqRel)` in `sleep_hint` are read-modify-writes of one location,
-            // so one of them reads the other (see `wake_watchers`).
-            let added = crate::cas::apply_ordered(&self.nanos, Ordering::AcqRel, |t| {
+            // Relaxed: the time is a single independent location, and coherence makes any
+            // read that happens after this update (through whatever the caller used to
+            // synchronise) see it or a later value. The waiters are told through the event
+            // (`notify`'s release, after this update, is the partner of their acquire).
+            let added = crate::cas::apply(&self.nanos, |t| {
                 Ok::<_, core::convert::Infallible>((t.saturating_add(by), ()))
             });
             match added {
@@ -281,7 +271,7 @@ mod manual {
                 Err(never) => match never {},
             }
             #[cfg(feature = "std")]
-            self.wake_watchers();
+            self.changed.notify();
         }
 
         /// Set the time to `to` since the epoch (saturating at `u64::MAX` ns), and wake
@@ -294,41 +284,10 @@ mod manual {
         /// Set the time to `to` nanoseconds since the epoch, and wake whoever waits for it;
         /// it may move backwards.
         pub fn set_nanos(&self, to: Nanos) {
-            // AcqRel, and a swap rather than a store: see `advance_nanos` (every change of the
-            // time is a read-modify-write, so the waiters' protocol holds for all of them).
-            let _ = self.nanos.swap(to, Ordering::AcqRel);
+            // Relaxed: see `advance_nanos`.
+            self.nanos.store(to, Ordering::Relaxed);
             #[cfg(feature = "std")]
-            self.wake_watchers();
-        }
-
-        /// Wake every waker registered by `sleep_hint`, after a change of time.
-        ///
-        /// No lost wake-up: a waiter registers its waker (with `list` locked, which also sets
-        /// `count`), then reads the time with `fetch_add(0, AcqRel)`; the change of time
-        /// before this call is a read-modify-write of the same word. If the waiter's read
-        /// comes first in the word's modification order, the change read from it (or from a
-        /// later read-modify-write in its release sequence) with acquire, so the waiter's
-        /// `count` store happens before the load below, which sees it (or a later store, made
-        /// with the list locked: a later registration, or another change that took the list
-        /// and woke the waker itself). Otherwise the waiter's read returns this change's time
-        /// or a later one, and it does not sleep on a time already past.
-        #[cfg(feature = "std")]
-        fn wake_watchers(&self) {
-            // Relaxed: ordered by the read-modify-write pair described above.
-            if self.watchers.count.load(Ordering::Relaxed) == 0 {
-                return;
-            }
-            let wakers = {
-                let mut list = crate::sync::lock(&self.watchers.list);
-                // Relaxed: written with `list` locked; read as described in this function's
-                // comment.
-                self.watchers.count.store(0, Ordering::Relaxed);
-                core::mem::take(&mut *list)
-            };
-            // Outside the lock: a waker may take the waiter's own locks, or register again.
-            for waker in wakers {
-                waker.wake();
-            }
+            self.changed.notify();
         }
     }
 
@@ -347,27 +306,16 @@ mod manual {
         /// registered replaces nothing and is not added twice.
         #[cfg(feature = "std")]
         fn sleep_hint(&self, deadline: Nanos, waker: &Waker) -> SleepHint {
-            if self.now() >= deadline {
-                return SleepHint::Reached;
-            }
-            {
-                let mut list = crate::sync::lock(&self.watchers.list);
-                if !list.iter().any(|w| w.will_wake(waker)) {
-                    list.push(waker.clone());
+            loop {
+                // Listen (the version), check, then sleep only if nothing changed since the
+                // version was read: the event's protocol (no lost wake-up).
+                let seen = self.changed.version();
+                if self.now() >= deadline {
+                    return SleepHint::Reached;
                 }
-                // Relaxed: written with `list` locked; the `fetch_add` below orders it before
-                // the load in `wake_watchers` (see there).
-                self.watchers
-                    .count
-                    .store(list.len() as u64, Ordering::Relaxed);
-            }
-            // AcqRel, a read-modify-write that adds nothing: the partner of the change of time
-            // in `advance_nanos` / `set_nanos` (see `wake_watchers`). A plain load could miss
-            // a change whose `wake_watchers` missed this registration.
-            if self.nanos.fetch_add(0, Ordering::AcqRel) >= deadline {
-                SleepHint::Reached
-            } else {
-                SleepHint::UntilWoken
+                if self.changed.register(seen, waker) {
+                    return SleepHint::UntilWoken;
+                }
             }
         }
     }

@@ -199,6 +199,9 @@ pub mod cell;
 mod sync;
 
 pub mod clock;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod notify;
 mod limiter;
 mod quota;
 

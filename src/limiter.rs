@@ -352,6 +352,25 @@ pub trait RateLimiter: Send + Sync {
     fn snapshot(&self) -> Snapshot {
         self.snapshot_at(self.now())
     }
+
+    /// How a waiter for this limiter's clock to reach `deadline` (ns) should sleep: the
+    /// clock's own answer ([`Clock::sleep_hint`](crate::clock::Clock::sleep_hint)), so that
+    /// the waits built on any limiter ([`wait`](crate::wait), the I/O adapters) follow its
+    /// clock: on a [`ManualClock`](crate::clock::ManualClock) they sleep until it is moved.
+    /// The provided version is for limiters on an OS clock (the rest of the wait on the OS
+    /// timer, from [`RateLimiter::now`]); the crate's limiters answer with their clock's.
+    #[cfg(feature = "std")]
+    fn sleep_hint(
+        &self,
+        deadline: Nanos,
+        waker: &core::task::Waker,
+    ) -> crate::clock::SleepHint {
+        let _ = waker; // the OS timer wakes the sleeper
+        match deadline.checked_sub(self.now()) {
+            Some(left) if left > 0 => crate::clock::SleepHint::Sleep(Duration::from_nanos(left)),
+            _ => crate::clock::SleepHint::Reached,
+        }
+    }
 }
 
 /// Limiters whose admissions can be given back without ever creating a permit, so that
@@ -568,6 +587,10 @@ macro_rules! forward {
             }
             fn capacity(&self) -> u32 {
                 (**self).capacity()
+            }
+            #[cfg(feature = "std")]
+            fn sleep_hint(&self, deadline: Nanos, waker: &core::task::Waker) -> crate::clock::SleepHint {
+                (**self).sleep_hint(deadline, waker)
             }
         }
 

@@ -7,10 +7,19 @@
 //! module and tokio's `src/loom`).
 
 #[cfg(limitcore_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// The waiting layer's models' flags (`notify/loom.rs`), and the budget's writer flag
+/// without `std`.
+#[cfg(limitcore_loom)]
+pub(crate) use loom::sync::atomic::AtomicBool;
 
 #[cfg(not(limitcore_loom))]
-pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Only the budget's writer flag, without `std` (with it, a lock).
+#[cfg(all(not(limitcore_loom), not(feature = "std")))]
+pub(crate) use core::sync::atomic::AtomicBool;
 
 /// Exponential back-off for a CAS retry loop.
 ///
@@ -34,16 +43,17 @@ impl Backoff {
     }
 }
 
-/// The locks and condition variables: the one limiter that needs a lock
-/// ([`SlidingLog`](crate::SlidingLog)), `ManualClock`'s list of waiters, the
-/// [`Throttler`](crate::Throttler)'s schedule, queue and task states, and the queue of
-/// waiters of [`Permits`](crate::concurrency::Permits) (with the adaptive limits' sample
-/// window).
+/// The locks: the one limiter that needs a lock ([`SlidingLog`](crate::SlidingLog)), the
+/// waiting layer's event and the owners of its waiter lists (a budget's waiters, which its
+/// reconfigurations also hold; the lanes' queue; the permits' queue, with the adaptive
+/// limits' sample window), and the [`Throttler`](crate::Throttler)'s schedule, queue and
+/// task states. No condition variable: every sleep is the waiting layer's
+/// ([`notify`](crate::notify)).
 #[cfg(all(feature = "std", not(limitcore_loom)))]
-pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 #[cfg(all(feature = "std", limitcore_loom))]
-pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// Lock `mutex`, ignoring poison. No lock of this crate is held across code that can
 /// unwind between two parts of one change (a rule's transition is computed before it is
@@ -57,9 +67,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Parking a blocked thread: the blocking waits of [`Permits`](crate::concurrency::Permits)
-/// register the waiting thread's handle in the queue and park until a release unparks it
-/// (loom's under loom, so the models see every park and unpark).
+/// Parking a blocked thread: the waiting layer's blocking driver parks between polls, and
+/// its waker unparks (loom's under loom, so the models see every park and unpark).
 #[cfg(all(feature = "std", not(limitcore_loom)))]
 pub(crate) use std::thread::{current as current_thread, park, Thread};
 

@@ -17,54 +17,33 @@
 //!
 //! Each transition is one critical section of the task's lock, from the one state shown, so
 //! exactly one of `begin` and `cancel` succeeds. The three outcomes are final (until the
-//! handle takes its outcome out), and each one is published (condition variable) only after
-//! the closure is gone, run or dropped. A queue entry cancels its task when it is dropped, so
+//! handle takes its outcome out), and each one is published (the task's
+//! [`Event`](crate::notify::Event)) only after the closure is gone, run or dropped. A queue entry cancels its task when it is dropped, so
 //! a task cannot be left `Pending` with nobody to start it: every handle resolves.
 //! `loom-tests/tests/throttler.rs` model-checks these races on the real throttler.
 
-use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
+use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::limiter::Denied;
+use crate::notify::driver::{block_on, block_until, poll_clock, Nap, Wait};
+use crate::notify::{Event, Listener};
 use crate::rules::{window_quota, Log, Rule, SlidingLogRule};
-use crate::sync::{current_thread_id, lock, Condvar, Mutex, MutexGuard, ThreadId};
+use crate::sync::{current_thread_id, lock, Mutex, MutexGuard, ThreadId};
 use crate::{DefaultClock, Quota, QuotaError};
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::future::Future;
 use std::hash::Hash;
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Weak};
-use std::task::{Wake, Waker};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Wait on `condvar`, ignoring poison (see [`lock`]).
-fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-    condvar.wait(guard).unwrap_or_else(|p| p.into_inner())
-}
 
 /// The instant `timeout` from now; `None` (no deadline) past the range of `Instant`.
 fn deadline_in(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
-}
-
-/// Wait on `condvar` until notified or `deadline` (`None`: no deadline), ignoring poison;
-/// `None` if the deadline had already passed (the guard is dropped).
-fn wait_until<'a, T>(
-    condvar: &Condvar,
-    guard: MutexGuard<'a, T>,
-    deadline: Option<Instant>,
-) -> Option<MutexGuard<'a, T>> {
-    let Some(deadline) = deadline else {
-        return Some(wait(condvar, guard));
-    };
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return None;
-    }
-    Some(match condvar.wait_timeout(guard, left) {
-        Ok((guard, _)) => guard,
-        Err(p) => p.into_inner().0,
-    })
 }
 
 /// The schedule: exact logs of the start times, per channel and in total.
@@ -499,10 +478,9 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
             });
             // A task behind others never starts before them: only an idle worker needs
             // waking.
+            drop(queue);
             if was_idle {
-                queue.wakeups = queue.wakeups.wrapping_add(1);
-                drop(queue);
-                shared.wake.notify_one();
+                shared.changed.notify();
             }
             return Ok(TaskHandle { cell, start });
         }
@@ -512,8 +490,8 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
     fn spawn_worker(&self) -> io::Result<Arc<Shared>> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
-            wake: Condvar::new(),
-            stopped: Condvar::new(),
+            changed: Event::new(),
+            stopped: Event::new(),
         });
         // Created before the spawn: if the spawner drops the closure unrun, the queue is
         // marked stopped all the same.
@@ -568,30 +546,16 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
         Ok(future.await)
     }
 
-    /// Wait, in an async task, until the clock reaches `start`.
+    /// Wait, in an async task, until the clock reaches `start` (the waiting layer's clock
+    /// wait, on its async driver).
     #[cfg(feature = "tokio")]
     async fn until(&self, start: Nanos) {
-        use core::future::poll_fn;
-        use core::task::Poll;
-        loop {
-            match poll_fn(|cx| Poll::Ready(self.clock.sleep_hint(start, cx.waker()))).await {
-                SleepHint::Reached => return,
-                SleepHint::Sleep(d) => tokio::time::sleep(d).await,
-                SleepHint::UntilWoken => {
-                    // Pending once, in the same poll that registered the task's waker with
-                    // the clock: the clock's next change of time wakes it.
-                    let mut parked = false;
-                    poll_fn(|_| {
-                        if std::mem::replace(&mut parked, true) {
-                            Poll::Ready(())
-                        } else {
-                            Poll::Pending
-                        }
-                    })
-                    .await;
-                }
-            }
-        }
+        use crate::notify::driver::{Until, WaitFuture};
+        WaitFuture::new(Until {
+            clock: &self.clock,
+            at: start,
+        })
+        .await;
     }
 }
 
@@ -698,10 +662,11 @@ impl<K, C: Clock + Clone + 'static> Drop for Throttler<K, C> {
 /// What the throttler and its worker share.
 struct Shared {
     queue: Mutex<Queue>,
-    /// The worker waits here: for a task, for its start, for a shutdown.
-    wake: Condvar,
-    /// [`Throttler::shutdown`] waits here for the worker to stop.
-    stopped: Condvar,
+    /// Notified at every event the worker may be sleeping through (a task for an idle
+    /// worker, a shutdown); it listens before it looks at the queue, so none is lost.
+    changed: Event,
+    /// Notified when the worker has stopped ([`Throttler::shutdown`] waits on it).
+    stopped: Event,
 }
 
 /// The worker's queue and its flags.
@@ -715,11 +680,6 @@ struct Queue {
     /// Set when the worker has stopped (or its closure was dropped unrun): nothing here will
     /// ever begin.
     exited: bool,
-    /// Bumped by every event that the worker may be sleeping through (a task for an idle
-    /// worker, a change of a clock that wakes, a shutdown). The worker reads it before it asks
-    /// the clock how to sleep and sleeps only while it is unchanged, so no wake-up between
-    /// the two is lost.
-    wakeups: u64,
     /// The worker's thread, once it runs: a shutdown from inside a task must not wait for it.
     worker: Option<ThreadId>,
 }
@@ -743,15 +703,6 @@ impl Shared {
         lock(&self.queue)
     }
 
-    /// Wake the worker for an event it may be sleeping through.
-    fn bump(&self) {
-        {
-            let mut queue = self.lock();
-            queue.wakeups = queue.wakeups.wrapping_add(1);
-        }
-        self.wake.notify_one();
-    }
-
     /// Shut down: from now on the worker begins nothing (it checks `closing` under the lock
     /// it begins a task with), and every task not begun is cancelled, here. Returns how many
     /// this cancelled.
@@ -759,10 +710,9 @@ impl Shared {
         let jobs = {
             let mut queue = self.lock();
             queue.closing = true;
-            queue.wakeups = queue.wakeups.wrapping_add(1);
             std::mem::take(&mut queue.jobs)
         };
-        self.wake.notify_one();
+        self.changed.notify();
         // Outside the lock: cancelling drops each task's closure (the caller's code).
         jobs.iter().filter(|job| job.task.cancel()).count()
     }
@@ -771,17 +721,13 @@ impl Shared {
     /// it has stopped; false at once when called on the worker's own thread (from a task),
     /// which would otherwise wait for itself.
     fn wait_stopped(&self, deadline: Option<Instant>) -> bool {
-        let mut queue = self.lock();
-        if !queue.exited && queue.worker == Some(current_thread_id()) {
-            return false;
+        {
+            let queue = self.lock();
+            if !queue.exited && queue.worker == Some(current_thread_id()) {
+                return false;
+            }
         }
-        while !queue.exited {
-            queue = match wait_until(&self.stopped, queue, deadline) {
-                Some(queue) => queue,
-                None => return false,
-            };
-        }
-        true
+        block_until(&self.stopped, deadline, || self.lock().exited)
     }
 }
 
@@ -799,22 +745,57 @@ impl Drop for Exit {
         };
         // Each `Job` cancels its task as it drops, outside the lock.
         drop(jobs);
-        self.0.stopped.notify_all();
+        self.0.stopped.notify();
     }
 }
 
-/// The worker's waker, given to the clock ([`Clock::sleep_hint`]): a change of time wakes
-/// the worker. It does not keep the worker's state alive.
-struct Wakeup(Weak<Shared>);
+/// The worker's wait for its next task: until the queue's first task is due on the clock
+/// (or a shutdown), sleeping on the queue's [`Event`] and the clock at once. `Ready(None)`
+/// when shutting down; `Ready(Some(job))` with the task begun (under the queue lock: a
+/// shutdown either took it first, and cancelled it, or finds it begun; never both).
+struct NextJob<'a, C> {
+    shared: &'a Shared,
+    clock: &'a C,
+    /// Kept between polls: dropping it would take its waker out of the event.
+    listener: Option<Listener<'a>>,
+}
 
-impl Wake for Wakeup {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
+impl<C: Clock> Wait for NextJob<'_, C> {
+    type Output = Option<Job>;
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(shared) = self.0.upgrade() {
-            shared.bump();
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Option<Job>> {
+        loop {
+            // Listen, then look: a task or a shutdown after the look wakes the listener.
+            let listener = self.listener.insert(self.shared.changed.listen());
+            let start = {
+                let mut queue = self.shared.lock();
+                if queue.closing {
+                    return Poll::Ready(None);
+                }
+                // Tasks cancelled through their handle: their closures are gone already.
+                while queue.jobs.front().is_some_and(|job| !job.task.is_pending()) {
+                    queue.jobs.pop_front();
+                }
+                queue.jobs.front().map(|job| job.start)
+            };
+            if let Some(start) = start {
+                // The clock is the caller's code: asked without the queue lock.
+                if poll_clock(self.clock, start, cx, nap).is_ready() {
+                    let mut queue = self.shared.lock();
+                    if queue.closing {
+                        return Poll::Ready(None);
+                    }
+                    // Still the task looked at above, unless cancelled through its handle
+                    // meanwhile: only this thread removes tasks, but for `close`.
+                    match queue.jobs.pop_front() {
+                        Some(job) if job.task.begin() => return Poll::Ready(Some(job)),
+                        _ => continue,
+                    }
+                }
+            }
+            if Pin::new(listener).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
         }
     }
 }
@@ -823,63 +804,15 @@ impl Wake for Wakeup {
 fn work<C: Clock>(exit: Exit, clock: &C) {
     let shared = &*exit.0;
     shared.lock().worker = Some(current_thread_id());
-    let waker = Waker::from(Arc::new(Wakeup(Arc::downgrade(&exit.0))));
-    loop {
-        // The next task's start, and the wake-up count before asking the clock.
-        let (start, seen) = {
-            let mut queue = shared.lock();
-            loop {
-                if queue.closing {
-                    return;
-                }
-                // Tasks cancelled through their handle: their closures are gone already.
-                while queue.jobs.front().is_some_and(|job| !job.task.is_pending()) {
-                    queue.jobs.pop_front();
-                }
-                if let Some(job) = queue.jobs.front() {
-                    break (job.start, queue.wakeups);
-                }
-                queue = wait(&shared.wake, queue);
-            }
-        };
-        // The clock is the caller's code: ask it without holding the queue lock.
-        match clock.sleep_hint(start, &waker) {
-            SleepHint::Reached => {
-                let job = {
-                    let mut queue = shared.lock();
-                    if queue.closing {
-                        return;
-                    }
-                    // Still the task looked at above: only this thread removes tasks, but
-                    // for `close`, which also sets `closing`.
-                    let Some(job) = queue.jobs.pop_front() else {
-                        continue;
-                    };
-                    // Begun under the queue lock: a shutdown either took the task first (and
-                    // cancelled it) or finds it begun; never both.
-                    if !job.task.begin() {
-                        continue; // cancelled through its handle meanwhile
-                    }
-                    job
-                };
-                job.task.run();
-                // If the handle is gone, the task's value (or panic payload) is dropped here
-                // with the last reference: a panic in its `Drop` must not stop the worker.
-                let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(job)));
-            }
-            SleepHint::Sleep(d) => {
-                let queue = shared.lock();
-                if queue.wakeups == seen {
-                    drop(shared.wake.wait_timeout(queue, d));
-                }
-            }
-            SleepHint::UntilWoken => {
-                let mut queue = shared.lock();
-                while queue.wakeups == seen {
-                    queue = wait(&shared.wake, queue);
-                }
-            }
-        }
+    while let Some(job) = block_on(NextJob {
+        shared,
+        clock,
+        listener: None,
+    }) {
+        job.task.run();
+        // If the handle is gone, the task's value (or panic payload) is dropped here with
+        // the last reference: a panic in its `Drop` must not stop the worker.
+        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(job)));
     }
 }
 
@@ -935,14 +868,14 @@ impl<T> Stage<T> {
 struct TaskCell<T> {
     stage: Mutex<Stage<T>>,
     /// Notified when the task reaches an outcome.
-    settled: Condvar,
+    settled: Event,
 }
 
 impl<T> TaskCell<T> {
     fn new(closure: Closure<T>) -> Self {
         TaskCell {
             stage: Mutex::new(Stage::Pending(closure)),
-            settled: Condvar::new(),
+            settled: Event::new(),
         }
     }
 
@@ -954,7 +887,7 @@ impl<T> TaskCell<T> {
     /// dropped under the lock).
     fn settle(&self, outcome: Stage<T>) {
         *self.lock() = outcome;
-        self.settled.notify_all();
+        self.settled.notify();
     }
 
     /// Pending → Cancelling → Cancelled; false (and no change) from any other stage. The
@@ -1156,13 +1089,12 @@ impl<T> TaskHandle<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait(self) -> Result<T, TaskError> {
-        let mut stage = self.cell.lock();
-        loop {
-            if let Some(outcome) = stage.take_outcome() {
-                return outcome;
-            }
-            stage = wait(&self.cell.settled, stage);
-        }
+        let mut outcome = None;
+        block_until(&self.cell.settled, None, || {
+            outcome = self.cell.lock().take_outcome();
+            outcome.is_some()
+        });
+        outcome.unwrap_or(Err(TaskError::Cancelled))
     }
 
     /// Wait at most `timeout` for the task's outcome: `Ok(outcome)` as for
@@ -1190,20 +1122,12 @@ impl<T> TaskHandle<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, Self> {
-        let deadline = deadline_in(timeout);
-        {
-            let mut stage = self.cell.lock();
-            loop {
-                if let Some(outcome) = stage.take_outcome() {
-                    return Ok(outcome);
-                }
-                stage = match wait_until(&self.cell.settled, stage, deadline) {
-                    Some(stage) => stage,
-                    None => break,
-                };
-            }
-        }
-        Err(self)
+        let mut outcome = None;
+        block_until(&self.cell.settled, deadline_in(timeout), || {
+            outcome = self.cell.lock().take_outcome();
+            outcome.is_some()
+        });
+        outcome.ok_or(self)
     }
 }
 

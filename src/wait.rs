@@ -1,47 +1,101 @@
-//! Waiting until admitted: [`Blocking`] for threads, [`Async`] (feature `tokio`) for tasks.
+//! Sleep-and-retry waits for any limiter: [`Blocking`] for threads, [`Async`] (feature
+//! `tokio`) for tasks.
 //!
-//! Both are implemented for every [`RateLimiter`], including `dyn RateLimiter`. They sleep
-//! for exactly the `retry_after` the limiter reports (never spinning, never sleeping longer
-//! than the limiter says is needed), then ask again; with a deadline they fail at once with
-//! the [`Denied`] value if the reported wait would end after it, instead of sleeping first.
-//! A denial that waiting cannot cure ([`Denied::is_final`]: [`Denied::ExceedsCapacity`],
-//! [`Denied::BeyondHorizon`]) is returned at once.
+//! Both are implemented for every [`RateLimiter`], including `dyn RateLimiter`. A wait asks;
+//! on a refusal it sleeps exactly the `retry_after` the limiter reports (never spinning,
+//! never longer than the limiter says is needed), then asks again. With a deadline it fails
+//! at once with the [`Denied`] value if the reported wait would end after it, instead of
+//! sleeping first. A denial that waiting cannot cure ([`Denied::is_final`]:
+//! [`Denied::ExceedsCapacity`], [`Denied::BeyondHorizon`]) is returned at once.
 //!
-//! Sleeps use the real time of the OS (or tokio's timer), so a limiter on a
-//! [`ManualClock`](crate::clock::ManualClock) only makes progress if something advances the
-//! clock. Waiters are not queued: when several threads wait on one limiter, whichever asks
-//! first after a permit becomes available gets it. For first-come-first-served waiting, take
-//! a [`Reservation`](crate::Reservation) and sleep until its start.
+//! The names say how they wait: `retry_acquire…`. Waiters are **not queued**: when several
+//! wait on one limiter, whichever asks first after a permit becomes available gets it. The
+//! waits that are first come, first served are the queues' own: a
+//! [`Budget`](crate::Budget)'s `acquire_n_blocking` / `acquire_n_async`, a
+//! [`Lanes`](crate::lanes::Lanes)' `acquire_blocking` / `acquire_async`, and
+//! [`Permits`](crate::concurrency::Permits)' `acquire_blocking` / `acquire`; or take a
+//! [`Reservation`](crate::Reservation) and sleep until its start.
+//!
+//! Sleeps follow the limiter's clock ([`RateLimiter::sleep_hint`]): the OS timer (or tokio's)
+//! for an OS clock; on a [`ManualClock`](crate::clock::ManualClock) a wait sleeps until the
+//! clock is moved, so it can be tested at explicit times. Each wait is written once, as a
+//! poll, and run blocking or async by the waiting layer's driver ([`notify`](crate::notify)).
 
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
-)]
-
+use crate::clock::{duration_to_nanos, Nanos, SleepHint};
 use crate::limiter::{Denied, RateLimiter};
+use crate::notify::driver::{block_on, Nap, Wait};
+#[cfg(feature = "tokio")]
+use crate::notify::driver::WaitFuture;
+use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
 
-/// What to do after a denial: `Ok(wait)` to sleep and retry, `Err` to give up now.
-fn next_wait(denied: Denied, deadline: Option<Instant>) -> Result<Duration, Denied> {
-    let wait = match denied.retry_after() {
-        Some(wait) => wait,
-        None => return Err(denied),
-    };
-    match deadline {
-        Some(deadline)
-            if Instant::now()
-                .checked_add(wait)
-                .map_or(true, |t| t > deadline) =>
-        {
-            Err(denied)
+/// `deadline` as a time of `limiter`'s clock: the time left until it, added to the clock's
+/// reading (`None` without a deadline, or past the clock's range).
+fn deadline_at<L: RateLimiter + ?Sized>(limiter: &L, deadline: Option<Instant>) -> Option<Nanos> {
+    let left = deadline?.saturating_duration_since(Instant::now());
+    limiter.now().checked_add(duration_to_nanos(left))
+}
+
+/// `max_wait` from now on `limiter`'s clock.
+fn deadline_within<L: RateLimiter + ?Sized>(limiter: &L, max_wait: Duration) -> Option<Nanos> {
+    limiter.now().checked_add(duration_to_nanos(max_wait))
+}
+
+/// The sleep-and-retry wait for `n` permits by `deadline` (ns of the limiter's clock).
+#[derive(Debug)]
+struct Retry<'a, L: ?Sized> {
+    limiter: &'a L,
+    n: u32,
+    deadline: Option<Nanos>,
+    /// When to ask again (after a refusal), ns of the clock.
+    again_at: Option<Nanos>,
+}
+
+impl<'a, L: RateLimiter + ?Sized> Retry<'a, L> {
+    fn new(limiter: &'a L, n: u32, deadline: Option<Nanos>) -> Self {
+        Retry {
+            limiter,
+            n,
+            deadline,
+            again_at: None,
         }
-        _ => Ok(wait),
     }
 }
 
-/// Blocking waits for any [`RateLimiter`].
+impl<L: RateLimiter + ?Sized> Wait for Retry<'_, L> {
+    type Output = Result<(), Denied>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        loop {
+            if let Some(at) = self.again_at {
+                match self.limiter.sleep_hint(at, cx.waker()) {
+                    SleepHint::Reached => self.again_at = None,
+                    SleepHint::Sleep(d) => {
+                        nap.at_most(d);
+                        return Poll::Pending;
+                    }
+                    SleepHint::UntilWoken => return Poll::Pending,
+                }
+            }
+            let now = self.limiter.now();
+            let denied = match self.limiter.try_acquire_n_at(self.n, now) {
+                Ok(()) => return Poll::Ready(Ok(())),
+                Err(denied) => denied,
+            };
+            let Some(wait) = denied.retry_after() else {
+                return Poll::Ready(Err(denied));
+            };
+            let at = now.saturating_add(duration_to_nanos(wait));
+            if self.deadline.is_some_and(|d| at > d) {
+                return Poll::Ready(Err(denied));
+            }
+            self.again_at = Some(at);
+        }
+    }
+}
+
+/// Blocking sleep-and-retry waits for any [`RateLimiter`] (see the module).
 ///
 /// # Errors (for every method)
 ///
@@ -59,61 +113,124 @@ fn next_wait(denied: Denied, deadline: Option<Instant>) -> Result<Duration, Deni
 /// let limiter = Gcra::new(Quota::per_second(100)?.with_burst(1)?)?;
 /// let t0 = Instant::now();
 /// for _ in 0..3 {
-///     limiter.acquire_blocking()?; // the 2nd and 3rd sleep about 10 ms each
+///     limiter.retry_acquire_blocking()?; // the 2nd and 3rd sleep about 10 ms each
 /// }
 /// assert!(t0.elapsed() >= Duration::from_millis(19));
 /// // Cannot succeed within 1 ms: refused at once, not after sleeping.
-/// assert!(limiter.acquire_n_blocking_within(1, Duration::from_millis(1)).is_err());
+/// assert!(limiter.retry_acquire_n_blocking_within(1, Duration::from_millis(1)).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// On a [`ManualClock`](crate::clock::ManualClock) the wait sleeps until the clock moves:
+///
+/// ```
+/// use limitcore::{Gcra, Quota, RateLimiter};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::wait::Blocking;
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let limiter = Arc::new(Gcra::with_clock("10/s burst 1".parse()?, clock.clone())?);
+/// limiter.try_acquire()?;
+/// let waiter = {
+///     let limiter = limiter.clone();
+///     std::thread::spawn(move || limiter.retry_acquire_blocking())
+/// };
+/// clock.advance(Duration::from_millis(100)); // virtual time: the waiter's permit is due
+/// waiter.join().unwrap()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Blocking: RateLimiter {
-    /// Take `n` permits, sleeping until they are available.
+    /// Take `n` permits, sleeping and retrying until they are admitted.
     ///
     /// # Errors
     ///
     /// See the trait.
+    fn retry_acquire_n_blocking(&self, n: u32) -> Result<(), Denied> {
+        block_on(Retry::new(self, n, None))
+    }
+
+    /// Take one permit, sleeping and retrying until it is admitted.
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn retry_acquire_blocking(&self) -> Result<(), Denied> {
+        block_on(Retry::new(self, 1, None))
+    }
+
+    /// Take `n` permits if that is possible within `max_wait` (of the limiter's clock).
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn retry_acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
+        block_on(Retry::new(self, n, deadline_within(self, max_wait)))
+    }
+
+    /// Take `n` permits if that is possible by `deadline` (`None`: no deadline; the time
+    /// left until it is counted on the limiter's clock from the call).
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    fn retry_acquire_n_blocking_until(
+        &self,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<(), Denied> {
+        block_on(Retry::new(self, n, deadline_at(self, deadline)))
+    }
+
+    /// Renamed [`Blocking::retry_acquire_n_blocking`] (the name says it sleeps and retries,
+    /// unordered; a budget's own `acquire_n_blocking` waits in order).
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_blocking`")]
     fn acquire_n_blocking(&self, n: u32) -> Result<(), Denied> {
-        self.acquire_n_blocking_until(n, None)
+        self.retry_acquire_n_blocking(n)
     }
 
-    /// Take one permit, sleeping until it is available.
+    /// Renamed [`Blocking::retry_acquire_blocking`].
     ///
     /// # Errors
     ///
     /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_blocking`")]
     fn acquire_blocking(&self) -> Result<(), Denied> {
-        self.acquire_n_blocking_until(1, None)
+        self.retry_acquire_blocking()
     }
 
-    /// Take `n` permits if that is possible within `max_wait`.
+    /// Renamed [`Blocking::retry_acquire_n_blocking_within`].
     ///
     /// # Errors
     ///
     /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_blocking_within`")]
     fn acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        self.acquire_n_blocking_until(n, Instant::now().checked_add(max_wait))
+        self.retry_acquire_n_blocking_within(n, max_wait)
     }
 
-    /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
+    /// Renamed [`Blocking::retry_acquire_n_blocking_until`].
     ///
     /// # Errors
     ///
     /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_blocking_until`")]
     fn acquire_n_blocking_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
-        loop {
-            match self.try_acquire_n(n) {
-                Ok(()) => return Ok(()),
-                Err(denied) => std::thread::sleep(next_wait(denied, deadline)?),
-            }
-        }
+        self.retry_acquire_n_blocking_until(n, deadline)
     }
 }
 
 impl<L: RateLimiter + ?Sized> Blocking for L {}
 
-/// Async waits for any [`RateLimiter`], sleeping on tokio's timer (feature `tokio`). The
-/// method names end in `_async` and [`Blocking`]'s in `_blocking`, so both traits can be in
-/// scope at once.
+/// Async sleep-and-retry waits for any [`RateLimiter`] (feature `tokio`: on an OS clock
+/// they sleep on tokio's timer). The method names end in `_async` and [`Blocking`]'s in
+/// `_blocking`, so both traits can be in scope at once. Cancellation-safe: a wait takes
+/// nothing until it completes.
 ///
 /// # Errors (for every method)
 ///
@@ -129,47 +246,47 @@ impl<L: RateLimiter + ?Sized> Blocking for L {}
 /// use std::time::Duration;
 ///
 /// let limiter = Gcra::new(Quota::per_second(1_000)?.with_burst(1)?)?;
-/// limiter.acquire_async().await?;
-/// limiter.acquire_n_async(1).await?; // about 1 ms later
-/// assert!(limiter.acquire_n_async_within(1, Duration::ZERO).await.is_err());
+/// limiter.retry_acquire_async().await?;
+/// limiter.retry_acquire_n_async(1).await?; // about 1 ms later
+/// assert!(limiter.retry_acquire_n_async_within(1, Duration::ZERO).await.is_err());
 /// # Ok(())
 /// # }
 /// ```
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub trait Async: RateLimiter {
-    /// Take `n` permits, sleeping (asynchronously) until they are available.
+    /// Take `n` permits, sleeping (asynchronously) and retrying until they are admitted.
     ///
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_async(
+    fn retry_acquire_n_async(
         &self,
         n: u32,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.acquire_n_async_until(n, None)
+        WaitFuture::new(Retry::new(self, n, None))
     }
 
-    /// Take one permit, sleeping (asynchronously) until it is available.
+    /// Take one permit, sleeping (asynchronously) and retrying until it is admitted.
     ///
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.acquire_n_async_until(1, None)
+    fn retry_acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        WaitFuture::new(Retry::new(self, 1, None))
     }
 
-    /// Take `n` permits if that is possible within `max_wait`.
+    /// Take `n` permits if that is possible within `max_wait` (of the limiter's clock).
     ///
     /// # Errors
     ///
     /// See the trait.
-    fn acquire_n_async_within(
+    fn retry_acquire_n_async_within(
         &self,
         n: u32,
         max_wait: Duration,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.acquire_n_async_until(n, Instant::now().checked_add(max_wait))
+        WaitFuture::new(Retry::new(self, n, deadline_within(self, max_wait)))
     }
 
     /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
@@ -177,73 +294,65 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
+    fn retry_acquire_n_async_until(
+        &self,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        WaitFuture::new(Retry::new(self, n, deadline_at(self, deadline)))
+    }
+
+    /// Renamed [`Async::retry_acquire_n_async`].
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_async`")]
+    fn acquire_n_async(
+        &self,
+        n: u32,
+    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.retry_acquire_n_async(n)
+    }
+
+    /// Renamed [`Async::retry_acquire_async`].
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_async`")]
+    fn acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.retry_acquire_async()
+    }
+
+    /// Renamed [`Async::retry_acquire_n_async_within`].
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_async_within`")]
+    fn acquire_n_async_within(
+        &self,
+        n: u32,
+        max_wait: Duration,
+    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+        self.retry_acquire_n_async_within(n, max_wait)
+    }
+
+    /// Renamed [`Async::retry_acquire_n_async_until`].
+    ///
+    /// # Errors
+    ///
+    /// See the trait.
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_async_until`")]
     fn acquire_n_async_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        async move {
-            loop {
-                match self.try_acquire_n(n) {
-                    Ok(()) => return Ok(()),
-                    Err(denied) => tokio::time::sleep(next_wait(denied, deadline)?).await,
-                }
-            }
-        }
+        self.retry_acquire_n_async_until(n, deadline)
     }
 }
 
 #[cfg(feature = "tokio")]
 impl<L: RateLimiter + ?Sized> Async for L {}
-
-/// A reusable tokio timer for hand-written futures (a budget's ordered async waits, the
-/// async I/O adapters): armed for a duration, polled until it fires. The sleep is boxed once
-/// and reset for every later wait.
-#[cfg(feature = "tokio")]
-#[derive(Debug, Default)]
-pub(crate) struct Timer {
-    sleep: Option<core::pin::Pin<alloc::boxed::Box<tokio::time::Sleep>>>,
-    armed: bool,
-}
-
-#[cfg(feature = "tokio")]
-impl Timer {
-    /// Fire `after` from now (a wait too long for the OS clock to name: in 30 years, as
-    /// tokio's own far future).
-    pub(crate) fn arm(&mut self, after: Duration) {
-        let now = tokio::time::Instant::now();
-        let deadline = now
-            .checked_add(after)
-            .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
-            .unwrap_or(now);
-        match &mut self.sleep {
-            Some(sleep) => sleep.as_mut().reset(deadline),
-            None => self.sleep = Some(alloc::boxed::Box::pin(tokio::time::sleep_until(deadline))),
-        }
-        self.armed = true;
-    }
-
-    /// Stop waiting (the timer stays allocated for the next wait).
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-
-    /// `Ready` once an armed timer has fired (it is then disarmed); `Pending` while it has
-    /// not, or when it is not armed (the caller has registered some other wake-up).
-    pub(crate) fn poll(&mut self, cx: &mut core::task::Context<'_>) -> core::task::Poll<()> {
-        use core::future::Future;
-        match (&mut self.sleep, self.armed) {
-            (Some(sleep), true) => {
-                core::task::ready!(sleep.as_mut().poll(cx));
-                self.armed = false;
-                core::task::Poll::Ready(())
-            }
-            _ => core::task::Poll::Pending,
-        }
-    }
-
-    /// Whether the timer is armed.
-    pub(crate) fn is_armed(&self) -> bool {
-        self.armed
-    }
-}

@@ -286,9 +286,9 @@ fn a_wait_counts_each_attempt() {
     use limitcore::wait::Blocking;
     let q = Quota::per_second(1_000).unwrap().with_burst(1).unwrap();
     let l = Counted::new(Gcra::with_clock(q, MonotonicClock::new()).unwrap());
-    l.acquire_blocking().unwrap();
+    l.retry_acquire_blocking().unwrap();
     let start = std::time::Instant::now();
-    l.acquire_blocking().unwrap(); // refused at first: the 1 ms slot is taken
+    l.retry_acquire_blocking().unwrap(); // refused at first: the 1 ms slot is taken
     let elapsed = start.elapsed();
     let c = l.counts();
     assert_eq!((c.admitted, c.permits, c.final_refusals), (2, 2, 0));

@@ -24,7 +24,9 @@
 //!   decision is made again from the new word. A decision that read `current` just before
 //!   a change and wins its compare-and-swap just after is ordered before the change: the
 //!   writer then converts the word it left.
-//! - Writers are serialised by a flag (a reconfiguration is rare); each converts every word
+//! - Writers are serialised by a lock (a reconfiguration is rare; with `std` the lock of the
+//!   budget's waiters, which the writer settles under it; without, a spin flag released by
+//!   its guard's drop); each converts every word
 //!   of its configuration before it returns, so a word lags the current generation by at
 //!   most two (one written by a decision that raced a conversion of an idle word, which
 //!   needs no conversion), within the [`SLOTS`] kept. Tags repeat after
@@ -37,7 +39,11 @@ use super::scale::Scale;
 use super::word::{self, GENERATIONS, IDLE};
 use super::Mode;
 use crate::clock::Nanos;
-use crate::sync::{fence, AtomicBool, AtomicU64, Backoff, Ordering};
+use crate::sync::{fence, AtomicU64, Backoff, Ordering};
+#[cfg(not(feature = "std"))]
+use crate::sync::AtomicBool;
+#[cfg(feature = "std")]
+use crate::sync::{lock, Mutex, MutexGuard};
 use crate::{Quota, QuotaError};
 
 /// Configurations kept: the current one and the three before it.
@@ -142,13 +148,19 @@ pub(crate) struct Live {
     /// configuration's capacity again).
     capacity: AtomicU64,
     slots: [Slot; SLOTS],
-    /// Held by a reconfiguration while it publishes and converts.
+    /// The budget's waiters (`Budget`'s waits), behind the lock a reconfiguration holds
+    /// while it publishes, converts and settles them: one lock, so a waiter never sees a
+    /// change half made. A panic in a reconfiguration poisons it, which the crate's `lock`
+    /// ignores: it is never left held.
+    #[cfg(feature = "std")]
+    pub(crate) waiters: Mutex<super::wait::Waiters>,
+    /// Without `std` (no waiters, no lock): held by a reconfiguration while it publishes and
+    /// converts, released by its guard's drop (so an unwinding panic releases it too).
+    #[cfg(not(feature = "std"))]
     writing: AtomicBool,
     /// Generations published so far (the next tag is this modulo GENERATIONS). Written
     /// only by the holder of `writing`.
     serial: AtomicU64,
-    #[cfg(feature = "std")]
-    pub(crate) changes: super::changes::Changes,
 }
 
 impl Live {
@@ -165,10 +177,11 @@ impl Live {
             current: AtomicU64::new(0),
             capacity: AtomicU64::new(capacity_word(&params)),
             slots: core::array::from_fn(|_| Slot::empty()),
+            #[cfg(feature = "std")]
+            waiters: Mutex::new(super::wait::Waiters::new()),
+            #[cfg(not(feature = "std"))]
             writing: AtomicBool::new(false),
             serial: AtomicU64::new(1),
-            #[cfg(feature = "std")]
-            changes: super::changes::Changes::new(),
         };
         live.slots[0].store(&params);
         Ok(live)
@@ -280,33 +293,56 @@ impl Live {
         word
     }
 
-    /// Run `write` as the only writer: it publishes with [`Live::publish`]; conversions of
-    /// the words follow inside it.
-    pub(crate) fn write<T>(&self, write: impl FnOnce(&WriteGuard<'_>) -> T) -> T {
-        let backoff = Backoff::new();
-        // Acquire on success: the previous writer's publication and conversions (released
-        // below) happen before ours.
-        while self
-            .writing
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            backoff.spin();
-        }
-        let guard = WriteGuard { live: self };
-        let out = write(&guard);
-        // Release: partner of the next writer's acquire.
-        self.writing.store(false, Ordering::Release);
-        out
+    /// Run `write` as the only writer: it publishes with [`WriteGuard::publish`];
+    /// conversions of the words (and, with `std`, the settling of the waiters, through
+    /// [`WriteGuard::waiters`]) follow inside it.
+    pub(crate) fn write<T>(&self, write: impl FnOnce(&mut WriteGuard<'_>) -> T) -> T {
+        // The lock's acquire: the previous writer's publication and conversions (released by
+        // its unlock) happen before ours.
+        #[cfg(feature = "std")]
+        let mut guard = WriteGuard {
+            live: self,
+            waiters: lock(&self.waiters),
+        };
+        #[cfg(not(feature = "std"))]
+        let mut guard = {
+            let backoff = Backoff::new();
+            // Acquire on success: as the lock's.
+            while self
+                .writing
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                backoff.spin();
+            }
+            WriteGuard { live: self }
+        };
+        write(&mut guard)
     }
 }
 
-/// The writer's handle (see [`Live::write`]).
+/// The writer's handle (see [`Live::write`]): the lock, released when it drops.
 pub(crate) struct WriteGuard<'a> {
     live: &'a Live,
+    #[cfg(feature = "std")]
+    waiters: MutexGuard<'a, super::wait::Waiters>,
+}
+
+#[cfg(not(feature = "std"))]
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        // Release: partner of the next writer's acquire.
+        self.live.writing.store(false, Ordering::Release);
+    }
 }
 
 impl WriteGuard<'_> {
+    /// The budget's waiters, locked by the writer.
+    #[cfg(feature = "std")]
+    pub(crate) fn waiters(&mut self) -> &mut super::wait::Waiters {
+        &mut self.waiters
+    }
+
     /// Publish `quota`, `max_debt` and `mode` as the next generation, taking effect at
     /// `since` (ns): every word of the budget must then be converted to it.
     pub(crate) fn publish(
@@ -318,7 +354,7 @@ impl WriteGuard<'_> {
     ) -> Result<Params, QuotaError> {
         let live = self.live;
         let before = live.current();
-        // Relaxed: written only by the writer, which holds `writing`.
+        // Relaxed: written only by the writer, which holds the lock.
         let serial = live.serial.load(Ordering::Relaxed);
         let gen = serial % GENERATIONS;
         // A change never takes effect before the one it follows (a stale clock reading).

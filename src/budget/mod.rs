@@ -70,13 +70,11 @@ mod scale;
 mod word;
 
 #[cfg(feature = "std")]
-mod changes;
-#[cfg(feature = "std")]
 mod wait;
 
 pub use rule::BudgetRule;
-#[cfg(feature = "tokio")]
-pub(crate) use wait::AsyncPlace;
+#[cfg(feature = "std")]
+pub(crate) use wait::Waiter;
 
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 #[cfg(feature = "std")]
@@ -265,8 +263,10 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     /// As [`Budget::reconfigure`].
     pub fn reconfigure_at(&self, config: &BudgetConfig, now: Nanos) -> Result<(), QuotaError> {
         let rule = self.rule();
+        #[cfg(feature = "std")]
+        let mut wakes = crate::notify::wake::WakeList::new();
         rule.live.write(|writer| {
-            writer.publish(&config.quota, config.max_debt_ns(), config.mode, now)?;
+            let params = writer.publish(&config.quota, config.max_debt_ns(), config.mode, now)?;
             // The one word, converted before the next writer may publish again.
             let _ = self.update(|word| {
                 let (_, current) = rule.resolve(*word);
@@ -277,10 +277,16 @@ impl<C: Clock> Limiter<BudgetRule, C> {
                     Ok(())
                 }
             });
+            // The waiters, settled under the same lock (re-timed, released, refused), at
+            // the time the change took effect.
+            #[cfg(feature = "std")]
+            self.settle_waiters(writer.waiters(), params.since, &mut wakes);
+            #[cfg(not(feature = "std"))]
+            let _ = params;
             Ok::<_, QuotaError>(())
         })?;
         #[cfg(feature = "std")]
-        rule.live.changes.notify();
+        wakes.wake_all();
         Ok(())
     }
 

@@ -1,103 +1,385 @@
-//! A budget's waits: first come, first served, re-timed by every change of configuration.
+//! A budget's waits: first come, first served, across every change of configuration.
 //!
-//! A waiter reserves its permits first (its place in the schedule, after everyone who
-//! reserved before it), then sleeps until they conform. A change of configuration wakes it
-//! (no lost wake-up: [`Changes`](super::changes::Changes)), and it re-times its place: the
-//! permits ahead of it are kept and re-timed at the new rate, so a rise lets it go earlier
-//! and a cut later. While the budget is paused it keeps its place and waits for the pause
-//! to end; when the budget is disabled it goes at once and gives its place back. A waiter
-//! that gives up (its deadline, or an async waiter dropped) gives its place back too.
+//! Each waiter is an entry of the budget's ordered waiter list (the waiting layer's
+//! `WaitList`, behind the lock that also serialises reconfigurations). On arrival a waiter
+//! takes its place in the schedule, a reservation after everyone who took one before it, and
+//! sleeps until its permits conform. A waiter that cannot take a place (the budget is
+//! paused, the schedule is full, or a waiter ahead of it could not) waits *unplaced* in
+//! arrival order; the unplaced are placed in that order as soon as they can be (when the
+//! pause ends, inside the reconfiguration that ends it), so arrival order is kept across a
+//! pause.
+//!
+//! A reconfiguration settles every waiter under the same lock: each keeps its place,
+//! re-timed at the new rate (a rise lets it go earlier, a cut later), except that when the
+//! budget becomes disabled every waiter goes at once and gives its place back (charged
+//! nothing), and a waiter whose request no longer fits the new capacity (no debt, or beyond
+//! the debt) gives its place back and fails with
+//! [`ExceedsCapacity`](Denied::ExceedsCapacity) at once. A waiter that gives up (its
+//! deadline, or a dropped async waiter) gives its place back too.
+//!
+//! The wait is written once, as a poll ([`Budget::poll_acquire`]), and run blocking or
+//! async by the waiting layer's driver; it sleeps on the budget's clock
+//! ([`Clock::sleep_hint`]): on a [`ManualClock`](crate::clock::ManualClock) until the
+//! clock moves, never on the OS timer.
 
 use super::{waitable, Budget, BudgetRule, Mode};
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::limiter::{Denied, RateLimiter, Refund};
-use crate::rules::Receipt;
+use crate::notify::driver::{block_on, poll_clock, Nap, Wait};
+#[cfg(feature = "tokio")]
+use crate::notify::driver::WaitFuture;
+use crate::notify::list::WaitList;
+use crate::notify::wake::WakeList;
+use crate::rules::{Receipt, Rule};
+use crate::sync::lock;
+use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
 
-/// What to do next while waiting for a turn.
-enum Turn {
-    /// The permits conform (or the budget was disabled): go.
-    Go,
-    /// Sleep at most this long (`None`: until the next change), then look again.
-    Sleep(Option<Duration>),
-    /// The deadline cannot be met: give up with this refusal (the place is given back).
-    GiveUp(Denied),
+/// A waiter's entry: its request, its deadline (ns of the clock), and its place once taken.
+#[derive(Debug)]
+pub(crate) struct Place {
+    n: u32,
+    deadline: Option<Nanos>,
+    /// The reservation (in the configuration of the last look); `None` while unplaced.
+    receipt: Option<Receipt>,
+    /// When an unplaced waiter may try again (a schedule that was full), ns.
+    retry_at: Option<Nanos>,
 }
 
-/// The time left until `deadline` (`None`: no deadline), zero once passed.
-fn left(deadline: Option<Instant>) -> Option<Duration> {
-    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+/// A budget's waiters, in arrival order: resolved with the receipt of the permits taken
+/// ([`Receipt::NOTHING`] when disabled) or a refusal.
+pub(crate) type Waiters = WaitList<Place, Result<Receipt, Denied>>;
+
+/// A budget wait's progress, owned by its waiter and borrowing nothing (the I/O adapters
+/// keep one across polls): its entry while it waits.
+#[derive(Debug, Default)]
+pub(crate) struct Waiter {
+    key: Option<usize>,
+}
+
+/// What a look at a waiter's entry decided.
+enum Look {
+    Done(Result<Receipt, Denied>),
+    /// Sleep until the clock reaches this time (ns) or the entry is woken.
+    Until(Nanos),
+    /// Sleep until the entry is woken.
+    Woken,
+}
+
+/// `deadline` (ns) less `now`: the most a reservation may wait (`u64::MAX`: no deadline).
+fn max_wait(deadline: Option<Nanos>, now: Nanos) -> Nanos {
+    deadline.map_or(u64::MAX, |d| d.saturating_sub(now))
 }
 
 impl<C: Clock> Budget<C> {
     /// Reserve `n` permits at `now` to conform within `max_wait` ns: the receipt of the
     /// place taken.
     fn reserve_place(&self, n: u32, now: Nanos, max_wait: Nanos) -> Result<Receipt, Denied> {
-        if n == 0 {
-            return Ok(Receipt::NOTHING);
-        }
         let rule: &BudgetRule = self.rule();
-        let capacity = crate::rules::Rule::capacity(rule);
-        if n > capacity {
-            return Err(Denied::ExceedsCapacity { capacity });
-        }
         self.update(|word| rule.reserve_with_receipt(word, now, n, max_wait))
             .map(|(_, receipt)| receipt)
     }
 
-    /// After a refusal of a reservation: how long to sleep before asking again, or the
-    /// refusal to return (no wait helps, or the deadline is too close).
-    fn after_refusal(
-        denied: Denied,
-        deadline: Option<Instant>,
-    ) -> Result<Option<Duration>, Denied> {
-        if denied == Denied::Paused {
-            // Until the pause ends (or the deadline).
-            return match left(deadline) {
-                Some(left) if left.is_zero() => Err(denied),
-                left => Ok(left),
-            };
-        }
-        let wait = waitable(denied).ok_or(denied)?;
-        match left(deadline) {
-            Some(left) if wait > left => Err(denied),
-            _ => Ok(Some(wait)),
+    /// Give back the place on `receipt` (of any configuration: it is re-timed first) at
+    /// `now`.
+    fn give_back(&self, receipt: Receipt, now: Nanos) {
+        let (_, current) = self.rule().wait_for(&receipt, now);
+        if current.n() > 0 {
+            self.refund(current, now);
         }
     }
 
-    /// The next step for the waiter holding `receipt` (re-timed into the current
-    /// configuration, in place).
-    fn turn(&self, receipt: &mut Receipt, deadline: Option<Instant>) -> Turn {
-        let rule = self.rule();
-        match rule.mode() {
-            Mode::Disabled => return Turn::Go,
-            Mode::Paused => {
-                return match left(deadline) {
-                    Some(left) if left.is_zero() => Turn::GiveUp(Denied::Paused),
-                    left => Turn::Sleep(left),
+    /// Try to place `place` at `now`: `Ok` once placed (or nothing to place), `Err` with the
+    /// outcome that ends the wait, or `Ok` with `retry_at` set / left unplaced to wait.
+    fn try_place(&self, place: &mut Place, now: Nanos) -> Result<(), Denied> {
+        if place.receipt.is_some() || place.retry_at.is_some_and(|t| now < t) {
+            return Ok(());
+        }
+        match self.reserve_place(place.n, now, max_wait(place.deadline, now)) {
+            Ok(receipt) => {
+                place.receipt = Some(receipt);
+                place.retry_at = None;
+                Ok(())
+            }
+            // Unplaced until the pause ends.
+            Err(Denied::Paused) => Ok(()),
+            Err(denied) => {
+                let wait = waitable(denied).ok_or(denied)?;
+                let at = now.saturating_add(duration_to_nanos(wait));
+                // A retry at the deadline or later cannot meet it: give up now.
+                if place.deadline.is_some_and(|d| at >= d) {
+                    return Err(denied);
+                }
+                place.retry_at = Some(at);
+                Ok(())
+            }
+        }
+    }
+
+    /// Place the unplaced waiters at `now` in arrival order, stopping at the first that
+    /// cannot be (those behind it keep their order). Those placed, and those that fail, are
+    /// woken (`me`, the caller's own entry, is not: it is looking already).
+    fn place_unplaced(
+        &self,
+        waiters: &mut Waiters,
+        now: Nanos,
+        me: Option<usize>,
+        wakes: &mut WakeList,
+    ) {
+        let mut at = waiters.head();
+        while let Some(key) = at {
+            at = waiters.next(key);
+            let Some(place) = waiters.get_mut(key) else {
+                continue;
+            };
+            if place.receipt.is_some() {
+                continue;
+            }
+            match self.try_place(place, now) {
+                Ok(()) if place.receipt.is_none() => return,
+                Ok(()) => {
+                    if me != Some(key) {
+                        wakes.extend(waiters.take_waker(key));
+                    }
+                }
+                Err(denied) => {
+                    if let Some((_, waker)) = waiters.resolve(key, Err(denied)) {
+                        wakes.extend(waker.filter(|_| me != Some(key)));
+                    }
                 }
             }
-            Mode::Enabled => {}
-        }
-        let (wait, current) = rule.wait_for(receipt, self.now());
-        *receipt = current;
-        if wait == 0 {
-            return Turn::Go;
-        }
-        let wait = Duration::from_nanos(wait);
-        match left(deadline) {
-            Some(left) if wait > left => Turn::GiveUp(Denied::RateLimited {
-                retry_after: wait - left,
-            }),
-            _ => Turn::Sleep(Some(wait)),
         }
     }
 
-    /// Give the place on `receipt` back.
-    fn give_back(&self, receipt: Receipt) {
-        if receipt.n() > 0 {
-            self.refund(receipt, self.now());
+    /// Whether an unplaced waiter waits (a newcomer then queues behind it).
+    fn any_unplaced(waiters: &Waiters) -> bool {
+        waiters
+            .keys()
+            .any(|k| waiters.get(k).is_some_and(|p| p.receipt.is_none()))
+    }
+
+    /// One look at the wait in `waiter` for `n` permits by `deadline`, with the waiters
+    /// locked.
+    fn look(
+        &self,
+        waiters: &mut Waiters,
+        waiter: &mut Waiter,
+        n: u32,
+        deadline: Option<Nanos>,
+        now: Nanos,
+        cx: &Context<'_>,
+        wakes: &mut WakeList,
+    ) -> Look {
+        let rule = self.rule();
+        let key = match waiter.key {
+            Some(key) => key,
+            None => {
+                if n == 0 || rule.mode() == Mode::Disabled {
+                    return Look::Done(Ok(Receipt::NOTHING));
+                }
+                let capacity = Rule::capacity(rule);
+                if n > capacity {
+                    return Look::Done(Err(Denied::ExceedsCapacity { capacity }));
+                }
+                let mut place = Place {
+                    n,
+                    deadline,
+                    receipt: None,
+                    retry_at: None,
+                };
+                if !Self::any_unplaced(waiters) {
+                    if let Err(denied) = self.try_place(&mut place, now) {
+                        return Look::Done(Err(denied));
+                    }
+                }
+                let key = waiters.push_back(place, None);
+                waiter.key = Some(key);
+                key
+            }
+        };
+        if !waiters.is_waiting(key) {
+            // Resolved by a reconfiguration (or a placement that failed).
+            waiter.key = None;
+            return Look::Done(collect(waiters, key));
+        }
+        self.place_unplaced(waiters, now, Some(key), wakes);
+        if !waiters.is_waiting(key) {
+            waiter.key = None;
+            return Look::Done(collect(waiters, key));
+        }
+        let place = waiters.get_mut(key).expect("waiting");
+        let look = match place.receipt.take() {
+            None if place.deadline.is_some_and(|d| now >= d) => {
+                // Still unplaced at its deadline: paused, or behind a full schedule.
+                Look::Done(Err(match rule.mode() {
+                    Mode::Paused => Denied::Paused,
+                    _ => Denied::rate_limited(place.retry_at.map_or(1, |t| t.saturating_sub(now)).max(1)),
+                }))
+            }
+            None => match (rule.mode(), place.retry_at) {
+                (Mode::Enabled, Some(at)) => Look::Until(at),
+                _ => Look::Woken,
+            },
+            Some(receipt) if rule.mode() == Mode::Paused => {
+                place.receipt = Some(receipt);
+                if place.deadline.is_some_and(|d| now >= d) {
+                    Look::Done(Err(Denied::Paused))
+                } else {
+                    Look::Woken
+                }
+            }
+            Some(receipt) => {
+                let (wait, current) = rule.wait_for(&receipt, now);
+                if wait == 0 {
+                    Look::Done(Ok(current))
+                } else {
+                    let left = max_wait(place.deadline, now);
+                    place.receipt = Some(current);
+                    if wait > left {
+                        Look::Done(Err(Denied::rate_limited(wait - left)))
+                    } else {
+                        Look::Until(now.saturating_add(wait))
+                    }
+                }
+            }
+        };
+        match look {
+            Look::Done(outcome) => {
+                waiter.key = None;
+                let place = waiters.cancel(key).err().expect("waiting");
+                if outcome.is_err() {
+                    if let Some(receipt) = place.receipt {
+                        self.give_back(receipt, now);
+                    }
+                    // A place given back may let the unplaced go.
+                    self.place_unplaced(waiters, now, None, wakes);
+                }
+                Look::Done(outcome)
+            }
+            pending => {
+                let _ = waiters.poll(key, Some(cx.waker()));
+                match (pending, deadline) {
+                    (Look::Until(at), Some(d)) => Look::Until(at.min(d)),
+                    (Look::Woken, Some(d)) => Look::Until(d),
+                    (pending, _) => pending,
+                }
+            }
+        }
+    }
+
+    /// One poll of an ordered wait for `n` permits by `deadline` (ns of the budget's clock;
+    /// `None`: none), its progress kept in `waiter` (see the module): `Ready` with the
+    /// receipt of the permits taken ([`Receipt::NOTHING`] when the budget is disabled), or
+    /// with the refusals of [`Budget::acquire_n_blocking_until`].
+    pub(crate) fn poll_acquire(
+        &self,
+        waiter: &mut Waiter,
+        n: u32,
+        deadline: Option<Nanos>,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<Receipt, Denied>> {
+        let waiters = &self.rule().live.waiters;
+        loop {
+            let now = self.now();
+            let mut wakes = WakeList::new();
+            let look = self.look(&mut lock(waiters), waiter, n, deadline, now, cx, &mut wakes);
+            wakes.wake_all();
+            match look {
+                Look::Done(outcome) => return Poll::Ready(outcome),
+                Look::Woken => return Poll::Pending,
+                Look::Until(at) => {
+                    if poll_clock(self.clock(), at, cx, nap).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Give up the wait in `waiter`: its place is given back, and so are permits a
+    /// resolution granted that it had not collected.
+    pub(crate) fn abandon_acquire(&self, waiter: &mut Waiter) {
+        let Some(key) = waiter.key.take() else {
+            return;
+        };
+        let now = self.now();
+        let mut wakes = WakeList::new();
+        {
+            let mut waiters = lock(&self.rule().live.waiters);
+            let receipt = match waiters.cancel(key) {
+                Ok(outcome) => outcome.ok(),
+                Err(place) => place.receipt,
+            };
+            if let Some(receipt) = receipt {
+                self.give_back(receipt, now);
+            }
+            self.place_unplaced(&mut waiters, now, None, &mut wakes);
+        }
+        wakes.wake_all();
+    }
+
+    /// Settle the waiters after a change of configuration was published (the waiters
+    /// locked: the writer's lock): see the module.
+    pub(crate) fn settle_waiters(&self, waiters: &mut Waiters, now: Nanos, wakes: &mut WakeList) {
+        let rule = self.rule();
+        let mode = rule.mode();
+        let capacity = Rule::capacity(rule);
+        let mut at = waiters.head();
+        while let Some(key) = at {
+            at = waiters.next(key);
+            let Some(place) = waiters.get_mut(key) else {
+                continue;
+            };
+            let outcome = if mode == Mode::Disabled {
+                Some(Ok(Receipt::NOTHING))
+            } else if place.n > capacity {
+                Some(Err(Denied::ExceedsCapacity { capacity }))
+            } else {
+                None
+            };
+            match outcome {
+                Some(outcome) => {
+                    if let Some((place, waker)) = waiters.resolve(key, outcome) {
+                        if let Some(receipt) = place.receipt {
+                            self.give_back(receipt, now);
+                        }
+                        wakes.extend(waker);
+                    }
+                }
+                // Look again: re-time the place (or learn that the pause ended).
+                None => wakes.extend(waiters.take_waker(key)),
+            }
+        }
+        if mode == Mode::Enabled {
+            self.place_unplaced(waiters, now, None, wakes);
+        }
+    }
+
+    /// Waiters in the budget's queue (placed or not), for inspection.
+    pub fn waiting(&self) -> usize {
+        lock(&self.rule().live.waiters).len()
+    }
+
+    /// The deadline `max_wait` from now on the budget's clock (`None` past its range).
+    fn deadline_within(&self, max_wait: Duration) -> Option<Nanos> {
+        self.now().checked_add(duration_to_nanos(max_wait))
+    }
+
+    /// The OS deadline `deadline` as a time of the budget's clock (the time left, added to
+    /// its reading; past the clock's range: none).
+    fn deadline_at(&self, deadline: Option<Instant>) -> Option<Nanos> {
+        deadline.and_then(|d| self.deadline_within(d.saturating_duration_since(Instant::now())))
+    }
+
+    /// The wait itself, to run blocking or async.
+    pub(crate) fn acquire_wait(&self, n: u32, deadline: Option<Nanos>) -> Acquire<'_, C> {
+        Acquire {
+            budget: self,
+            n,
+            deadline,
+            waiter: Waiter::default(),
         }
     }
 
@@ -108,30 +390,35 @@ impl<C: Clock> Budget<C> {
     ///
     /// As [`Budget::acquire_n_blocking_until`].
     pub fn acquire_n_blocking(&self, n: u32) -> Result<(), Denied> {
-        self.acquire_n_blocking_until(n, None)
+        block_on(self.acquire_wait(n, None)).map(drop)
     }
 
-    /// Take `n` permits if they can conform within `max_wait`. See
+    /// Take `n` permits if they can conform within `max_wait` (of the budget's clock). See
     /// [`Budget::acquire_n_blocking_until`].
     ///
     /// # Errors
     ///
     /// As [`Budget::acquire_n_blocking_until`].
     pub fn acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        self.acquire_n_blocking_until(n, Instant::now().checked_add(max_wait))
+        block_on(self.acquire_wait(n, self.deadline_within(max_wait))).map(drop)
     }
 
-    /// Take `n` permits by `deadline` (`None`: no deadline): reserve a place in the schedule,
-    /// then sleep until it, woken by every change of configuration to re-time it. A request
-    /// above the burst (under debt) waits until the budget is full, then goes, leaving it in
-    /// debt. Sleeps are on the OS timer; the budget's clock is read after each.
+    /// Take `n` permits by `deadline` (`None`: no deadline; the time left until it is
+    /// counted on the budget's clock from the call): take a place in the schedule, after
+    /// every earlier waiter, then sleep until it, re-timed by every change of configuration
+    /// (see the module). A request above the burst (under debt) waits until the budget is
+    /// full, then goes, leaving it in debt. Sleeps follow the budget's clock
+    /// ([`Clock::sleep_hint`]).
     ///
     /// # Errors
     ///
-    /// [`Denied::ExceedsCapacity`] at once for `n` above the capacity;
+    /// [`Denied::ExceedsCapacity`] at once for `n` above the capacity, or when a change of
+    /// configuration makes it so while it waits (its place is given back);
     /// [`Denied::RateLimited`] with the wait left over if the permits cannot conform by the
     /// deadline (at once when known at the start, else when a change makes it so; the place
     /// is given back); [`Denied::Paused`] if the budget is still paused at the deadline.
+    /// When the budget is disabled (or becomes so while it waits), `Ok` at once with
+    /// nothing charged.
     ///
     /// # Examples
     ///
@@ -154,201 +441,99 @@ impl<C: Clock> Budget<C> {
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), Denied> {
-        self.take_place_blocking(n, deadline).map(drop)
+        block_on(self.acquire_wait(n, self.deadline_at(deadline))).map(drop)
     }
 
-    /// [`Budget::acquire_n_blocking_until`], returning the receipt of the permits taken
-    /// ([`Receipt::NOTHING`] when the budget was disabled: nothing was charged), so that a
-    /// caller can give back what it did not use (the I/O adapters).
-    pub(crate) fn take_place_blocking(
+    /// As [`Budget::acquire_n_blocking`], as a future (feature `tokio`: it sleeps on tokio's
+    /// timer when the budget's clock is an OS clock).
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`].
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn acquire_n_async(&self, n: u32) -> Result<(), Denied> {
+        WaitFuture::new(self.acquire_wait(n, None)).await.map(drop)
+    }
+
+    /// As [`Budget::acquire_n_blocking_within`], as a future (feature `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`].
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn acquire_n_async_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
+        let deadline = self.deadline_within(max_wait);
+        WaitFuture::new(self.acquire_wait(n, deadline)).await.map(drop)
+    }
+
+    /// As [`Budget::acquire_n_blocking_until`], as a future (feature `tokio`).
+    /// Cancellation-safe: a future dropped before it completes gives its place back (the
+    /// permits it reserved are refunded), and one that completed took them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Budget, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let budget = Budget::new("100/s burst 1".parse()?)?;
+    /// budget.acquire_n_async(1).await?;
+    /// // A waiter dropped before its turn gives its place back:
+    /// let waiting = budget.acquire_n_async(1);
+    /// assert!(tokio::time::timeout(Duration::from_millis(1), waiting).await.is_err());
+    /// assert!(budget.snapshot().full_after <= Duration::from_millis(10));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn acquire_n_async_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
-    ) -> Result<Receipt, Denied> {
-        let changes = &self.rule().live.changes;
-        let mut receipt = loop {
-            let seen = changes.count();
-            let max_wait = left(deadline).map_or(u64::MAX, duration_to_nanos);
-            match self.reserve_place(n, self.now(), max_wait) {
-                Ok(receipt) => break receipt,
-                Err(denied) => {
-                    let sleep = Self::after_refusal(denied, deadline)?;
-                    changes.wait_blocking(seen, sleep);
-                }
-            }
-        };
-        loop {
-            let seen = changes.count();
-            match self.turn(&mut receipt, deadline) {
-                Turn::Go => return Ok(self.keep_unless_disabled(receipt)),
-                Turn::Sleep(sleep) => {
-                    changes.wait_blocking(seen, sleep);
-                }
-                Turn::GiveUp(denied) => {
-                    self.give_back(receipt);
-                    return Err(denied);
-                }
-            }
-        }
-    }
-
-    /// The receipt of a place whose turn came: kept, unless the budget is disabled (then it
-    /// is given back, and the caller goes without charge).
-    fn keep_unless_disabled(&self, receipt: Receipt) -> Receipt {
-        if self.rule().mode() == Mode::Disabled {
-            self.give_back(receipt);
-            Receipt::NOTHING
-        } else {
-            receipt
-        }
+    ) -> Result<(), Denied> {
+        let deadline = self.deadline_at(deadline);
+        WaitFuture::new(self.acquire_wait(n, deadline)).await.map(drop)
     }
 }
 
-#[cfg(feature = "tokio")]
-mod asynchronous {
-    use super::*;
-    use crate::wait::Timer;
-    use core::future::poll_fn;
-    use core::task::{Context, Poll};
-
-    /// An async waiter's progress, kept between polls: the place it took (none yet before
-    /// its reservation), the change count it sleeps on, and its timer. Whoever holds one
-    /// gives the place back with [`Budget::abandon_place`] if it stops polling before the
-    /// turn came.
-    #[derive(Debug, Default)]
-    pub(crate) struct AsyncPlace {
-        place: Option<Receipt>,
-        /// Asleep until the change count moves past this (or the timer fires).
-        asleep: Option<u64>,
-        pub(crate) timer: Timer,
-    }
-
-    /// Gives a dropped waiter's place back (the guard of [`Budget::acquire_n_async_until`]).
-    struct Guard<'a, C: Clock> {
-        budget: &'a Budget<C>,
-        wait: AsyncPlace,
-    }
-
-    impl<C: Clock> Drop for Guard<'_, C> {
-        fn drop(&mut self) {
-            self.budget.abandon_place(&mut self.wait);
-        }
-    }
-
-    impl<C: Clock> Budget<C> {
-        /// One poll of an ordered async wait for `n` permits by `deadline`: the steps of
-        /// [`Budget::take_place_blocking`], sleeping on tokio's timer and on the change count
-        /// (registered before the timer is polled: no lost wake-up). `Ready(Ok(receipt))`
-        /// once the turn came ([`Receipt::NOTHING`] when disabled); the refusals of
-        /// [`Budget::acquire_n_blocking_until`] otherwise (the place is then given back).
-        pub(crate) fn poll_place(
-            &self,
-            wait: &mut AsyncPlace,
-            n: u32,
-            deadline: Option<Instant>,
-            cx: &mut Context<'_>,
-        ) -> Poll<Result<Receipt, Denied>> {
-            let changes = &self.rule().live.changes;
-            loop {
-                if let Some(seen) = wait.asleep {
-                    if !changes.register(seen, cx.waker()) {
-                        // No change yet: only the timer (if armed) ends the sleep.
-                        core::task::ready!(wait.timer.poll(cx));
-                    }
-                    wait.asleep = None;
-                    wait.timer.disarm();
-                }
-                let seen = changes.count();
-                let sleep = match &mut wait.place {
-                    None => {
-                        let max_wait = left(deadline).map_or(u64::MAX, duration_to_nanos);
-                        match self.reserve_place(n, self.now(), max_wait) {
-                            Ok(receipt) => {
-                                wait.place = Some(receipt);
-                                continue;
-                            }
-                            Err(denied) => Self::after_refusal(denied, deadline)?,
-                        }
-                    }
-                    Some(receipt) => match self.turn(receipt, deadline) {
-                        Turn::Go => {
-                            let receipt = wait.place.take().unwrap_or(Receipt::NOTHING);
-                            return Poll::Ready(Ok(self.keep_unless_disabled(receipt)));
-                        }
-                        Turn::Sleep(sleep) => sleep,
-                        Turn::GiveUp(denied) => {
-                            self.abandon_place(wait);
-                            return Poll::Ready(Err(denied));
-                        }
-                    },
-                };
-                wait.asleep = Some(seen);
-                match sleep {
-                    Some(sleep) => wait.timer.arm(sleep),
-                    None => wait.timer.disarm(),
-                }
-            }
-        }
-
-        /// Give back the place `wait` holds, if any (a waiter that stops before its turn).
-        pub(crate) fn abandon_place(&self, wait: &mut AsyncPlace) {
-            if let Some(receipt) = wait.place.take() {
-                self.give_back(receipt);
-            }
-            wait.asleep = None;
-            wait.timer.disarm();
-        }
-
-        /// As [`Budget::acquire_n_blocking`], asynchronously on tokio's timer (feature
-        /// `tokio`).
-        ///
-        /// # Errors
-        ///
-        /// As [`Budget::acquire_n_blocking_until`].
-        pub async fn acquire_n_async(&self, n: u32) -> Result<(), Denied> {
-            self.acquire_n_async_until(n, None).await
-        }
-
-        /// As [`Budget::acquire_n_blocking_until`], asynchronously on tokio's timer (feature
-        /// `tokio`). Cancellation-safe: a future dropped before it completes gives its place
-        /// back (the permits it reserved are refunded), and one that completed took them.
-        ///
-        /// # Errors
-        ///
-        /// As [`Budget::acquire_n_blocking_until`].
-        ///
-        /// # Examples
-        ///
-        /// ```
-        /// # #[tokio::main(flavor = "current_thread")]
-        /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-        /// use limitcore::{Budget, RateLimiter};
-        /// use std::time::Duration;
-        ///
-        /// let budget = Budget::new("100/s burst 1".parse()?)?;
-        /// budget.acquire_n_async(1).await?;
-        /// // A waiter dropped before its turn gives its place back:
-        /// let waiting = budget.acquire_n_async(1);
-        /// assert!(tokio::time::timeout(Duration::from_millis(1), waiting).await.is_err());
-        /// assert!(budget.snapshot().full_after <= Duration::from_millis(10));
-        /// # Ok(())
-        /// # }
-        /// ```
-        pub async fn acquire_n_async_until(
-            &self,
-            n: u32,
-            deadline: Option<Instant>,
-        ) -> Result<(), Denied> {
-            let mut guard = Guard {
-                budget: self,
-                wait: AsyncPlace::default(),
-            };
-            poll_fn(|cx| self.poll_place(&mut guard.wait, n, deadline, cx))
-                .await
-                .map(drop)
-        }
+/// Collect the outcome of the resolved entry `key`.
+fn collect(waiters: &mut Waiters, key: usize) -> Result<Receipt, Denied> {
+    match waiters.cancel(key) {
+        Ok(outcome) => outcome,
+        Err(_) => unreachable!("collected only once resolved"),
     }
 }
 
-#[cfg(feature = "tokio")]
-pub(crate) use asynchronous::AsyncPlace;
+/// A budget's ordered wait for `n` permits (see the module), run by the waiting layer's
+/// driver; dropped before it ends, it gives its place back.
+#[derive(Debug)]
+pub(crate) struct Acquire<'a, C: Clock> {
+    budget: &'a Budget<C>,
+    n: u32,
+    deadline: Option<Nanos>,
+    waiter: Waiter,
+}
+
+impl<C: Clock> Wait for Acquire<'_, C> {
+    type Output = Result<Receipt, Denied>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        self.budget
+            .poll_acquire(&mut self.waiter, self.n, self.deadline, cx, nap)
+    }
+}
+
+impl<C: Clock> Drop for Acquire<'_, C> {
+    fn drop(&mut self) {
+        self.budget.abandon_acquire(&mut self.waiter);
+    }
+}

@@ -7,11 +7,12 @@ use super::error::Refusal;
 use super::feedback::Feedback;
 use super::permit::Token;
 use super::permits::{infallible, Order, Permits};
-use super::queue::{Polled, Queue, Wake};
+use super::queue::{Polled, Queue};
 use super::word::{PermitWord, RETIRED};
 use crate::cas;
 use crate::sync::{lock, Ordering};
-use alloc::vec::Vec;
+use crate::notify::wake::WakeList;
+use core::task::Waker;
 
 /// A request that found no permit and joins the queue, or took them on its way in.
 pub(crate) enum Enqueued {
@@ -24,14 +25,14 @@ impl<F: Feedback> Permits<F> {
     #[cold]
     #[inline(never)]
     pub(super) fn serve(&self) {
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         self.grant(&mut lock(&self.waiters), &mut wakes);
-        wakes.into_iter().for_each(Wake::wake);
+        wakes.wake_all();
     }
 
     /// Under the queue's lock: grant the first waiters while their requests fit (each grant
     /// one CAS; the last one clears the waiting bit in the same step).
-    fn grant(&self, queue: &mut Queue, wakes: &mut Vec<Wake>) {
+    fn grant(&self, queue: &mut Queue, wakes: &mut WakeList) {
         while let Some((_, n)) = queue.first() {
             let last = queue.len() == 1;
             let granted = cas::apply(&self.word, |w| {
@@ -47,7 +48,7 @@ impl<F: Feedback> Permits<F> {
 
     /// Under the queue's lock, after waiters left other than by a grant: clear the waiting
     /// bit if nobody is left, else serve the (possibly new) first waiter.
-    fn settle(&self, queue: &mut Queue, wakes: &mut Vec<Wake>) {
+    fn settle(&self, queue: &mut Queue, wakes: &mut WakeList) {
         if queue.is_empty() {
             infallible(cas::apply(&self.word, |w| {
                 Ok((PermitWord::from_bits(w).with_waiting(false).bits(), ()))
@@ -58,8 +59,9 @@ impl<F: Feedback> Permits<F> {
     }
 
     /// A request that will wait: under the lock, take the permits if it may and they fit,
-    /// else set the waiting bit and join the queue (in one critical section).
-    pub(crate) fn enqueue(&self, n: u32, wake: impl FnOnce() -> Wake) -> Result<Enqueued, Refusal> {
+    /// else set the waiting bit and join the queue, woken by `waker` (in one critical
+    /// section).
+    pub(crate) fn enqueue(&self, n: u32, waker: &Waker) -> Result<Enqueued, Refusal> {
         let mut queue = lock(&self.waiters);
         let lifo = self.order == Order::Lifo;
         let may_take = lifo || queue.is_empty();
@@ -75,7 +77,7 @@ impl<F: Feedback> Permits<F> {
             drop(queue);
             return Ok(Enqueued::Took(self.token(n, word)));
         }
-        Ok(Enqueued::Queued(queue.push(n, wake(), lifo)))
+        Ok(Enqueued::Queued(queue.push(n, Some(waker.clone()), lifo)))
     }
 
     /// A waiter's look at its entry (a task's waker is refreshed).
@@ -86,7 +88,7 @@ impl<F: Feedback> Permits<F> {
     /// A waiter gives up: removed if still queued (then the queue is settled); a grant or
     /// refusal it had not collected yet is returned.
     pub(crate) fn cancel_waiter(&self, key: usize) -> Polled {
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         let polled = {
             let mut queue = lock(&self.waiters);
             let polled = queue.cancel(key);
@@ -95,16 +97,16 @@ impl<F: Feedback> Permits<F> {
             }
             polled
         };
-        wakes.into_iter().for_each(Wake::wake);
+        wakes.wake_all();
         polled
     }
 
     /// Set the limit (and, for a keyed state, the pinned bit); serve or refuse waiters if
     /// the queue is not empty.
     pub(crate) fn set_limit(&self, limit: u32, pin: Option<bool>) -> Result<(), Refusal> {
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         let set = self.set_limit_then(limit, pin, &mut wakes);
-        wakes.into_iter().for_each(Wake::wake);
+        wakes.wake_all();
         set
     }
 
@@ -115,7 +117,7 @@ impl<F: Feedback> Permits<F> {
         &self,
         limit: u32,
         pin: Option<bool>,
-        wakes: &mut Vec<Wake>,
+        wakes: &mut WakeList,
     ) -> Result<(), Refusal> {
         let word = cas::apply(&self.word, |w| {
             if w == RETIRED {
@@ -135,7 +137,7 @@ impl<F: Feedback> Permits<F> {
 
     /// Under the lock: refuse the waiters above the limit, serve the others.
     #[cold]
-    fn after_resize(&self, wakes: &mut Vec<Wake>) {
+    fn after_resize(&self, wakes: &mut WakeList) {
         let mut queue = lock(&self.waiters);
         // Relaxed: read under the lock after our resize CAS; its partners are the other
         // resizes' CASes. One whose critical section came before ours happens-before this

@@ -5,7 +5,7 @@
 use super::error::{AcquireError, LimitError, Refusal};
 use super::feedback::{sealed::Feedback as _, Adaptive, Feedback, Fixed};
 use super::permit::{sealed, Outcome, Permit, Token};
-use super::queue::{Queue, Wake};
+use super::queue::Queue;
 use super::window::Observation;
 use super::word::{check_limit, PermitWord, MAX_LIMIT, RETIRED};
 use super::AdaptiveRule;
@@ -14,7 +14,6 @@ use crate::clock::{duration_to_nanos, Clock, Nanos};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::DefaultClock;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::convert::Infallible;
 use core::fmt;
 
@@ -434,14 +433,14 @@ impl<F: Feedback> Permits<F> {
             in_flight: token.word.in_flight(),
             dropped,
         };
-        let mut wakes = Vec::new();
+        let mut wakes = crate::notify::wake::WakeList::new();
         self.feedback.record(observation, &mut |limit| {
             // A rule keeps to its bounds (`AdaptiveRule`'s contract); the clamp keeps a
             // rule of the caller's that does not within what the word holds.
             let _ = self.set_limit_then(limit.clamp(1, MAX_LIMIT), None, &mut wakes);
         });
         // Woken once the controller's lock is released.
-        wakes.into_iter().for_each(Wake::wake);
+        wakes.wake_all();
     }
 }
 

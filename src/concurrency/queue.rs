@@ -1,52 +1,14 @@
-//! The queue of waiters of one [`Permits`](super::Permits): a list of entries in a slab,
-//! in FIFO or LIFO order, always used under the limit's mutex (see the module's "No lost
-//! wake-up" for what the lock and the word's waiting bit promise each other).
-//!
-//! An entry is created by its waiter and removed only by its waiter (when it collects its
-//! grant, its failure, or cancels), so the key it holds always names its own entry: a key
-//! is never reused while its waiter can still use it.
+//! The queue of waiters of one [`Permits`](super::Permits): the waiting layer's ordered
+//! waiter list (`notify::list::WaitList`), in FIFO or LIFO order, always used under the
+//! limit's mutex (see the module's "No lost wake-up" for what the lock and the word's
+//! waiting bit promise each other). Entries are requests for `n` permits, resolved with the
+//! word the grant left or the refusal.
 
 use super::error::AcquireError;
 use super::word::PermitWord;
-use crate::sync::Thread;
-use core::task::Waker;
-use slab::Slab;
-
-/// How to wake a waiter: a task's waker, or a parked thread.
-#[derive(Debug)]
-pub(crate) enum Wake {
-    Task(Waker),
-    Thread(Thread),
-}
-
-impl Wake {
-    /// Wake it. Called after the queue's lock is released (a waker may run code of its own;
-    /// it must never find our lock held by its own thread).
-    pub(crate) fn wake(self) {
-        match self {
-            Wake::Task(waker) => waker.wake(),
-            Wake::Thread(thread) => thread.unpark(),
-        }
-    }
-}
-
-/// An entry: still waiting (linked into the list), or resolved and left for its waiter to
-/// collect.
-#[derive(Debug)]
-enum Slot {
-    Waiting {
-        n: u32,
-        /// `None` only between a wake-up's removal and the slot's resolution.
-        wake: Option<Wake>,
-        prev: Option<usize>,
-        next: Option<usize>,
-    },
-    /// Granted: the permits are counted in the word already; `word` is what the grant left
-    /// (the load the waiter starts under).
-    Granted { word: PermitWord },
-    /// Refused while waiting (the limit shrank below the request).
-    Failed(AcquireError),
-}
+use crate::notify::list::WaitList;
+use crate::notify::wake::WakeList;
+use core::task::{Poll, Waker};
 
 /// What a waiter finds when it looks at (or cancels) its entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,174 +21,94 @@ pub(crate) enum Polled {
     Waiting,
 }
 
+impl From<Poll<Result<PermitWord, AcquireError>>> for Polled {
+    fn from(polled: Poll<Result<PermitWord, AcquireError>>) -> Self {
+        match polled {
+            Poll::Ready(Ok(word)) => Polled::Granted { word },
+            Poll::Ready(Err(e)) => Polled::Failed(e),
+            Poll::Pending => Polled::Waiting,
+        }
+    }
+}
+
 /// The waiters, first to serve at the head.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Queue {
-    slots: Slab<Slot>,
-    head: Option<usize>,
-    tail: Option<usize>,
-    /// Entries still waiting (linked), not counting resolved ones left to collect.
-    waiting: u32,
+    list: WaitList<u32, Result<PermitWord, AcquireError>>,
 }
 
 impl Queue {
     pub(crate) const fn new() -> Self {
         Queue {
-            slots: Slab::new(),
-            head: None,
-            tail: None,
-            waiting: 0,
+            list: WaitList::new(),
         }
     }
 
     /// How many wait.
     pub(crate) fn len(&self) -> u32 {
-        self.waiting
+        u32::try_from(self.list.len()).unwrap_or(u32::MAX)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.waiting == 0
+        self.list.is_empty()
     }
 
-    /// Queue a request for `n` permits: at the tail (FIFO, served last) or at the head
-    /// (LIFO, served first). Returns its key.
-    pub(crate) fn push(&mut self, n: u32, wake: Wake, lifo: bool) -> usize {
-        let (prev, next) = if lifo {
-            (None, self.head)
+    /// Queue a request for `n` permits, woken by `waker`: at the tail (FIFO, served last)
+    /// or at the head (LIFO, served first). Returns its key.
+    pub(crate) fn push(&mut self, n: u32, waker: Option<Waker>, lifo: bool) -> usize {
+        if lifo {
+            self.list.push_front(n, waker)
         } else {
-            (self.tail, None)
-        };
-        let key = self.slots.insert(Slot::Waiting {
-            n,
-            wake: Some(wake),
-            prev,
-            next,
-        });
-        match prev {
-            Some(p) => self.set_next(p, Some(key)),
-            None => self.head = Some(key),
+            self.list.push_back(n, waker)
         }
-        match next {
-            Some(q) => self.set_prev(q, Some(key)),
-            None => self.tail = Some(key),
-        }
-        self.waiting += 1;
-        key
     }
 
     /// The first waiter to serve: its key and request.
     pub(crate) fn first(&self) -> Option<(usize, u32)> {
-        let key = self.head?;
-        match self.slots.get(key) {
-            Some(Slot::Waiting { n, .. }) => Some((key, *n)),
-            _ => None,
-        }
+        let key = self.list.head()?;
+        self.list.get(key).map(|&n| (key, n))
     }
 
     /// Mark the first waiter granted (its permits are in the word already) and take its
-    /// wake-up.
-    pub(crate) fn grant_first(&mut self, word: PermitWord) -> Option<Wake> {
-        let key = self.head?;
-        self.resolve(key, Slot::Granted { word })
+    /// waker.
+    pub(crate) fn grant_first(&mut self, word: PermitWord) -> Option<Waker> {
+        let key = self.list.head()?;
+        self.list.resolve(key, Ok(word)).and_then(|(_, waker)| waker)
     }
 
     /// Refuse every waiter asking for more than `limit` (the limit shrank below them); their
-    /// wake-ups are pushed to `wakes`.
-    pub(crate) fn fail_above(&mut self, limit: u32, wakes: &mut Vec<Wake>) {
-        let mut at = self.head;
+    /// wakers are kept in `wakes`.
+    pub(crate) fn fail_above(&mut self, limit: u32, wakes: &mut WakeList) {
+        let mut at = self.list.head();
         while let Some(key) = at {
-            let (n, next) = match self.slots.get(key) {
-                Some(Slot::Waiting { n, next, .. }) => (*n, *next),
-                _ => break,
+            at = self.list.next(key);
+            let Some(&n) = self.list.get(key) else {
+                continue;
             };
             if n > limit {
-                let failed = Slot::Failed(AcquireError::ExceedsLimit {
+                let failed = Err(AcquireError::ExceedsLimit {
                     requested: n,
                     limit,
                 });
-                wakes.extend(self.resolve(key, failed));
+                if let Some((_, waker)) = self.list.resolve(key, failed) {
+                    wakes.extend(waker);
+                }
             }
-            at = next;
         }
     }
 
     /// The waiter's look at its entry: a resolution is collected (the entry removed); while
-    /// it waits, a task's new waker replaces the old one.
+    /// it waits, a new waker replaces the old one.
     pub(crate) fn poll(&mut self, key: usize, waker: Option<&Waker>) -> Polled {
-        match self.slots.get_mut(key) {
-            Some(Slot::Waiting { wake, .. }) => {
-                if let Some(waker) = waker {
-                    match wake {
-                        Some(Wake::Task(old)) if old.will_wake(waker) => {}
-                        _ => *wake = Some(Wake::Task(waker.clone())),
-                    }
-                }
-                Polled::Waiting
-            }
-            Some(_) => self.collect(key),
-            // Not reachable: only the waiter removes its entry, and then it stops looking.
-            None => Polled::Failed(AcquireError::TimedOut),
-        }
+        self.list.poll(key, waker).into()
     }
 
     /// The waiter gives up: a waiting entry is unlinked and removed (`Polled::Waiting`:
     /// nothing taken); a resolved one is collected as `poll` would.
     pub(crate) fn cancel(&mut self, key: usize) -> Polled {
-        match self.slots.get(key) {
-            Some(Slot::Waiting { .. }) => {
-                self.unlink(key);
-                self.slots.remove(key);
-                Polled::Waiting
-            }
-            Some(_) => self.collect(key),
-            None => Polled::Failed(AcquireError::TimedOut),
-        }
-    }
-
-    /// Remove a resolved entry and say how it was resolved.
-    fn collect(&mut self, key: usize) -> Polled {
-        match self.slots.remove(key) {
-            Slot::Granted { word } => Polled::Granted { word },
-            Slot::Failed(e) => Polled::Failed(e),
-            Slot::Waiting { .. } => Polled::Waiting,
-        }
-    }
-
-    /// Unlink a waiting entry, replace it by its resolution, and take its wake-up.
-    fn resolve(&mut self, key: usize, resolution: Slot) -> Option<Wake> {
-        self.unlink(key);
-        match core::mem::replace(&mut self.slots[key], resolution) {
-            Slot::Waiting { wake, .. } => wake,
-            _ => None,
-        }
-    }
-
-    /// Take a waiting entry out of the list (it stays in the slab).
-    fn unlink(&mut self, key: usize) {
-        let (prev, next) = match &self.slots[key] {
-            Slot::Waiting { prev, next, .. } => (*prev, *next),
-            _ => return,
-        };
-        match prev {
-            Some(p) => self.set_next(p, next),
-            None => self.head = next,
-        }
-        match next {
-            Some(q) => self.set_prev(q, prev),
-            None => self.tail = prev,
-        }
-        self.waiting -= 1;
-    }
-
-    fn set_next(&mut self, key: usize, to: Option<usize>) {
-        if let Slot::Waiting { next, .. } = &mut self.slots[key] {
-            *next = to;
-        }
-    }
-
-    fn set_prev(&mut self, key: usize, to: Option<usize>) {
-        if let Slot::Waiting { prev, .. } = &mut self.slots[key] {
-            *prev = to;
+        match self.list.cancel(key) {
+            Ok(outcome) => Poll::Ready(outcome).into(),
+            Err(_) => Polled::Waiting,
         }
     }
 }
@@ -235,8 +117,20 @@ impl Queue {
 mod tests {
     use super::*;
 
-    fn thread() -> Wake {
-        Wake::Thread(crate::sync::current_thread())
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts its wake-ups.
+    struct Count(AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A waiter with no waker (these tests look at the entries, not the wake-ups).
+    fn thread() -> Option<Waker> {
+        None
     }
 
     #[test]
@@ -247,7 +141,7 @@ mod tests {
             let mut served = Vec::new();
             let word = PermitWord::new(10).unwrap();
             while let Some((key, n)) = q.first() {
-                assert!(q.grant_first(word).is_some());
+                q.grant_first(word);
                 served.push(n);
                 assert_eq!(q.poll(key, None), Polled::Granted { word });
             }
@@ -286,13 +180,16 @@ mod tests {
 
     #[test]
     fn fail_above_refuses_only_the_too_large() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = || Some(Waker::from(count.clone()));
         let mut q = Queue::new();
-        let a = q.push(5, thread(), false);
-        let b = q.push(1, thread(), false);
-        let c = q.push(4, thread(), false);
-        let mut wakes = Vec::new();
+        let a = q.push(5, waker(), false);
+        let b = q.push(1, waker(), false);
+        let c = q.push(4, waker(), false);
+        let mut wakes = WakeList::new();
         q.fail_above(3, &mut wakes);
-        assert_eq!(wakes.len(), 2);
+        wakes.wake_all();
+        assert_eq!(count.0.load(Ordering::Relaxed), 2, "the two refused are woken");
         assert_eq!(q.first(), Some((b, 1)));
         assert_eq!(q.len(), 1);
         let refused = AcquireError::ExceedsLimit {

@@ -12,8 +12,8 @@ use super::feedback::{Feedback, Fixed};
 use super::handoff::Enqueued;
 use super::permit::{sealed::Release as _, Outcome, Permit, Token};
 use super::permits::{OwnedPermit, Permits};
-use super::queue::{Polled, Wake};
-use crate::sync::{current_thread, park, park_timeout};
+use super::queue::Polled;
+use crate::notify::driver::{block_on, Nap, Wait};
 use alloc::sync::Arc;
 use core::fmt;
 use core::future::Future;
@@ -81,47 +81,20 @@ impl<F: Feedback> Permits<F> {
     }
 
     /// The blocking wait: the one-CAS grant, else queue and park until granted, refused, or
-    /// past the deadline. At the deadline the entry is cancelled, unless it was granted
+    /// past the deadline (the wait's one poll, [`poll_wait`], on the waiting layer's
+    /// blocking driver). At the deadline the entry is cancelled, unless it was granted
     /// meanwhile, in which case the grant is kept.
     pub(crate) fn wait_blocking(
         &self,
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<Token, Refusal> {
-        if n == 0 {
-            return Ok(Token::EMPTY);
-        }
-        match self.take(n) {
-            Err(Refusal::Denied(AcquireError::Full { .. })) => {}
-            done => return done,
-        }
-        let key = match self.enqueue(n, || Wake::Thread(current_thread()))? {
-            Enqueued::Took(token) => return Ok(token),
-            Enqueued::Queued(key) => key,
-        };
-        loop {
-            match self.poll_waiter(key, None) {
-                Polled::Granted { word } => return Ok(self.token(n, word)),
-                Polled::Failed(e) => return Err(e.into()),
-                Polled::Waiting => {}
-            }
-            let Some(deadline) = deadline else {
-                // Woken by the grant's unpark (or spuriously: then we look again). An unpark
-                // that comes before the park leaves the thread's token set, so the park
-                // returns at once: no wake-up is lost between the look and the park.
-                park();
-                continue;
-            };
-            let now = Instant::now();
-            if now >= deadline {
-                return match self.cancel_waiter(key) {
-                    Polled::Granted { word } => Ok(self.token(n, word)),
-                    Polled::Failed(e) => Err(e.into()),
-                    Polled::Waiting => Err(AcquireError::TimedOut.into()),
-                };
-            }
-            park_timeout(deadline - now);
-        }
+        block_on(Blocked {
+            permits: self,
+            n,
+            deadline,
+            state: State::Start,
+        })
     }
 
     /// A future that resolves to `n` permits once they are granted (`n = 0`: at once).
@@ -235,38 +208,85 @@ enum State {
     Done,
 }
 
-/// One poll of an async wait, shared by both futures: the grant on the first poll, else
-/// the queue; later polls look at the entry (refreshing the waker).
+/// The one poll of every wait for permits, blocking or async: the one-CAS grant on the
+/// first poll, else the queue; later polls look at the entry (refreshing the waker). With a
+/// `deadline` (the OS clock's: a concurrency limit has no clock of its own) the wait naps
+/// until it at most, and at it cancels its entry, unless it was granted meanwhile (then the
+/// grant is kept).
 fn poll_wait<F: Feedback>(
     permits: &Permits<F>,
     n: u32,
     state: &mut State,
+    deadline: Option<Instant>,
     cx: &mut Context<'_>,
+    nap: &mut Nap,
 ) -> Poll<Result<Token, Refusal>> {
-    let result = match *state {
-        State::Start if n == 0 => Ok(Token::EMPTY),
+    let polled = match *state {
+        State::Start if n == 0 => return finish(state, Ok(Token::EMPTY)),
         State::Start => match permits.take(n) {
             Err(Refusal::Denied(AcquireError::Full { .. })) => {
-                match permits.enqueue(n, || Wake::Task(cx.waker().clone())) {
-                    Ok(Enqueued::Took(token)) => Ok(token),
+                match permits.enqueue(n, cx.waker()) {
+                    Ok(Enqueued::Took(token)) => return finish(state, Ok(token)),
                     Ok(Enqueued::Queued(key)) => {
                         *state = State::Queued(key);
-                        return Poll::Pending;
+                        Polled::Waiting
                     }
-                    Err(e) => Err(e),
+                    Err(e) => return finish(state, Err(e)),
                 }
             }
-            done => done,
+            done => return finish(state, done),
         },
-        State::Queued(key) => match permits.poll_waiter(key, Some(cx.waker())) {
-            Polled::Granted { word } => Ok(permits.token(n, word)),
-            Polled::Failed(e) => Err(e.into()),
-            Polled::Waiting => return Poll::Pending,
-        },
-        State::Done => panic!("an `Acquire` future was polled after it completed"),
+        State::Queued(key) => permits.poll_waiter(key, Some(cx.waker())),
+        State::Done => panic!("a wait for permits was polled after it completed"),
     };
+    let polled = match (polled, *state, deadline) {
+        (Polled::Waiting, State::Queued(key), Some(deadline)) => {
+            let now = Instant::now();
+            if now < deadline {
+                nap.at_most(deadline - now);
+                return Poll::Pending;
+            }
+            match permits.cancel_waiter(key) {
+                Polled::Waiting => return finish(state, Err(AcquireError::TimedOut.into())),
+                resolved => resolved,
+            }
+        }
+        (polled, _, _) => polled,
+    };
+    match polled {
+        Polled::Granted { word } => finish(state, Ok(permits.token(n, word))),
+        Polled::Failed(e) => finish(state, Err(e.into())),
+        Polled::Waiting => Poll::Pending,
+    }
+}
+
+/// The wait ends with `result`.
+fn finish(state: &mut State, result: Result<Token, Refusal>) -> Poll<Result<Token, Refusal>> {
     *state = State::Done;
     Poll::Ready(result)
+}
+
+/// A blocking wait (the waiting layer's blocking driver runs it); dropped before it ends
+/// (a panic), it leaves the queue as an async wait does.
+struct Blocked<'a, F: Feedback> {
+    permits: &'a Permits<F>,
+    n: u32,
+    deadline: Option<Instant>,
+    state: State,
+}
+
+impl<F: Feedback> Wait for Blocked<'_, F> {
+    type Output = Result<Token, Refusal>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        poll_wait(self.permits, self.n, &mut self.state, self.deadline, cx, nap)
+    }
+}
+
+impl<F: Feedback> Drop for Blocked<'_, F> {
+    fn drop(&mut self) {
+        abandon(self.permits, self.n, self.state);
+    }
 }
 
 /// An async wait dropped before it resolved: leave the queue; give back a grant it had not
@@ -319,7 +339,8 @@ impl<'a, F: Feedback> Future for Acquire<'a, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        poll_wait(this.permits, this.n, &mut this.state, cx).map(|result| match result {
+        let nap = &mut Nap::default(); // no deadline: no nap
+        poll_wait(this.permits, this.n, &mut this.state, None, cx, nap).map(|result| match result {
             Ok(token) => Ok(Permit::new(this.permits, token)),
             Err(refusal) => Err(refusal.into_error()),
         })
@@ -381,7 +402,8 @@ impl<F: Feedback> AcquireOwned<F> {
         let Some(permits) = self.permits.as_ref() else {
             panic!("an `AcquireOwned` future was polled after it completed");
         };
-        let result = match poll_wait(permits, self.n, &mut self.state, cx) {
+        let nap = &mut Nap::default(); // no deadline: no nap
+        let result = match poll_wait(permits, self.n, &mut self.state, None, cx, nap) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(result) => result,
         };

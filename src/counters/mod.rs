@@ -170,6 +170,11 @@ impl<L: RateLimiter> RateLimiter for Counted<L> {
     fn capacity(&self) -> u32 {
         self.inner.capacity()
     }
+
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &core::task::Waker) -> crate::clock::SleepHint {
+        self.inner.sleep_hint(deadline, waker)
+    }
 }
 
 impl<L: Refund> Refund for Counted<L> {

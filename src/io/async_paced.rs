@@ -3,6 +3,7 @@
 use super::pace::sealed::{Grant, Waiting};
 use super::pace::{Charge, Pace};
 use super::{first_ask, refused, settle, Strategy};
+use crate::notify::driver::{poll_napping, Timer};
 use core::fmt;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
@@ -15,6 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 struct Side {
     /// The wait of the operation under way.
     waiting: Waiting,
+    /// Its naps on the OS timer.
+    timer: Timer,
     /// Permits granted to an operation whose inner I/O was not ready, and the bytes it may
     /// move: the next poll of this direction uses them.
     granted: Option<(Grant, usize)>,
@@ -36,15 +39,17 @@ impl Side {
         if let Some(granted) = self.granted.take() {
             return Poll::Ready(Ok(granted));
         }
+        let Side { waiting, timer, .. } = self;
+        let mut take = |ask: u32, cx: &mut Context<'_>| {
+            poll_napping(timer, cx, |cx, nap| pacer.poll_take(waiting, ask, cx, nap))
+        };
         while self.owed > 0 {
             let ask = self.owed.min(pacer.chunk());
-            let grant = ready!(pacer.poll_take(&mut self.waiting, ask, cx))
-                .map_err(|denied| refused(denied, ask))?;
+            let grant = ready!(take(ask, cx)).map_err(|denied| refused(denied, ask))?;
             self.owed -= grant.n.min(self.owed);
         }
         let (most, ask) = first_ask(strategy, len, pacer.chunk());
-        let grant = ready!(pacer.poll_take(&mut self.waiting, ask, cx))
-            .map_err(|denied| refused(denied, ask))?;
+        let grant = ready!(take(ask, cx)).map_err(|denied| refused(denied, ask))?;
         let limit = match strategy {
             Strategy::AcquireBefore => grant.n,
             Strategy::ChargeAfter => most,
@@ -75,6 +80,7 @@ impl Side {
     /// Give back what this direction holds and charge what it owes.
     fn release<P: Pace + ?Sized>(&mut self, pacer: &P) {
         pacer.abandon(&mut self.waiting);
+        self.timer.disarm();
         if let Some((grant, _)) = self.granted.take() {
             pacer.keep(grant, 0);
         }

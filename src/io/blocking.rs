@@ -1,8 +1,21 @@
 //! [`Paced`]: a blocking reader and writer paced through a limiter.
 
-use super::pace::{Charge, Pace};
+use super::pace::sealed::{Grant, Pacing};
+use super::pace::{Charge, Pace, Take};
 use super::{first_ask, refused, settle, Strategy};
+use crate::limiter::Denied;
+use crate::notify::driver::block_on;
 use std::io::{self, Read, Write};
+
+/// `n` permits from `pacer`, the thread blocked until they are granted (the waiting layer's
+/// blocking driver on the pacer's one poll).
+fn take_blocking<P: Pacing + ?Sized>(pacer: &P, n: u32) -> Result<Grant, Denied> {
+    block_on(Take {
+        pacer,
+        wait: Default::default(),
+        n,
+    })
+}
 
 /// A [`Read`] and [`Write`] wrapper whose bytes go through a limiter `P`, one permit a
 /// byte, by one of the [module](super)'s strategies: at most the limiter's burst an
@@ -123,10 +136,7 @@ impl<T, P: Pace> Paced<T, P> {
     ) -> io::Result<usize> {
         self.pay_owed()?;
         let (most, ask) = first_ask(self.strategy, len, self.pacer.chunk());
-        let grant = self
-            .pacer
-            .take_blocking(ask)
-            .map_err(|denied| refused(denied, ask))?;
+        let grant = take_blocking(&self.pacer, ask).map_err(|denied| refused(denied, ask))?;
         let limit = match self.strategy {
             Strategy::AcquireBefore => grant.n,
             Strategy::ChargeAfter => most,
@@ -147,10 +157,7 @@ impl<T, P: Pace> Paced<T, P> {
     fn pay_owed(&mut self) -> io::Result<()> {
         while self.owed > 0 {
             let ask = self.owed.min(self.pacer.chunk());
-            let grant = self
-                .pacer
-                .take_blocking(ask)
-                .map_err(|denied| refused(denied, ask))?;
+            let grant = take_blocking(&self.pacer, ask).map_err(|denied| refused(denied, ask))?;
             self.owed -= grant.n.min(self.owed);
         }
         Ok(())

@@ -2,16 +2,15 @@
 //! engine's user reads, flushes and compactions pace their bytes through one budget in the
 //! lanes' order.
 
-#[cfg(feature = "tokio")]
 use super::pace::sealed::Waiting;
 use super::pace::sealed::{Grant, Pacing};
 use crate::clock::Clock;
 use crate::lanes::{Lane, LaneError, Lanes};
 use crate::limiter::Denied;
+use crate::notify::driver::Nap;
 use crate::rules::Receipt;
 use crate::DefaultClock;
 use alloc::sync::Arc;
-#[cfg(feature = "tokio")]
 use core::task::{Context, Poll};
 
 /// One lane of a shared [`Lanes`] limiter, as a [`Pace`](super::Pace): the bytes of a
@@ -105,7 +104,7 @@ impl<C: Clock> InLane<C> {
 }
 
 /// A grant of `n` units: nothing to give back ([`Receipt::NOTHING`]).
-fn granted(n: u32) -> Grant {
+fn grant(n: u32) -> Grant {
     Grant {
         n,
         receipt: Receipt::NOTHING,
@@ -124,34 +123,28 @@ impl<C: Clock> Pacing for InLane<C> {
         self.lanes.quota().burst().max(1)
     }
 
-    fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
-        self.lanes
-            .acquire_blocking(self.lane, n)
-            .map(|()| granted(n))
-            .map_err(refused)
-    }
-
-    fn keep(&self, _grant: Grant, _used: u32) {
-        // The lanes never refund: the grant stays charged (see the type's "Give-back").
-    }
-
-    #[cfg(feature = "tokio")]
     fn poll_take(
         &self,
         wait: &mut Waiting,
         n: u32,
         cx: &mut Context<'_>,
+        nap: &mut Nap,
     ) -> Poll<Result<Grant, Denied>> {
         // The size is fixed when the request is submitted (a resumed wait keeps it).
         let n = *wait.n.get_or_insert(n);
-        core::task::ready!(self.lanes.poll_ticket(&mut wait.lane, self.index, n, cx));
+        let granted = core::task::ready!(self
+            .lanes
+            .poll_acquire(&mut wait.lane, self.index, n, None, cx, nap));
         wait.n = None;
-        Poll::Ready(Ok(granted(n)))
+        Poll::Ready(granted.map(|()| grant(n)).map_err(refused))
     }
 
-    #[cfg(feature = "tokio")]
     fn abandon(&self, wait: &mut Waiting) {
-        let _ = self.lanes.abandon_ticket(&mut wait.lane);
+        let _ = self.lanes.abandon_acquire(&mut wait.lane);
         wait.n = None;
+    }
+
+    fn keep(&self, _grant: Grant, _used: u32) {
+        // The lanes never refund: the grant stays charged (see the type's "Give-back").
     }
 }

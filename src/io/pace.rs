@@ -2,8 +2,9 @@
 //! permit), [`Charge`] (budgets, which also take forced charges) and [`Retry`] (any other
 //! refundable limiter).
 
-use crate::clock::Clock;
+use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
 use crate::limiter::{Denied, RateLimiter, Refund};
+use crate::notify::driver::{Nap, Wait};
 use crate::limiters::{Limiter, SlidingWindow};
 use crate::rules::{
     FixedWindowRule, Receipt, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
@@ -11,7 +12,6 @@ use crate::rules::{
 use crate::{Budget, Charged};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-#[cfg(feature = "tokio")]
 use core::task::{Context, Poll};
 
 /// A limiter the I/O adapters ([`Paced`](super::Paced), and with feature `tokio`
@@ -19,14 +19,15 @@ use core::task::{Context, Poll};
 ///
 /// Implemented for every limiter of the crate that can give permits back:
 ///
-/// - [`Budget`] waits first come, first served ([`Budget::acquire_n_blocking`]): an
+/// - [`Budget`] waits first come, first served (as [`Budget::acquire_n_blocking`]): an
 ///   operation reserves its place in the schedule and sleeps until it; changes of
 ///   configuration re-time it and a pause holds it. A budget is also [`Charge`].
 /// - [`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),
 ///   [`LeakyBucket`](crate::LeakyBucket), [`FixedWindow`](crate::FixedWindow),
 ///   [`SlidingLog`](crate::SlidingLog), [`SlidingWindow`] and any other [`Limiter`] of the
 ///   crate's rules wait as [`wait::Blocking`](crate::wait::Blocking) does: sleep the
-///   `retry_after` the limiter reports, then ask again (not first come, first served).
+///   `retry_after` the limiter reports (on its clock), then ask again (not first come, first
+///   served).
 /// - [`Retry`] of any [`Refund`] limiter (your own, `Box<dyn Refund>`, ...), waiting as
 ///   above.
 /// - [`InLane`](super::InLane): one lane of a [`Lanes`](crate::Lanes) limiter, waiting in
@@ -109,7 +110,7 @@ pub(crate) mod sealed {
     use super::*;
 
     /// Permits granted to one operation: how many it may move, and what to give back.
-    #[derive(Debug, Clone, Copy)]
+    #[derive(Debug)]
     pub struct Grant {
         /// Bytes the operation may move (a disabled budget grants them without charge).
         pub(crate) n: u32,
@@ -117,15 +118,17 @@ pub(crate) mod sealed {
         pub(crate) receipt: Receipt,
     }
 
-    /// An async operation's wait, kept between polls: the size asked for (fixed when the
-    /// wait starts) and a budget's place or a timer.
-    #[cfg(feature = "tokio")]
+    /// An operation's wait, kept between polls (borrowing nothing: the adapter owns the
+    /// limiter): the size asked for (fixed when the wait starts), a budget's or a lane's
+    /// place, or when a retrying limiter is asked again.
     #[derive(Debug, Default)]
     pub struct Waiting {
         pub(crate) n: Option<u32>,
-        pub(crate) place: crate::budget::AsyncPlace,
+        pub(crate) budget: crate::budget::Waiter,
         /// A lane's request ([`InLane`](crate::io::InLane)).
-        pub(crate) lane: crate::lanes::AsyncTicket,
+        pub(crate) lane: crate::lanes::Waiter,
+        /// A retrying limiter's next try, ns of its clock.
+        pub(crate) again_at: Option<Nanos>,
     }
 
     /// The adapters' view of a limiter (see [`Pace`]).
@@ -133,9 +136,20 @@ pub(crate) mod sealed {
         /// The most bytes one operation moves: the limiter's burst (at least 1).
         fn chunk(&self) -> u32;
 
-        /// Take `n` permits (1 ≤ n), sleeping until they conform; fewer if the limiter's
-        /// capacity is now below `n`. Errors: a refusal no wait cures.
-        fn take_blocking(&self, n: u32) -> Result<Grant, Denied>;
+        /// One poll of the wait for `n` permits (1 ≤ n; fewer if the limiter's capacity is
+        /// now below `n`), its progress in `wait`: the waiting layer's one poll, run
+        /// blocking by [`Paced`](crate::io::Paced) and async by `AsyncPaced`. Errors: a
+        /// refusal no wait cures.
+        fn poll_take(
+            &self,
+            wait: &mut Waiting,
+            n: u32,
+            cx: &mut Context<'_>,
+            nap: &mut Nap,
+        ) -> Poll<Result<Grant, Denied>>;
+
+        /// Stop the wait in `wait`, giving back any place it holds.
+        fn abandon(&self, wait: &mut Waiting);
 
         /// Of the permits `grant` took, keep `used` and give the rest back.
         fn keep(&self, grant: Grant, used: u32);
@@ -146,28 +160,13 @@ pub(crate) mod sealed {
             let _ = n;
             None
         }
-
-        /// One poll of [`Pacing::take_blocking`] on tokio's timer; `wait` keeps its progress.
-        #[cfg(feature = "tokio")]
-        fn poll_take(
-            &self,
-            wait: &mut Waiting,
-            n: u32,
-            cx: &mut Context<'_>,
-        ) -> Poll<Result<Grant, Denied>>;
-
-        /// Stop the wait in `wait`, giving back any place it holds.
-        #[cfg(feature = "tokio")]
-        fn abandon(&self, wait: &mut Waiting);
     }
 
     /// Limiters with forced charges (see [`Charge`]).
     pub trait Charging: Pacing {}
 }
 
-#[cfg(feature = "tokio")]
-use sealed::Waiting;
-use sealed::{Charging, Grant, Pacing};
+use sealed::{Charging, Grant, Pacing, Waiting};
 
 /// A refusal that leaves a smaller size to ask for: the capacity, after a change made it
 /// smaller than `n` (a reconfigured budget).
@@ -178,33 +177,29 @@ fn rechunk(denied: Denied, n: u32) -> Option<u32> {
     }
 }
 
-/// `n` permits from `limiter`, sleeping each `retry_after` it reports.
-fn take_retrying<L: Refund + ?Sized>(limiter: &L, mut n: u32) -> Result<Grant, Denied> {
-    loop {
-        match limiter.acquire_refundable_at(n, limiter.now()) {
-            Ok(receipt) => return Ok(Grant { n, receipt }),
-            Err(denied) => match rechunk(denied, n) {
-                Some(smaller) => n = smaller,
-                None => std::thread::sleep(denied.retry_after().ok_or(denied)?),
-            },
-        }
-    }
-}
-
-/// One poll of [`take_retrying`], asleep on `wait`'s timer between attempts.
-#[cfg(feature = "tokio")]
+/// One poll of a retrying limiter's wait for `n` permits: ask, and after a refusal sleep
+/// the `retry_after` it reports (on the limiter's clock) and ask again.
 fn poll_retrying<L: Refund + ?Sized>(
     limiter: &L,
     wait: &mut Waiting,
     n: u32,
     cx: &mut Context<'_>,
+    nap: &mut Nap,
 ) -> Poll<Result<Grant, Denied>> {
     let mut n = *wait.n.get_or_insert(n);
     loop {
-        if wait.place.timer.is_armed() {
-            core::task::ready!(wait.place.timer.poll(cx));
+        if let Some(at) = wait.again_at {
+            match limiter.sleep_hint(at, cx.waker()) {
+                SleepHint::Reached => wait.again_at = None,
+                SleepHint::Sleep(d) => {
+                    nap.at_most(d);
+                    return Poll::Pending;
+                }
+                SleepHint::UntilWoken => return Poll::Pending,
+            }
         }
-        match limiter.acquire_refundable_at(n, limiter.now()) {
+        let now = limiter.now();
+        match limiter.acquire_refundable_at(n, now) {
             Ok(receipt) => {
                 wait.n = None;
                 return Poll::Ready(Ok(Grant { n, receipt }));
@@ -214,7 +209,9 @@ fn poll_retrying<L: Refund + ?Sized>(
                     n = smaller;
                     wait.n = Some(n);
                 }
-                (None, Some(after)) => wait.place.timer.arm(after),
+                (None, Some(after)) => {
+                    wait.again_at = Some(now.saturating_add(duration_to_nanos(after)));
+                }
                 (None, None) => {
                     wait.n = None;
                     return Poll::Ready(Err(denied));
@@ -263,33 +260,16 @@ impl<C: Clock> Pacing for Budget<C> {
         self.quota().burst()
     }
 
-    fn take_blocking(&self, mut n: u32) -> Result<Grant, Denied> {
-        loop {
-            match self.take_place_blocking(n, None) {
-                Ok(receipt) => return Ok(Grant { n, receipt }),
-                Err(denied) => n = rechunk(denied, n).ok_or(denied)?,
-            }
-        }
-    }
-
-    fn keep(&self, grant: Grant, used: u32) {
-        keep_in_shell(self, grant, used);
-    }
-
-    fn charge(&self, n: u32) -> Option<Charged> {
-        Some(Budget::charge(self, n))
-    }
-
-    #[cfg(feature = "tokio")]
     fn poll_take(
         &self,
         wait: &mut Waiting,
         n: u32,
         cx: &mut Context<'_>,
+        nap: &mut Nap,
     ) -> Poll<Result<Grant, Denied>> {
         let mut n = *wait.n.get_or_insert(n);
         loop {
-            match core::task::ready!(self.poll_place(&mut wait.place, n, None, cx)) {
+            match core::task::ready!(self.poll_acquire(&mut wait.budget, n, None, cx, nap)) {
                 Ok(receipt) => {
                     wait.n = None;
                     return Poll::Ready(Ok(Grant { n, receipt }));
@@ -308,44 +288,46 @@ impl<C: Clock> Pacing for Budget<C> {
         }
     }
 
-    #[cfg(feature = "tokio")]
     fn abandon(&self, wait: &mut Waiting) {
-        self.abandon_place(&mut wait.place);
+        self.abandon_acquire(&mut wait.budget);
         wait.n = None;
+    }
+
+    fn keep(&self, grant: Grant, used: u32) {
+        keep_in_shell(self, grant, used);
+    }
+
+    fn charge(&self, n: u32) -> Option<Charged> {
+        Some(Budget::charge(self, n))
     }
 }
 
 impl<C: Clock> Charging for Budget<C> {}
 
-/// [`Pacing`] through `take_retrying`, `poll_retrying` and the given `keep`.
+/// [`Pacing`] through `poll_retrying` and the given `keep`.
 macro_rules! retrying {
     ($keep:ident) => {
         fn chunk(&self) -> u32 {
             self.capacity().max(1)
         }
 
-        fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
-            take_retrying(self, n)
-        }
-
-        fn keep(&self, grant: Grant, used: u32) {
-            $keep(self, grant, used);
-        }
-
-        #[cfg(feature = "tokio")]
         fn poll_take(
             &self,
             wait: &mut Waiting,
             n: u32,
             cx: &mut Context<'_>,
+            nap: &mut Nap,
         ) -> Poll<Result<Grant, Denied>> {
-            poll_retrying(self, wait, n, cx)
+            poll_retrying(self, wait, n, cx, nap)
         }
 
-        #[cfg(feature = "tokio")]
         fn abandon(&self, wait: &mut Waiting) {
-            wait.place.timer.disarm();
+            wait.again_at = None;
             wait.n = None;
+        }
+
+        fn keep(&self, grant: Grant, used: u32) {
+            $keep(self, grant, used);
         }
     };
 }
@@ -377,28 +359,23 @@ impl<L: Refund> Pacing for Retry<L> {
         self.0.capacity().max(1)
     }
 
-    fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
-        take_retrying(&self.0, n)
-    }
-
-    fn keep(&self, grant: Grant, used: u32) {
-        keep_refundable(&self.0, grant, used);
-    }
-
-    #[cfg(feature = "tokio")]
     fn poll_take(
         &self,
         wait: &mut Waiting,
         n: u32,
         cx: &mut Context<'_>,
+        nap: &mut Nap,
     ) -> Poll<Result<Grant, Denied>> {
-        poll_retrying(&self.0, wait, n, cx)
+        poll_retrying(&self.0, wait, n, cx, nap)
     }
 
-    #[cfg(feature = "tokio")]
     fn abandon(&self, wait: &mut Waiting) {
-        wait.place.timer.disarm();
+        wait.again_at = None;
         wait.n = None;
+    }
+
+    fn keep(&self, grant: Grant, used: u32) {
+        keep_refundable(&self.0, grant, used);
     }
 }
 
@@ -410,8 +387,18 @@ macro_rules! forward {
                 (**self).chunk()
             }
 
-            fn take_blocking(&self, n: u32) -> Result<Grant, Denied> {
-                (**self).take_blocking(n)
+            fn poll_take(
+                &self,
+                wait: &mut Waiting,
+                n: u32,
+                cx: &mut Context<'_>,
+                nap: &mut Nap,
+            ) -> Poll<Result<Grant, Denied>> {
+                (**self).poll_take(wait, n, cx, nap)
+            }
+
+            fn abandon(&self, wait: &mut Waiting) {
+                (**self).abandon(wait)
             }
 
             fn keep(&self, grant: Grant, used: u32) {
@@ -421,21 +408,6 @@ macro_rules! forward {
             fn charge(&self, n: u32) -> Option<Charged> {
                 (**self).charge(n)
             }
-
-            #[cfg(feature = "tokio")]
-            fn poll_take(
-                &self,
-                wait: &mut Waiting,
-                n: u32,
-                cx: &mut Context<'_>,
-            ) -> Poll<Result<Grant, Denied>> {
-                (**self).poll_take(wait, n, cx)
-            }
-
-            #[cfg(feature = "tokio")]
-            fn abandon(&self, wait: &mut Waiting) {
-                (**self).abandon(wait)
-            }
         }
 
         impl<P: Charging + ?Sized> Charging for $ptr {}
@@ -443,3 +415,25 @@ macro_rules! forward {
 }
 
 forward!(&P, Box<P>, Arc<P>);
+
+/// One operation's wait for `n` permits from `pacer`, run by the waiting layer's driver
+/// (the blocking adapter's); dropped before it ends, it gives back what it holds.
+pub(crate) struct Take<'a, P: Pacing + ?Sized> {
+    pub(crate) pacer: &'a P,
+    pub(crate) wait: Waiting,
+    pub(crate) n: u32,
+}
+
+impl<P: Pacing + ?Sized> Wait for Take<'_, P> {
+    type Output = Result<Grant, Denied>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        self.pacer.poll_take(&mut self.wait, self.n, cx, nap)
+    }
+}
+
+impl<P: Pacing + ?Sized> Drop for Take<'_, P> {
+    fn drop(&mut self) {
+        self.pacer.abandon(&mut self.wait);
+    }
+}

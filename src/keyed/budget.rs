@@ -110,8 +110,6 @@ where
             convert_slot(rule, &self.overflow);
             Ok::<_, QuotaError>(())
         })?;
-        #[cfg(feature = "std")]
-        rule.live.changes.notify();
         Ok(())
     }
 
@@ -167,8 +165,6 @@ where
                     S::with_slot(&side.own, &key, |own| convert_slot(&own.rule, &own.state));
                     Ok::<_, QuotaError>(())
                 })?;
-                #[cfg(feature = "std")]
-                own_rule.live.changes.notify();
                 return Ok(());
             }
             let rule = BudgetRule::with_config_at(config, now)?;

@@ -176,6 +176,5 @@ pub use config::{
 pub use counts::LaneCounts;
 pub use shared::Lanes;
 pub use tune::AutoTune;
-#[cfg(feature = "tokio")]
-pub(crate) use wait::AsyncTicket;
+pub(crate) use wait::Waiter;
 pub use wait::{Progress, Ticket};

@@ -4,23 +4,23 @@
 //! module's "No lost wake-up" is the argument.
 
 use super::schedule::Next;
-use super::shared::{Inner, Lanes, Polled, Waiter};
+use super::shared::{Inner, Lanes, Polled};
 use crate::clock::{Clock, Nanos};
+use crate::notify::wake::WakeList;
 use crate::rules::Rule;
 use crate::sync::{lock, Ordering};
-use alloc::vec::Vec;
 use core::task::Waker;
 
 impl<C: Clock> Lanes<C> {
     /// Submit `n` units for `lane` at `now`: what fits at once if nobody who goes first
-    /// waits, the rest queued with the waker `waker` makes (called only then). Returns the
-    /// queue key, or `None` if granted in full.
+    /// waits, the rest queued with `waker` kept to wake it. Returns the queue key, or
+    /// `None` if granted in full.
     pub(crate) fn submit_key(
         &self,
         l: usize,
         n: u32,
         now: Nanos,
-        waker: impl FnOnce() -> Option<Waker>,
+        waker: Option<&Waker>,
     ) -> Option<usize> {
         if n == 0 {
             return None;
@@ -32,28 +32,27 @@ impl<C: Clock> Lanes<C> {
             return None;
         }
         self.counters.request(l, taken);
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         let key = {
             let mut inner = lock(&self.inner);
-            let waiter = Waiter {
-                waker: waker(),
-                delayed: false,
-            };
-            let key = inner.schedule.push(l, n - taken, taken, now, waiter);
+            let key = inner.schedule.push(l, n - taken, taken, now, false);
+            // Registered before the serve: whatever resolves it from now on wakes it.
+            inner.schedule.poll(key, waker);
             self.serve(&mut inner, now, Some(key), &mut wakes);
             match inner.schedule.entry_mut(key) {
-                Some(e) if !e.done => {
-                    e.payload.delayed = true;
+                Some(e) => {
+                    // Delayed: it was not granted in full when submitted.
+                    e.payload = true;
                     self.counters.delayed(l);
                     Some(key)
                 }
-                _ => {
+                None => {
                     inner.schedule.remove(key);
                     None
                 }
             }
         };
-        wakes.into_iter().for_each(Waker::wake);
+        wakes.wake_all();
         key
     }
 
@@ -65,7 +64,7 @@ impl<C: Clock> Lanes<C> {
         inner: &mut Inner,
         now: Nanos,
         me: Option<usize>,
-        wakes: &mut Vec<Waker>,
+        wakes: &mut WakeList,
     ) {
         let budget = &self.budget;
         let rule = budget.rule();
@@ -73,11 +72,11 @@ impl<C: Clock> Lanes<C> {
         let next = inner.schedule.serve(
             |piece| budget.update(|word| rule.take(word, now, piece).map(|_| ())),
             |lane, units| counters.piece(lane, units),
-            |_, entry| {
-                if entry.payload.delayed {
+            |_, entry, waker| {
+                if entry.payload {
                     counters.waited(entry.lane, now.saturating_sub(entry.since));
                 }
-                wakes.extend(entry.payload.waker.take());
+                wakes.extend(waker);
             },
         );
         self.settle(inner, now);
@@ -89,7 +88,7 @@ impl<C: Clock> Lanes<C> {
             inner.timer = None;
             return;
         };
-        let waits = |k: usize| inner.schedule.entry(k).is_some_and(|e| !e.done);
+        let waits = |k: usize| inner.schedule.is_waiting(k);
         let me = me.filter(|&k| waits(k));
         match inner.timer {
             // The caller is the timer: it sleeps until `at` now (not until a time it has
@@ -110,9 +109,7 @@ impl<C: Clock> Lanes<C> {
         };
         inner.timer = Some((timer, at));
         if Some(timer) != me {
-            if let Some(e) = inner.schedule.entry(timer) {
-                wakes.extend(e.payload.waker.clone());
-            }
+            wakes.extend(inner.schedule.waker(timer));
         }
     }
 
@@ -133,26 +130,23 @@ impl<C: Clock> Lanes<C> {
     /// kept for it by `waker`. Granted in full: the entry is removed.
     pub(crate) fn poll_key(&self, key: usize, now: Nanos, waker: Option<&Waker>) -> Polled {
         self.tune_if_due(now);
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         let polled = {
             let mut inner = lock(&self.inner);
-            if let (Some(waker), Some(e)) = (waker, inner.schedule.entry_mut(key)) {
-                if !e.payload.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                    e.payload.waker = Some(waker.clone());
-                }
+            // The waker first: a resolution by the serve below (or any later) wakes it.
+            if inner.schedule.is_waiting(key) {
+                inner.schedule.poll(key, waker);
             }
+            // Every look serves the queue at its time, whether or not this request waits.
             self.serve(&mut inner, now, Some(key), &mut wakes);
-            let waiting = inner.schedule.entry(key).is_some_and(|e| !e.done);
-            if !waiting {
-                inner.schedule.remove(key);
-            }
+            let granted = inner.schedule.remove(key);
             Polled {
-                granted: !waiting,
+                granted,
                 timer: inner.timer.and_then(|(k, t)| (k == key).then_some(t)),
                 next: inner.next,
             }
         };
-        wakes.into_iter().for_each(Waker::wake);
+        wakes.wake_all();
         polled
     }
 
@@ -160,16 +154,16 @@ impl<C: Clock> Lanes<C> {
     /// granted (passed on to its lane's next requests, or kept), or `Ok(())` if it had been
     /// granted in full already (then it is only removed).
     pub(crate) fn cancel_key(&self, key: usize, now: Nanos) -> Result<(), u32> {
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         let result = {
             let mut inner = lock(&self.inner);
             let lane = inner.schedule.entry(key).map(|e| e.lane);
             let counters = &self.counters;
-            let cancelled = inner.schedule.cancel(key, |_, entry| {
-                if entry.payload.delayed {
+            let cancelled = inner.schedule.cancel(key, |_, entry, waker| {
+                if entry.payload {
                     counters.waited(entry.lane, now.saturating_sub(entry.since));
                 }
-                wakes.extend(entry.payload.waker.take());
+                wakes.extend(waker);
             });
             match (cancelled, lane) {
                 (Some(c), Some(lane)) => {
@@ -183,7 +177,7 @@ impl<C: Clock> Lanes<C> {
                 _ => Ok(()),
             }
         };
-        wakes.into_iter().for_each(Waker::wake);
+        wakes.wake_all();
         result
     }
 }

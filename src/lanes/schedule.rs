@@ -18,9 +18,10 @@
 
 use crate::clock::Nanos;
 use crate::limiter::Denied;
+use crate::notify::list::WaitList;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use slab::Slab;
+use core::task::Waker;
 
 /// One waiting request.
 #[derive(Debug)]
@@ -32,9 +33,7 @@ pub(crate) struct Entry<T> {
     pub(crate) granted: u32,
     /// When it was submitted.
     pub(crate) since: Nanos,
-    /// Granted in full: no longer queued, waiting to be collected.
-    pub(crate) done: bool,
-    /// The shell's data (how to wake the waiter).
+    /// The shell's data.
     pub(crate) payload: T,
 }
 
@@ -68,10 +67,14 @@ pub(crate) struct Cancelled {
 }
 
 /// The waiting requests of every lane (see the module).
+///
+/// The entries live in one waiting layer's list (`WaitList`): a request granted in full is
+/// resolved there (its waker handed back to be woken after the lock), and kept until its
+/// waiter collects it; each lane's order is its own queue of keys.
 #[derive(Debug)]
 pub(crate) struct Schedule<T> {
     lanes: Vec<Queue>,
-    entries: Slab<Entry<T>>,
+    entries: WaitList<Entry<T>, ()>,
     /// `V`.
     vnow: u128,
     piece: u32,
@@ -99,7 +102,7 @@ impl<T> Schedule<T> {
         }));
         Schedule {
             lanes,
-            entries: Slab::new(),
+            entries: WaitList::new(),
             vnow: 0,
             piece: piece.max(1),
         }
@@ -132,14 +135,30 @@ impl<T> Schedule<T> {
         self.lanes[lane].waiting.len()
     }
 
-    /// The entry of `key`.
+    /// The entry of `key`, while it waits.
     pub(crate) fn entry(&self, key: usize) -> Option<&Entry<T>> {
         self.entries.get(key)
     }
 
-    /// The entry of `key`, mutably.
+    /// The entry of `key`, mutably, while it waits.
     pub(crate) fn entry_mut(&mut self, key: usize) -> Option<&mut Entry<T>> {
         self.entries.get_mut(key)
+    }
+
+    /// Whether the request of `key` still waits.
+    pub(crate) fn is_waiting(&self, key: usize) -> bool {
+        self.entries.is_waiting(key)
+    }
+
+    /// A copy of the waker kept for a waiting request (to wake it without resolving it).
+    pub(crate) fn waker(&self, key: usize) -> Option<Waker> {
+        self.entries.waker(key).cloned()
+    }
+
+    /// The waiter looks at its request: `true` if it was granted in full (the entry is then
+    /// collected and gone); while it waits, `waker` (if any) is kept to wake it.
+    pub(crate) fn poll(&mut self, key: usize, waker: Option<&Waker>) -> bool {
+        self.entries.poll(key, waker).is_ready()
     }
 
     /// Queue a request of `lane` for `remaining` more units, `granted` already given, at the
@@ -152,14 +171,16 @@ impl<T> Schedule<T> {
         since: Nanos,
         payload: T,
     ) -> usize {
-        let key = self.entries.insert(Entry {
-            lane,
-            remaining,
-            granted,
-            since,
-            done: false,
-            payload,
-        });
+        let key = self.entries.push_back(
+            Entry {
+                lane,
+                remaining,
+                granted,
+                since,
+                payload,
+            },
+            None,
+        );
         let vnow = self.vnow;
         let queue = &mut self.lanes[lane];
         if queue.waiting.is_empty() && lane > 0 {
@@ -193,21 +214,23 @@ impl<T> Schedule<T> {
 
     /// Serve: while the next piece (`min(remaining, piece)` of the head of [`Schedule::pick`]'s
     /// lane) is granted by `grant`, count it and go on; `finished` gets every request granted
-    /// in full (no longer queued, kept until [`Schedule::remove`]) with the piece's lane and
-    /// units, and `piece` every piece. `grant` refusing with [`Denied::RateLimited`] ends the
+    /// in full (resolved, kept until its waiter collects it) with its key, its entry and its
+    /// waker, and `piece` every piece. `grant` refusing with [`Denied::RateLimited`] ends the
     /// serve with [`Next::After`] its wait; any other refusal with [`Next::Change`].
     pub(crate) fn serve(
         &mut self,
         mut grant: impl FnMut(u32) -> Result<(), Denied>,
         mut piece_granted: impl FnMut(usize, u32),
-        mut finished: impl FnMut(usize, &mut Entry<T>),
+        mut finished: impl FnMut(usize, Entry<T>, Option<Waker>),
     ) -> Next {
         loop {
             let Some(lane) = self.pick() else {
                 return Next::Idle;
             };
             let key = self.lanes[lane].waiting[0];
-            let entry = &mut self.entries[key];
+            let Some(entry) = self.entries.get_mut(key) else {
+                unreachable!("a queued key waits");
+            };
             let piece = entry.remaining.min(self.piece);
             match grant(piece) {
                 Ok(()) => {}
@@ -218,16 +241,18 @@ impl<T> Schedule<T> {
             }
             entry.remaining -= piece;
             entry.granted += piece;
+            let done = entry.remaining == 0;
             piece_granted(lane, piece);
             if lane > 0 {
                 let queue = &mut self.lanes[lane];
                 self.vnow = queue.tag;
                 queue.tag += tag_step(piece, queue.weight);
             }
-            if entry.remaining == 0 {
-                entry.done = true;
+            if done {
                 self.lanes[lane].waiting.pop_front();
-                finished(key, entry);
+                if let Some((entry, waker)) = self.entries.resolve(key, ()) {
+                    finished(key, entry, waker);
+                }
             }
         }
     }
@@ -235,34 +260,35 @@ impl<T> Schedule<T> {
     /// Take back a request: if it still waits it leaves its queue and what it was granted
     /// passes to the next requests of its lane in order (completing any it covers, reported
     /// to `finished`); what none of them takes is kept charged. Returns what it had been
-    /// granted, or `None` if it was finished already (then it is only removed).
+    /// granted, or `None` if it was finished already (then it is only collected).
     pub(crate) fn cancel(
         &mut self,
         key: usize,
-        mut finished: impl FnMut(usize, &mut Entry<T>),
+        mut finished: impl FnMut(usize, Entry<T>, Option<Waker>),
     ) -> Option<Cancelled> {
-        let entry = self.entries.get(key)?;
-        if entry.done {
-            self.entries.remove(key);
-            return None;
-        }
+        let entry = match self.entries.cancel(key) {
+            Ok(()) => return None,
+            Err(entry) => entry,
+        };
         let (lane, granted) = (entry.lane, entry.granted);
-        self.entries.remove(key);
         let queue = &mut self.lanes[lane].waiting;
         let at = queue.iter().position(|&k| k == key).unwrap_or(queue.len());
         queue.remove(at);
         let mut left = granted;
         while left > 0 && at < self.lanes[lane].waiting.len() {
             let next = self.lanes[lane].waiting[at];
-            let e = &mut self.entries[next];
+            let Some(e) = self.entries.get_mut(next) else {
+                unreachable!("a queued key waits");
+            };
             let take = left.min(e.remaining);
             e.remaining -= take;
             e.granted += take;
             left -= take;
             if e.remaining == 0 {
-                e.done = true;
                 self.lanes[lane].waiting.remove(at);
-                finished(next, e);
+                if let Some((e, waker)) = self.entries.resolve(next, ()) {
+                    finished(next, e, waker);
+                }
             }
         }
         Some(Cancelled {
@@ -271,12 +297,9 @@ impl<T> Schedule<T> {
         })
     }
 
-    /// Remove a finished entry (its waiter collected it).
-    pub(crate) fn remove(&mut self, key: usize) -> Option<Entry<T>> {
-        match self.entries.get(key) {
-            Some(e) if e.done => Some(self.entries.remove(key)),
-            _ => None,
-        }
+    /// Collect a finished request (its waiter saw it granted): whether it was one.
+    pub(crate) fn remove(&mut self, key: usize) -> bool {
+        !self.entries.is_waiting(key) && self.entries.cancel(key).is_ok()
     }
 }
 
@@ -299,7 +322,7 @@ mod tests {
 
     fn serve(s: &mut Schedule<()>, room: &mut u32) -> (Vec<usize>, Next) {
         let mut done = Vec::new();
-        let next = s.serve(grant(room), |_, _| {}, |k, _| done.push(k));
+        let next = s.serve(grant(room), |_, _| {}, |k, _, _| done.push(k));
         (done, next)
     }
 
@@ -317,7 +340,7 @@ mod tests {
         assert_eq!(s.entry(low).map(|e| (e.granted, e.remaining)), Some((4, 2)));
         let mut room = 2;
         assert_eq!(serve(&mut s, &mut room), (vec![low], Next::Idle));
-        assert!(s.is_empty() && s.remove(low).is_some() && s.remove(top).is_some());
+        assert!(s.is_empty() && s.remove(low) && s.remove(top));
     }
 
     #[test]
@@ -328,7 +351,7 @@ mod tests {
         let b = s.push(2, 10, 0, 0, ());
         let mut served = Vec::new();
         let mut room = 8;
-        s.serve(grant(&mut room), |l, _| served.push(l), |_, _| {});
+        s.serve(grant(&mut room), |l, _| served.push(l), |_, _, _| {});
         assert_eq!(served, [1, 2, 1, 1, 2, 1, 1, 1]);
         let _ = (a, b);
     }
@@ -345,7 +368,7 @@ mod tests {
         s.push(2, 100, 0, 0, ());
         let mut served = Vec::new();
         let mut room = 6;
-        s.serve(grant(&mut room), |l, _| served.push(l), |_, _| {});
+        s.serve(grant(&mut room), |l, _| served.push(l), |_, _, _| {});
         assert_eq!(served, [2, 1, 2, 1, 2, 1]);
     }
 
@@ -358,7 +381,7 @@ mod tests {
         let mut room = 8;
         serve(&mut s, &mut room); // a: two pieces of 4
         let mut done = Vec::new();
-        let cancelled = s.cancel(a, |k, _| done.push(k));
+        let cancelled = s.cancel(a, |k, _, _| done.push(k));
         // 8 granted: 3 complete b, 5 complete c.
         assert_eq!(
             cancelled,
@@ -374,14 +397,14 @@ mod tests {
         let mut room = 4;
         serve(&mut s, &mut room);
         assert_eq!(
-            s.cancel(d, |_, _| {}),
+            s.cancel(d, |_, _, _| {}),
             Some(Cancelled {
                 granted: 4,
                 kept: 4
             })
         );
         // A finished entry is only removed.
-        assert_eq!(s.cancel(b, |_, _| {}), None);
+        assert_eq!(s.cancel(b, |_, _, _| {}), None);
         assert!(s.entry(b).is_none());
     }
 
@@ -390,7 +413,7 @@ mod tests {
         let mut s = Schedule::<()>::new(&[], 4);
         s.push(0, 1, 0, 0, ());
         assert_eq!(
-            s.serve(|_| Err(Denied::Paused), |_, _| {}, |_, _| {}),
+            s.serve(|_| Err(Denied::Paused), |_, _| {}, |_, _, _| {}),
             Next::Change
         );
     }

@@ -12,19 +12,9 @@ use crate::limiter::{Denied, RateLimiter, Snapshot};
 use crate::rules::Rule;
 use crate::sync::{fence, lock, AtomicU64, Mutex, Ordering};
 use crate::{DefaultClock, Quota};
-use alloc::vec::Vec;
+use crate::notify::wake::WakeList;
 use core::fmt;
-use core::task::Waker;
 use crossbeam_utils::CachePadded;
-
-/// A waiting request's data in the queue.
-#[derive(Debug, Default)]
-pub(crate) struct Waiter {
-    /// How to wake it (a task's waker, or one that unparks a thread).
-    pub(crate) waker: Option<Waker>,
-    /// Whether it was not granted in full when submitted (it counts as delayed).
-    pub(super) delayed: bool,
-}
 
 /// What a waiting request found when it looked ([`Lanes::poll_key`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +30,9 @@ pub(crate) struct Polled {
 /// Everything behind the lock.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub(crate) schedule: Schedule<Waiter>,
+    /// The waiting requests; each entry's data says whether it was delayed (not granted in
+    /// full when submitted).
+    pub(crate) schedule: Schedule<bool>,
     /// The waiter that serves the queue when the next piece fits, and that time (see the
     /// module's "No lost wake-up").
     pub(crate) timer: Option<(usize, Nanos)>,
@@ -407,7 +399,7 @@ impl<C: Clock> Lanes<C> {
                 asked: config.lanes(),
             });
         }
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         {
             let mut inner = lock(&self.inner);
             let (quota, tuner) = Self::start(config, now)?;
@@ -422,7 +414,7 @@ impl<C: Clock> Lanes<C> {
             inner.timer = None;
             self.serve(&mut inner, now, None, &mut wakes);
         }
-        wakes.into_iter().for_each(Waker::wake);
+        wakes.wake_all();
         Ok(())
     }
 
@@ -448,7 +440,7 @@ impl<C: Clock> Lanes<C> {
     #[cold]
     #[inline(never)]
     fn retune(&self, now: Nanos) {
-        let mut wakes = Vec::new();
+        let mut wakes = WakeList::new();
         {
             let mut inner = lock(&self.inner);
             let Some(mut tuner) = inner.tuner else {
@@ -473,6 +465,6 @@ impl<C: Clock> Lanes<C> {
                 }
             }
         }
-        wakes.into_iter().for_each(Waker::wake);
+        wakes.wake_all();
     }
 }

@@ -2,21 +2,23 @@
 //! ([`Lanes::acquire_blocking`]), and async waits on tokio's timer
 //! ([`Lanes::acquire_async`], feature `tokio`).
 //!
-//! Every wait is the same loop: submit (the fast path, then the queue), then look at the
-//! request until it is granted in full. A look serves the queue at the clock's time. The
-//! waiter that is the queue's *timer* sleeps until the next piece fits (on the clock's
+//! Every wait is the same poll (`Lanes::poll_acquire`), run blocking or async by the waiting
+//! layer's driver: submit (the fast path, then the queue), then look at the request until
+//! it is granted in full. A look serves the queue at the clock's time. The waiter that is
+//! the queue's *timer* sleeps until the next piece fits (on the clock's
 //! [`sleep_hint`](crate::clock::Clock::sleep_hint): the OS timer, or a
 //! [`ManualClock`](crate::clock::ManualClock)'s change of time); every other waiter sleeps
 //! until it is woken (granted, made the timer, or the configuration changed).
 
 use super::config::{Lane, LaneError};
 use super::shared::Lanes;
-use crate::clock::{Clock, Nanos, SleepHint};
-use crate::sync::{lock, Condvar, Mutex};
+use crate::clock::{duration_to_nanos, Clock, Nanos};
+#[cfg(feature = "tokio")]
+use crate::notify::driver::WaitFuture;
+use crate::notify::driver::{block_on, poll_clock, Nap, Wait};
 use crate::DefaultClock;
-use alloc::sync::Arc;
 use core::fmt;
-use core::task::Waker;
+use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
 
@@ -132,46 +134,101 @@ impl<C: Clock> Drop for Ticket<'_, C> {
     }
 }
 
-/// How a blocked thread sleeps and is woken: a token behind a mutex and a condition
-/// variable (the semantics of a thread's park token, in primitives loom models whole: a
-/// wake-up that comes before the sleep leaves the token set, and the sleep returns at once).
+/// A lane wait's progress, owned by its waiter and borrowing nothing (the I/O adapters keep
+/// one across operations): whether its request was submitted, and its queue key while it
+/// waits.
 #[derive(Debug, Default)]
-struct Parker {
-    token: Mutex<bool>,
-    woken: Condvar,
-}
-
-impl Parker {
-    /// Sleep until woken (or `timeout` passes), consuming the token.
-    fn park(&self, timeout: Option<Duration>) {
-        let mut token = lock(&self.token);
-        if !*token {
-            token = match timeout {
-                None => self.woken.wait(token).unwrap_or_else(|p| p.into_inner()),
-                Some(t) => {
-                    self.woken
-                        .wait_timeout(token, t)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-            };
-        }
-        *token = false;
-    }
-}
-
-impl alloc::task::Wake for Parker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        *lock(&self.token) = true;
-        self.woken.notify_one();
-    }
+pub(crate) struct Waiter {
+    submitted: bool,
+    key: Option<usize>,
 }
 
 impl<C: Clock> Lanes<C> {
+    /// One poll of a wait for `n` units of the lane at index `l` by `deadline` (ns of the
+    /// clock; `None`: none), its progress kept in `waiter`: submitted at the first poll (the
+    /// fast path, then the queue), then served and looked at until granted in full. The
+    /// waiter that is the queue's timer sleeps until the next piece fits, on the clock
+    /// ([`Clock::sleep_hint`]); every other waiter until it is woken. `Ready(Ok)` once
+    /// granted (`waiter` is then fresh again); `Ready(Err(TimedOut))` at the deadline, the
+    /// request given up.
+    pub(crate) fn poll_acquire(
+        &self,
+        waiter: &mut Waiter,
+        l: usize,
+        n: u32,
+        deadline: Option<Nanos>,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<(), LaneError>> {
+        if !waiter.submitted {
+            waiter.submitted = true;
+            waiter.key = self.submit_key(l, n, self.now(), Some(cx.waker()));
+        }
+        loop {
+            let Some(key) = waiter.key else {
+                waiter.submitted = false;
+                return Poll::Ready(Ok(()));
+            };
+            let now = self.now();
+            let polled = self.poll_key(key, now, Some(cx.waker()));
+            if polled.granted {
+                waiter.key = None;
+                waiter.submitted = false;
+                return Poll::Ready(Ok(()));
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Poll::Ready(
+                    self.abandon_acquire(waiter)
+                        .map_err(|granted| LaneError::TimedOut { granted }),
+                );
+            }
+            let at = match (polled.timer, deadline) {
+                (Some(t), Some(d)) => t.min(d),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => return Poll::Pending,
+            };
+            if poll_clock(self.clock(), at, cx, nap).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Give up the wait in `waiter` (see [`Ticket`]'s "Cancellation"): `Err(granted)` with
+    /// the units it had been given, `Ok(())` if it held no place.
+    pub(crate) fn abandon_acquire(&self, waiter: &mut Waiter) -> Result<(), u32> {
+        waiter.submitted = false;
+        match waiter.key.take() {
+            None => Ok(()),
+            Some(key) => self.cancel_key(key, self.now()),
+        }
+    }
+
+    /// The wait for `n` units of `lane` by `deadline`, to run blocking or async.
+    fn acquire_wait(
+        &self,
+        lane: Lane,
+        n: u32,
+        deadline: Option<Nanos>,
+    ) -> Result<Acquire<'_, C>, LaneError> {
+        Ok(Acquire {
+            lanes: self,
+            l: self.index(lane)?,
+            n,
+            deadline,
+            waiter: Waiter::default(),
+        })
+    }
+
+    /// The deadline `max_wait` from now on the clock (`None` past its range).
+    fn deadline_within(&self, max_wait: Duration) -> Option<Nanos> {
+        self.now().checked_add(duration_to_nanos(max_wait))
+    }
+
+    /// The OS deadline `deadline` as a time of the clock.
+    fn deadline_at(&self, deadline: Option<Instant>) -> Option<Nanos> {
+        deadline.and_then(|d| self.deadline_within(d.saturating_duration_since(Instant::now())))
+    }
+
     /// Submit `n` units for `lane` now. See [`Lanes::submit_at`].
     ///
     /// # Errors
@@ -191,7 +248,7 @@ impl<C: Clock> Lanes<C> {
     /// [`LaneError::NoSuchLane`].
     pub fn submit_at(&self, lane: Lane, n: u32, now: Nanos) -> Result<Ticket<'_, C>, LaneError> {
         let l = self.index(lane)?;
-        let key = self.submit_key(l, n, now, || None);
+        let key = self.submit_key(l, n, now, None);
         Ok(Ticket {
             lanes: self,
             lane,
@@ -207,10 +264,10 @@ impl<C: Clock> Lanes<C> {
     ///
     /// [`LaneError::NoSuchLane`].
     pub fn acquire_blocking(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-        self.acquire_blocking_until(lane, n, None)
+        block_on(self.acquire_wait(lane, n, None)?)
     }
 
-    /// Take `n` units for `lane` if they are granted within `max_wait`. See
+    /// Take `n` units for `lane` if they are granted within `max_wait` (of the clock). See
     /// [`Lanes::acquire_blocking_until`].
     ///
     /// # Errors
@@ -222,14 +279,15 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<(), LaneError> {
-        self.acquire_blocking_until(lane, n, Instant::now().checked_add(max_wait))
+        block_on(self.acquire_wait(lane, n, self.deadline_within(max_wait))?)
     }
 
-    /// Take `n` units for `lane` by `deadline` (`None`: none), blocking the thread: what
-    /// fits at once if nobody who goes first waits, the rest in pieces as they fit, in the
-    /// lanes' order. Any `n` is granted in the end (in pieces of at most the burst), at the
-    /// budget's rate. A top-lane request waits at most the bound of the
-    /// [module](crate::lanes)'s "Top lane".
+    /// Take `n` units for `lane` by `deadline` (`None`: none; the time left until it is
+    /// counted on the clock from the call), blocking the thread: what fits at once if
+    /// nobody who goes first waits, the rest in pieces as they fit, in the lanes' order. Any
+    /// `n` is granted in the end (in pieces of at most the burst), at the budget's rate. A
+    /// top-lane request waits at most the bound of the [module](crate::lanes)'s "Top lane".
+    /// Sleeps follow the clock ([`Clock::sleep_hint`]).
     ///
     /// # Errors
     ///
@@ -241,199 +299,95 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), LaneError> {
-        let l = self.index(lane)?;
-        // The parker is made only if the request waits (the fast path allocates nothing).
-        let mut made = None;
-        let Some(key) = self.submit_key(l, n, self.now(), || {
-            let parker = Arc::new(Parker::default());
-            let waker = Waker::from(parker.clone());
-            made = Some((parker, waker.clone()));
-            Some(waker)
-        }) else {
-            return Ok(());
-        };
-        // (Made whenever the request queued; a fresh one otherwise, registered below.)
-        let (parker, waker) = made.unwrap_or_else(|| {
-            let parker = Arc::new(Parker::default());
-            let waker = Waker::from(parker.clone());
-            (parker, waker)
-        });
-        loop {
-            let polled = self.poll_key(key, self.now(), Some(&waker));
-            if polled.granted {
-                return Ok(());
-            }
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if left == Some(Duration::ZERO) {
-                return self
-                    .cancel_key(key, self.now())
-                    .map_err(|granted| LaneError::TimedOut { granted });
-            }
-            let nap = match polled.timer {
-                Some(at) => match self.clock().sleep_hint(at, &waker) {
-                    SleepHint::Reached => continue,
-                    SleepHint::Sleep(d) => Some(d),
-                    SleepHint::UntilWoken => None,
-                },
-                None => None,
-            };
-            // A wake-up between the look above and the sleep leaves the token set, so the
-            // sleep returns at once: no wake-up is lost.
-            parker.park(match (nap, left) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (Some(d), None) | (None, Some(d)) => Some(d),
-                (None, None) => None,
-            });
-        }
+        block_on(self.acquire_wait(lane, n, self.deadline_at(deadline))?)
+    }
+}
+
+/// A wait for a lane's units (see [`Lanes::poll_acquire`]), run by the waiting layer's
+/// driver; dropped before it ends, it gives up its request.
+#[derive(Debug)]
+struct Acquire<'a, C: Clock> {
+    lanes: &'a Lanes<C>,
+    l: usize,
+    n: u32,
+    deadline: Option<Nanos>,
+    waiter: Waiter,
+}
+
+impl<C: Clock> Wait for Acquire<'_, C> {
+    type Output = Result<(), LaneError>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        self.lanes
+            .poll_acquire(&mut self.waiter, self.l, self.n, self.deadline, cx, nap)
+    }
+}
+
+impl<C: Clock> Drop for Acquire<'_, C> {
+    fn drop(&mut self) {
+        let _ = self.lanes.abandon_acquire(&mut self.waiter);
     }
 }
 
 #[cfg(feature = "tokio")]
-mod asynchronous {
-    use super::*;
-    use crate::wait::Timer;
-    use core::future::{poll_fn, Future};
-    use core::pin::pin;
-    use core::task::{Context, Poll};
-
-    impl<C: Clock> Lanes<C> {
-        /// As [`Lanes::acquire_blocking`], asynchronously on tokio's timer (feature `tokio`).
-        ///
-        /// # Errors
-        ///
-        /// As [`Lanes::acquire_blocking_until`].
-        pub async fn acquire_async(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-            self.acquire_async_until(lane, n, None).await
-        }
-
-        /// As [`Lanes::acquire_blocking_until`], asynchronously on tokio's timer (feature
-        /// `tokio`). Cancellation-safe: a future dropped before it completes leaves its
-        /// lane's queue, and the units it was granted in pieces pass on to the next waiting
-        /// requests of its lane (see [`Ticket`]'s "Cancellation"); one that completed has
-        /// its units.
-        ///
-        /// # Errors
-        ///
-        /// As [`Lanes::acquire_blocking_until`].
-        ///
-        /// # Examples
-        ///
-        /// ```
-        /// # #[tokio::main(flavor = "current_thread")]
-        /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-        /// use limitcore::{Lane, Lanes, LanesConfig};
-        /// use std::time::Duration;
-        ///
-        /// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
-        /// lanes.acquire_async(Lane::LOW, 64 << 10).await?;        // the whole burst
-        /// let read = lanes.acquire_async(Lane::USER, 4 << 10);     // 4 ms at 1 MiB/s
-        /// assert!(tokio::time::timeout(Duration::from_millis(100), read).await.is_ok());
-        /// # Ok(())
-        /// # }
-        /// ```
-        pub async fn acquire_async_until(
-            &self,
-            lane: Lane,
-            n: u32,
-            deadline: Option<Instant>,
-        ) -> Result<(), LaneError> {
-            let l = self.index(lane)?;
-            /// Takes a dropped future's request out of its queue.
-            struct Guard<'a, C: Clock> {
-                lanes: &'a Lanes<C>,
-                wait: AsyncTicket,
-            }
-            impl<C: Clock> Drop for Guard<'_, C> {
-                fn drop(&mut self) {
-                    let _ = self.lanes.abandon_ticket(&mut self.wait);
-                }
-            }
-            let mut guard = Guard {
-                lanes: self,
-                wait: AsyncTicket::default(),
-            };
-            let mut limit = pin!(deadline.map(|d| tokio::time::sleep_until(d.into())));
-            poll_fn(|cx| {
-                if self.poll_ticket(&mut guard.wait, l, n, cx).is_ready() {
-                    return Poll::Ready(Ok(()));
-                }
-                if let Some(limit) = limit.as_mut().as_pin_mut() {
-                    if limit.poll(cx).is_ready() {
-                        return Poll::Ready(
-                            self.abandon_ticket(&mut guard.wait)
-                                .map_err(|granted| LaneError::TimedOut { granted }),
-                        );
-                    }
-                }
-                Poll::Pending
-            })
-            .await
-        }
-
-        /// One poll of an async wait for `n` units of the lane at index `l`, its progress
-        /// kept in `wait` between polls (the I/O adapters keep it across operations):
-        /// submitted at the first poll (the fast path, then the queue), then served and
-        /// looked at until granted in full, the queue's timer duty slept on tokio's timer.
-        /// `Ready` once granted (`wait` is then fresh again).
-        pub(crate) fn poll_ticket(
-            &self,
-            wait: &mut AsyncTicket,
-            l: usize,
-            n: u32,
-            cx: &mut Context<'_>,
-        ) -> Poll<()> {
-            if !wait.submitted {
-                wait.submitted = true;
-                wait.key = self.submit_key(l, n, self.now(), || Some(cx.waker().clone()));
-            }
-            loop {
-                let Some(key) = wait.key else {
-                    wait.submitted = false;
-                    return Poll::Ready(());
-                };
-                let polled = self.poll_key(key, self.now(), Some(cx.waker()));
-                if polled.granted {
-                    wait.key = None;
-                    wait.submitted = false;
-                    return Poll::Ready(());
-                }
-                let Some(at) = polled.timer else {
-                    return Poll::Pending;
-                };
-                match self.clock().sleep_hint(at, cx.waker()) {
-                    SleepHint::Reached => continue,
-                    SleepHint::UntilWoken => return Poll::Pending,
-                    SleepHint::Sleep(d) => {
-                        wait.nap.arm(d);
-                        if wait.nap.poll(cx).is_pending() {
-                            return Poll::Pending;
-                        }
-                    }
-                }
-            }
-        }
-
-        /// Give up the wait in `wait` (see [`Ticket`]'s "Cancellation"): `Err(granted)` with
-        /// the units it had been given, `Ok(())` if it held no place.
-        pub(crate) fn abandon_ticket(&self, wait: &mut AsyncTicket) -> Result<(), u32> {
-            wait.submitted = false;
-            wait.nap.disarm();
-            match wait.key.take() {
-                None => Ok(()),
-                Some(key) => self.cancel_key(key, self.now()),
-            }
-        }
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+impl<C: Clock> Lanes<C> {
+    /// As [`Lanes::acquire_blocking`], as a future (feature `tokio`: it sleeps on tokio's
+    /// timer when the clock is an OS clock).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_blocking_until`].
+    pub async fn acquire_async(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
+        WaitFuture::new(self.acquire_wait(lane, n, None)?).await
     }
 
-    /// An async wait's progress between polls, borrowing nothing: whether its request was
-    /// submitted, its queue key while it waits, and the timer of the queue's timer duty.
-    #[derive(Debug, Default)]
-    pub(crate) struct AsyncTicket {
-        submitted: bool,
-        key: Option<usize>,
-        nap: Timer,
+    /// As [`Lanes::acquire_blocking_within`], as a future (feature `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_blocking_until`].
+    pub async fn acquire_async_within(
+        &self,
+        lane: Lane,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<(), LaneError> {
+        let deadline = self.deadline_within(max_wait);
+        WaitFuture::new(self.acquire_wait(lane, n, deadline)?).await
+    }
+
+    /// As [`Lanes::acquire_blocking_until`], as a future (feature `tokio`).
+    /// Cancellation-safe: a future dropped before it completes leaves its lane's queue, and
+    /// the units it was granted in pieces pass on to the next waiting requests of its lane
+    /// (see [`Ticket`]'s "Cancellation"); one that completed has its units.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_blocking_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::time::Duration;
+    ///
+    /// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
+    /// lanes.acquire_async(Lane::LOW, 64 << 10).await?;        // the whole burst
+    /// let read = lanes.acquire_async(Lane::USER, 4 << 10);     // 4 ms at 1 MiB/s
+    /// assert!(tokio::time::timeout(Duration::from_millis(100), read).await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_async_until(
+        &self,
+        lane: Lane,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<(), LaneError> {
+        let deadline = self.deadline_at(deadline);
+        WaitFuture::new(self.acquire_wait(lane, n, deadline)?).await
     }
 }
-
-#[cfg(feature = "tokio")]
-pub(crate) use asynchronous::AsyncTicket;

@@ -198,6 +198,11 @@ impl<R: Rule, C: Clock> RateLimiter for Limiter<R, C> {
     fn capacity(&self) -> u32 {
         self.rule().capacity()
     }
+
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &core::task::Waker) -> crate::clock::SleepHint {
+        self.clock.sleep_hint(deadline, waker)
+    }
 }
 
 impl<R: Rule, C: Clock> Refund for Limiter<R, C> {

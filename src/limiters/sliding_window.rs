@@ -323,6 +323,11 @@ impl<C: Clock> RateLimiter for SlidingWindow<C> {
     fn quota(&self) -> Quota {
         self.quota
     }
+
+    #[cfg(feature = "std")]
+    fn sleep_hint(&self, deadline: Nanos, waker: &core::task::Waker) -> crate::clock::SleepHint {
+        self.clock.sleep_hint(deadline, waker)
+    }
 }
 
 impl<C: Clock> Refund for SlidingWindow<C> {

@@ -1,0 +1,298 @@
+//! The driver: a wait written once as a poll ([`Wait`]), run on a thread ([`block_on`]) or
+//! as a future ([`WaitFuture`]).
+//!
+//! A wait's [`poll_wait`](Wait::poll_wait) either finishes (`Ready`) or, before it returns
+//! `Pending`, registers the context's waker with whatever will end the wait (an
+//! [`Event`](super::Event) listener, a [`WaitList`](super::list::WaitList) entry, a clock's
+//! [`sleep_hint`](Clock::sleep_hint)) and lowers the [`Nap`]: the longest it may sleep on the
+//! OS timer before it must be polled again (a time to wait for on an OS clock, a deadline).
+//! The blocking driver parks the thread (woken by the waker: an unpark) for at most the nap;
+//! the async driver returns `Pending` with a tokio timer armed for the nap (feature
+//! `tokio`). A wake-up that comes between the poll and the park is kept by the thread's park
+//! token, so the park returns at once: none is lost.
+//!
+//! A wait that holds something it must give back when it is abandoned before it finishes (a
+//! queue entry, a reserved place) gives it back in its own `Drop`, so the blocking and async
+//! faces are cancellation-safe the same way.
+
+use super::event::{Event, Listener};
+use crate::clock::{Clock, Nanos, SleepHint};
+use crate::sync::{current_thread, park, park_timeout, Thread};
+use alloc::sync::Arc;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+use core::time::Duration;
+use std::task::Wake;
+use std::time::Instant;
+
+/// A wait, written once (see the module).
+pub(crate) trait Wait {
+    /// What the wait ends with.
+    type Output;
+
+    /// Advance the wait: `Ready` when it ends; otherwise `cx`'s waker is registered with
+    /// what ends it, and `nap` is lowered to the longest it may sleep before the next poll.
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output>;
+}
+
+impl<W: Wait + ?Sized> Wait for &mut W {
+    type Output = W::Output;
+
+    #[inline]
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<W::Output> {
+        (**self).poll_wait(cx, nap)
+    }
+}
+
+/// The longest a pending wait may sleep before it is polled again (`None`: until woken).
+/// (`pub` only for the I/O adapters' sealed trait, whose polls take it; not nameable
+/// outside the crate.)
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Nap(Option<Duration>);
+
+impl Nap {
+    /// Sleep at most `d`.
+    #[inline]
+    pub(crate) fn at_most(&mut self, d: Duration) {
+        self.0 = Some(self.0.map_or(d, |n| n.min(d)));
+    }
+
+    /// The nap asked for.
+    #[inline]
+    pub(crate) fn get(self) -> Option<Duration> {
+        self.0
+    }
+}
+
+/// One poll of a wait for `clock` to reach `at` (ns): `Ready` once it has; otherwise the
+/// clock's answer is followed (a nap on the OS timer, or `cx`'s waker registered with a
+/// clock that wakes its waiters itself, such as a [`ManualClock`](crate::clock::ManualClock)).
+#[inline]
+pub(crate) fn poll_clock<C: Clock + ?Sized>(
+    clock: &C,
+    at: Nanos,
+    cx: &mut Context<'_>,
+    nap: &mut Nap,
+) -> Poll<()> {
+    match clock.sleep_hint(at, cx.waker()) {
+        SleepHint::Reached => Poll::Ready(()),
+        SleepHint::Sleep(d) => {
+            nap.at_most(d);
+            Poll::Pending
+        }
+        SleepHint::UntilWoken => Poll::Pending,
+    }
+}
+
+/// A wait for `clock` to reach `at` (ns), to run async (the throttler's `run`).
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub(crate) struct Until<'a, C: ?Sized> {
+    pub(crate) clock: &'a C,
+    pub(crate) at: Nanos,
+}
+
+#[cfg(feature = "tokio")]
+impl<C: Clock + ?Sized> Wait for Until<'_, C> {
+    type Output = ();
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<()> {
+        poll_clock(self.clock, self.at, cx, nap)
+    }
+}
+
+/// A wait for `ready` to hold, looked at again at every notification of `event`, or for
+/// `deadline` (the OS clock's) to pass: whether it held.
+struct Condition<'a, F> {
+    event: &'a Event,
+    listener: Option<Listener<'a>>,
+    deadline: Option<Instant>,
+    ready: F,
+}
+
+impl<F: FnMut() -> bool> Wait for Condition<'_, F> {
+    type Output = bool;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<bool> {
+        loop {
+            // Listen, then check: a notification after the check wakes the listener.
+            let listener = self.listener.insert(self.event.listen());
+            if (self.ready)() {
+                return Poll::Ready(true);
+            }
+            if let Some(deadline) = self.deadline {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Poll::Ready(false);
+                }
+                nap.at_most(deadline - now);
+            }
+            if Pin::new(listener).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// Block the thread until `ready` holds (looked at again at every notification of
+/// `event`) or `deadline` passes (`None`: none); whether it held.
+pub(crate) fn block_until(
+    event: &Event,
+    deadline: Option<Instant>,
+    ready: impl FnMut() -> bool,
+) -> bool {
+    block_on(Condition {
+        event,
+        listener: None,
+        deadline,
+        ready,
+    })
+}
+
+/// Wakes a parked thread.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A waker that unparks the current thread (made once per thread outside loom).
+#[cfg(not(limitcore_loom))]
+fn thread_waker() -> Waker {
+    std::thread_local! {
+        static WAKER: Waker = Waker::from(Arc::new(Unpark(current_thread())));
+    }
+    WAKER.with(Waker::clone)
+}
+
+/// Under loom every model thread runs on one OS thread: a waker per wait.
+#[cfg(limitcore_loom)]
+fn thread_waker() -> Waker {
+    Waker::from(Arc::new(Unpark(current_thread())))
+}
+
+/// Run `wait` on this thread until it ends, parked between polls for at most each poll's
+/// nap (the blocking driver).
+pub(crate) fn block_on<W: Wait>(mut wait: W) -> W::Output {
+    let waker = thread_waker();
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        let mut nap = Nap::default();
+        if let Poll::Ready(out) = wait.poll_wait(&mut cx, &mut nap) {
+            return out;
+        }
+        // An unpark since the poll (a wake-up that raced it) leaves the thread's token set:
+        // the park returns at once. A spurious return only costs a poll.
+        match nap.get() {
+            None => park(),
+            Some(d) => park_timeout(d),
+        }
+    }
+}
+
+/// `wait` as a future (the async driver, feature `tokio`): its naps sleep on tokio's timer.
+/// (The permits' futures, which never nap, poll their wait directly and need no runtime.)
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub(crate) struct WaitFuture<W> {
+    wait: W,
+    timer: Timer,
+}
+
+#[cfg(feature = "tokio")]
+impl<W> WaitFuture<W> {
+    pub(crate) fn new(wait: W) -> Self {
+        WaitFuture {
+            wait,
+            timer: Timer::default(),
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<W: Wait + Unpin> Future for WaitFuture<W> {
+    type Output = W::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<W::Output> {
+        let this = self.get_mut();
+        poll_napping(&mut this.timer, cx, |cx, nap| this.wait.poll_wait(cx, nap))
+    }
+}
+
+/// The async driver's step, for a future (or an adapter) that keeps its own `timer`: poll
+/// `poll` until it is `Ready`, or `Pending` with nothing to nap for, or with its nap armed
+/// on the timer and not yet elapsed (feature `tokio`).
+#[cfg(feature = "tokio")]
+pub(crate) fn poll_napping<T>(
+    timer: &mut Timer,
+    cx: &mut Context<'_>,
+    mut poll: impl FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>,
+) -> Poll<T> {
+    loop {
+        let mut nap = Nap::default();
+        if let Poll::Ready(out) = poll(cx, &mut nap) {
+            timer.disarm();
+            return Poll::Ready(out);
+        }
+        let Some(d) = nap.get() else {
+            timer.disarm();
+            return Poll::Pending;
+        };
+        timer.arm(d);
+        if timer.poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+    }
+}
+
+/// A reusable tokio timer: armed for a duration, polled until it fires. The sleep is boxed
+/// once and reset for every later nap.
+#[cfg(feature = "tokio")]
+#[derive(Debug, Default)]
+pub(crate) struct Timer {
+    sleep: Option<Pin<alloc::boxed::Box<tokio::time::Sleep>>>,
+    armed: bool,
+}
+
+#[cfg(feature = "tokio")]
+impl Timer {
+    /// Fire `after` from now (a wait too long for the OS clock to name: in 30 years, as
+    /// tokio's own far future).
+    pub(crate) fn arm(&mut self, after: Duration) {
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(after)
+            .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
+            .unwrap_or(now);
+        match &mut self.sleep {
+            Some(sleep) => sleep.as_mut().reset(deadline),
+            None => self.sleep = Some(alloc::boxed::Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        self.armed = true;
+    }
+
+    /// Stop waiting (the timer stays allocated for the next nap).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// `Ready` once an armed timer has fired (it is then disarmed); `Pending` while it has
+    /// not, or when it is not armed.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match (&mut self.sleep, self.armed) {
+            (Some(sleep), true) => {
+                core::task::ready!(sleep.as_mut().poll(cx));
+                self.armed = false;
+                Poll::Ready(())
+            }
+            _ => Poll::Pending,
+        }
+    }
+}
