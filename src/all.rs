@@ -1,10 +1,8 @@
 //! [`All`]: several limits at once, all or nothing, keyed or not.
 
 use crate::clock::Nanos;
-use crate::limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
-use crate::rules::Receipt;
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::Quota;
 use alloc::vec::Vec;
 use core::fmt;

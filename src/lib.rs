@@ -199,6 +199,7 @@ pub mod cell;
 mod sync;
 
 pub mod clock;
+mod decision;
 mod limiter;
 mod quota;
 
@@ -238,6 +239,7 @@ pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
 pub use counters::{Counted, Counts};
+pub use decision::{Decision, Denied, Receipt, Snapshot};
 #[cfg(all(feature = "keyed", limitcore_loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
@@ -247,7 +249,7 @@ pub use lanes::{
     AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesError, Progress, Ticket,
     DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
 };
-pub use limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
+pub use limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;
 pub use limiters::{
@@ -255,7 +257,6 @@ pub use limiters::{
     SlidingWindow, TokenBucket,
 };
 pub use quota::{Quota, QuotaError};
-pub use rules::Receipt;
 #[cfg(feature = "std")]
 pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
 

@@ -23,7 +23,7 @@
 //! `loom-tests/tests/throttler.rs` model-checks these races on the real throttler.
 
 use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use crate::rules::{window_quota, Log, Rule, SlidingLogRule};
 use crate::sync::{current_thread_id, lock, Condvar, Mutex, MutexGuard, ThreadId};
 use crate::{DefaultClock, Quota, QuotaError};

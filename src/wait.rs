@@ -19,7 +19,8 @@
     doc = "[`Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
 )]
 
-use crate::limiter::{Denied, RateLimiter};
+use crate::decision::Denied;
+use crate::limiter::RateLimiter;
 use core::time::Duration;
 use std::time::Instant;
 

@@ -80,7 +80,7 @@ pub(crate) use wait::AsyncPlace;
 
 use crate::clock::{duration_to_nanos, Clock, Nanos};
 #[cfg(feature = "std")]
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use crate::limiter::RateLimiter;
 use crate::limiters::Limiter;
 use crate::{DefaultClock, Quota, QuotaError};

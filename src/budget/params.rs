@@ -6,8 +6,7 @@ use super::scale::{Scale, Units};
 use super::word::{self, IDLE, TAT_MASK};
 use super::{Charged, Mode};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::rules::Receipt;
+use crate::decision::{Denied, Receipt, Snapshot};
 use crate::{Quota, QuotaError};
 use core::time::Duration;
 

@@ -10,8 +10,8 @@
 
 use super::{waitable, Budget, BudgetRule, Mode};
 use crate::clock::{duration_to_nanos, Clock, Nanos};
-use crate::limiter::{Denied, RateLimiter, Refund};
-use crate::rules::Receipt;
+use crate::decision::{Denied, Receipt};
+use crate::limiter::{RateLimiter, Refund};
 use core::time::Duration;
 use std::time::Instant;
 

@@ -9,11 +9,9 @@ mod stripes;
 pub use counts::Counts;
 
 use crate::clock::Nanos;
-use crate::limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
-use crate::rules::Receipt;
 use crate::Quota;
 use core::time::Duration;
 use stripes::Counters;

@@ -6,9 +6,8 @@
 use super::pace::sealed::Waiting;
 use super::pace::sealed::{Grant, Pacing};
 use crate::clock::Clock;
+use crate::decision::{Denied, Receipt};
 use crate::lanes::{Lane, LaneError, Lanes};
-use crate::limiter::Denied;
-use crate::rules::Receipt;
 use crate::DefaultClock;
 use alloc::sync::Arc;
 #[cfg(feature = "tokio")]

@@ -124,7 +124,7 @@ pub use blocking::Paced;
 pub use lane::InLane;
 pub use pace::{Charge, Pace, Retry};
 
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use core::fmt;
 use pace::sealed::{Grant, Pacing};
 

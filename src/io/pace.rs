@@ -3,10 +3,11 @@
 //! refundable limiter).
 
 use crate::clock::Clock;
-use crate::limiter::{Denied, RateLimiter, Refund};
+use crate::decision::{Denied, Receipt};
+use crate::limiter::{RateLimiter, Refund};
 use crate::limiters::{Limiter, SlidingWindow};
 use crate::rules::{
-    FixedWindowRule, Receipt, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
+    FixedWindowRule, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
 };
 use crate::{Budget, Charged};
 use alloc::boxed::Box;

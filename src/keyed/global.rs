@@ -1,11 +1,9 @@
 //! [`Global`]: one limiter applied to every key.
 
 use crate::clock::Nanos;
-use crate::limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
-use crate::rules::Receipt;
 use crate::Quota;
 use core::time::Duration;
 

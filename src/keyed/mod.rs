@@ -92,11 +92,11 @@ pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
 use crate::cell::{Attempt, Gone};
-use crate::clock::duration_to_nanos;
-use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
+use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund};
 use crate::limiters::{KeyedReserve, Reservation};
-use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
+use crate::rules::{precheck, GcraRule, ReserveRule, Rule};
 use crate::sync::{AtomicU64, OnceLock, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use core::borrow::Borrow;

@@ -96,8 +96,9 @@
 
 use crate::cas;
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
-use crate::rules::{precheck, window_quota, Counter, Receipt, SlidingWindowRule, Window};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund};
+use crate::rules::{precheck, window_quota, Counter, SlidingWindowRule, Window};
 use crate::sync::{AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;

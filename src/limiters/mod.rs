@@ -25,11 +25,12 @@ pub use rule_cell::RuleCell;
 pub use sliding_window::SlidingWindow;
 
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, RateLimiter, Refund, Snapshot};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{RateLimiter, Refund};
 #[cfg(feature = "std")]
 use crate::rules::SlidingLogRule;
 use crate::rules::{
-    FixedWindowRule, GcraRule, LeakyBucketRule, Receipt, ReserveRule, Rule, TokenBucketRule,
+    FixedWindowRule, GcraRule, LeakyBucketRule, ReserveRule, Rule, TokenBucketRule,
 };
 use crate::{DefaultClock, Quota, QuotaError};
 use core::fmt;

@@ -1,7 +1,8 @@
 //! Reservations: permits taken now for a start time that may lie in the future.
 
 use crate::clock::Nanos;
-use crate::limiter::{Denied, KeyedRateLimiter, RateLimiter};
+use crate::decision::Denied;
+use crate::limiter::{KeyedRateLimiter, RateLimiter};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::time::Duration;

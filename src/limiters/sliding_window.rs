@@ -14,8 +14,9 @@
 
 use crate::cas;
 use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, RateLimiter, Refund, Snapshot};
-use crate::rules::{precheck, window_quota, Counter, Receipt};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{RateLimiter, Refund};
+use crate::rules::{precheck, window_quota, Counter};
 use crate::sync::{self, AtomicU64, Ordering};
 use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;

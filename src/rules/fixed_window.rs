@@ -1,8 +1,8 @@
 //! [`FixedWindowRule`]: at most `count` permits in each aligned window, one word.
 
-use super::{window_quota, Receipt, Rule};
+use super::{window_quota, Rule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
+use crate::decision::{Denied, Receipt, Snapshot};
 use crate::{Quota, QuotaError};
 use core::time::Duration;
 

@@ -69,70 +69,13 @@ pub(crate) use sliding_window::Counter;
 #[cfg(feature = "keyed")]
 pub(crate) use sliding_window::Window;
 
+pub use crate::decision::Receipt;
+
 use crate::cell::Shared;
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
+use crate::decision::{Denied, Snapshot};
 use crate::{Quota, QuotaError};
 use core::fmt;
-
-/// What an admission took, so that a rule can give it back ([`Rule::refund`]).
-///
-/// `n` is the permits admitted; `mark` is the rule's own record of where they went (for the
-/// TAT rules the schedule position the admission started from, in ns; for the window rules
-/// the window number; for the sliding log the time the entries were recorded at, in ns).
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::rules::{FixedWindowRule, Rule};
-/// use limitcore::Quota;
-///
-/// let rule = FixedWindowRule::new(&Quota::per_second(3)?)?;
-/// let mut word = rule.fresh();
-/// let receipt = rule.take(&mut word, 1_500_000_000, 2).unwrap();
-/// assert_eq!((receipt.n(), receipt.mark()), (2, 1)); // 2 permits in window 1
-/// # Ok::<(), limitcore::QuotaError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Receipt {
-    n: u32,
-    mark: u64,
-    /// Set by [`Keyed`](crate::Keyed) when the permits were charged to its shared overflow
-    /// state rather than to the key's own.
-    pub(crate) overflow: bool,
-    /// Set by a [`Budget`](crate::Budget) when the admission started from an idle state at
-    /// the reading rounded up to a whole unit: it added one unit more than its cost, which a
-    /// refund at its own time gives back too.
-    pub(crate) rounded: bool,
-}
-
-impl Receipt {
-    /// The receipt of `n` permits recorded at `mark` (the rule's own meaning; see the type).
-    #[inline]
-    pub const fn new(n: u32, mark: u64) -> Self {
-        Receipt {
-            n,
-            mark,
-            overflow: false,
-            rounded: false,
-        }
-    }
-
-    /// The receipt of a request that took nothing (`n = 0`): its refund is a no-op.
-    pub const NOTHING: Receipt = Receipt::new(0, 0);
-
-    /// Permits admitted.
-    #[inline]
-    pub const fn n(&self) -> u32 {
-        self.n
-    }
-
-    /// Where the rule recorded them (see the type).
-    #[inline]
-    pub const fn mark(&self) -> u64 {
-        self.mark
-    }
-}
 
 /// A rate rule: the pure transitions of one algorithm for one [`Quota`].
 ///

@@ -5,9 +5,9 @@
 //! domains" (Julien Desgats, 2017): the rate in the sliding window ending now is estimated
 //! as `previous window's count × (part of it still inside) + current window's count`.
 
-use super::{window_quota, Receipt, Rule};
+use super::{window_quota, Rule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
+use crate::decision::{Denied, Receipt, Snapshot};
 use crate::{Quota, QuotaError};
 use core::time::Duration;
 

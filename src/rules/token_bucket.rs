@@ -8,9 +8,9 @@
 //! admissions, same `retry_after` to the nanosecond) inside the window described under
 //! "Time field" below.
 
-use super::{Receipt, Rule, Schedule};
+use super::{Rule, Schedule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
+use crate::decision::{Denied, Receipt, Snapshot};
 use crate::{Quota, QuotaError};
 use core::time::Duration;
 
