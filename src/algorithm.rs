@@ -1,10 +1,10 @@
 //! [`Algorithm`]: the algorithms by name, to pick one from text (a command line, a
 //! configuration file) and build it.
 
+use crate::quota::Quota;
 use crate::rules::{
     FixedWindowRule, GcraRule, LeakyBucketRule, Rule, SlidingWindowRule, TokenBucketRule,
 };
-use crate::Quota;
 use alloc::string::String;
 #[cfg(feature = "keyed")]
 use core::borrow::Borrow;
@@ -16,8 +16,9 @@ use core::str::FromStr;
 use {
     crate::clock::Clock,
     crate::limiter::Refund,
+    crate::limiters::{Limiter, SlidingWindow},
+    crate::quota::QuotaError,
     crate::rules::SlidingLogRule,
-    crate::{Limiter, QuotaError, SlidingWindow},
     alloc::boxed::Box,
 };
 #[cfg(feature = "keyed")]

@@ -3,7 +3,7 @@
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
-use crate::Quota;
+use crate::quota::Quota;
 use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;

@@ -4,7 +4,7 @@
 
 use crate::decision::Decision;
 use crate::limiter::KeyedRateLimiter;
-use crate::Quota;
+use crate::quota::Quota;
 use core::convert::Infallible;
 use core::future::{ready, Future};
 

@@ -729,9 +729,9 @@ mod os {
 pub use os::{ClockSource, CoarseClock, MonotonicClock, StdClock};
 
 /// Without `std` there is no OS clock: `MonotonicClock` still exists, so that the default
-/// clock of every limiter ([`DefaultClock`](crate::DefaultClock)) means the same type with
-/// and without the feature (features stay additive), but it has no values. Name a clock of
-/// your own (for example [`ManualClock`]) where `std` is off.
+/// clock of every limiter ([`DefaultClock`]) means the same type with and without the
+/// feature (features stay additive), but it has no values. Name a clock of your own (for
+/// example [`ManualClock`]) where `std` is off.
 #[cfg(not(feature = "std"))]
 mod no_os {
     use super::{Clock, Nanos};
@@ -750,3 +750,9 @@ mod no_os {
 }
 #[cfg(not(feature = "std"))]
 pub use no_os::MonotonicClock;
+
+/// The clock a limiter uses when none is given: [`MonotonicClock`], the CPU's time-stamp
+/// counter. The same type with and without `std`; without it the type has no values, so
+/// every limiter names its clock (features stay additive: turning `std` on never changes
+/// what a type means).
+pub type DefaultClock = MonotonicClock;

@@ -238,6 +238,7 @@ pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
+pub use clock::DefaultClock;
 pub use counters::{Counted, Counts};
 pub use decision::{Decision, Denied, Receipt, Snapshot};
 #[cfg(all(feature = "keyed", limitcore_loom))]
@@ -259,9 +260,3 @@ pub use limiters::{
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "std")]
 pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
-
-/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock),
-/// the CPU's time-stamp counter. The same type with and without `std`; without it the type
-/// has no values, so every limiter names its clock (features stay additive: turning `std`
-/// on never changes what a type means).
-pub type DefaultClock = clock::MonotonicClock;

@@ -4,7 +4,7 @@
 
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
-use crate::Quota;
+use crate::quota::Quota;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 

@@ -22,11 +22,11 @@
 //! a task cannot be left `Pending` with nobody to start it: every handle resolves.
 //! `loom-tests/tests/throttler.rs` model-checks these races on the real throttler.
 
-use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
+use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos, SleepHint};
 use crate::decision::Denied;
+use crate::quota::{Quota, QuotaError};
 use crate::rules::{window_quota, Log, Rule, SlidingLogRule};
 use crate::sync::{current_thread_id, lock, Condvar, Mutex, MutexGuard, ThreadId};
-use crate::{DefaultClock, Quota, QuotaError};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

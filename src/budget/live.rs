@@ -37,8 +37,8 @@ use super::scale::Scale;
 use super::word::{self, GENERATIONS, IDLE};
 use super::Mode;
 use crate::clock::Nanos;
+use crate::quota::{Quota, QuotaError};
 use crate::sync::{fence, AtomicBool, AtomicU64, Backoff, Ordering};
-use crate::{Quota, QuotaError};
 
 /// Configurations kept: the current one and the three before it.
 pub(crate) const SLOTS: usize = 4;

@@ -7,7 +7,7 @@ use super::word::{self, IDLE, TAT_MASK};
 use super::{Charged, Mode};
 use crate::clock::Nanos;
 use crate::decision::{Denied, Receipt, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The most a reading may lag the state it is decided against and still count as a stale

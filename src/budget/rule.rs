@@ -6,8 +6,8 @@ use super::word::{self, IDLE};
 use super::{BudgetConfig, Charged, Mode};
 use crate::clock::Nanos;
 use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use crate::rules::{ReserveRule, Rule};
-use crate::{Quota, QuotaError};
 use alloc::sync::Arc;
 use core::fmt;
 

@@ -12,7 +12,7 @@ use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
-use crate::Quota;
+use crate::quota::Quota;
 use core::time::Duration;
 use stripes::Counters;
 
@@ -281,7 +281,7 @@ impl<K: ?Sized, L: KeyedReserve<K>> KeyedReserve<K> for Counted<L> {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::{Gcra, LeakyBucket};
+    use crate::limiters::{Gcra, LeakyBucket};
 
     fn gcra(per_second: u32) -> Counted<Gcra<ManualClock>> {
         Counted::new(

@@ -5,10 +5,9 @@
 #[cfg(feature = "tokio")]
 use super::pace::sealed::Waiting;
 use super::pace::sealed::{Grant, Pacing};
-use crate::clock::Clock;
+use crate::clock::{Clock, DefaultClock};
 use crate::decision::{Denied, Receipt};
 use crate::lanes::{Lane, LaneError, Lanes};
-use crate::DefaultClock;
 use alloc::sync::Arc;
 #[cfg(feature = "tokio")]
 use core::task::{Context, Poll};

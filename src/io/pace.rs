@@ -2,6 +2,7 @@
 //! permit), [`Charge`] (budgets, which also take forced charges) and [`Retry`] (any other
 //! refundable limiter).
 
+use crate::budget::{Budget, Charged};
 use crate::clock::Clock;
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
@@ -9,7 +10,6 @@ use crate::limiters::{Limiter, SlidingWindow};
 use crate::rules::{
     FixedWindowRule, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
 };
-use crate::{Budget, Charged};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 #[cfg(feature = "tokio")]

@@ -4,7 +4,7 @@ use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
-use crate::Quota;
+use crate::quota::Quota;
 use core::time::Duration;
 
 /// One [`RateLimiter`] applied to every key: the adapter that makes an unkeyed limit a

@@ -92,13 +92,13 @@ pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
 use crate::cell::{Attempt, Gone};
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund};
 use crate::limiters::{KeyedReserve, Reservation};
+use crate::quota::{Quota, QuotaError};
 use crate::rules::{precheck, GcraRule, ReserveRule, Rule};
 use crate::sync::{AtomicU64, OnceLock, Ordering};
-use crate::{DefaultClock, Quota, QuotaError};
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::Hash;

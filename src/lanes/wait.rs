@@ -11,9 +11,8 @@
 
 use super::config::{Lane, LaneError};
 use super::shared::Lanes;
-use crate::clock::{Clock, Nanos, SleepHint};
+use crate::clock::{Clock, DefaultClock, Nanos, SleepHint};
 use crate::sync::{lock, Condvar, Mutex};
-use crate::DefaultClock;
 use alloc::sync::Arc;
 use core::fmt;
 use core::task::Waker;

@@ -24,15 +24,15 @@ pub use reservation::{KeyedReserve, Reservation, Reserve};
 pub use rule_cell::RuleCell;
 pub use sliding_window::SlidingWindow;
 
-use crate::clock::{Clock, Nanos};
+use crate::clock::{Clock, DefaultClock, Nanos};
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{RateLimiter, Refund};
+use crate::quota::{Quota, QuotaError};
 #[cfg(feature = "std")]
 use crate::rules::SlidingLogRule;
 use crate::rules::{
     FixedWindowRule, GcraRule, LeakyBucketRule, ReserveRule, Rule, TokenBucketRule,
 };
-use crate::{DefaultClock, Quota, QuotaError};
 use core::fmt;
 use core::time::Duration;
 

@@ -13,12 +13,12 @@
 //! itself is only changed by RMWs. So `Relaxed` suffices everywhere, as in `cas`.
 
 use crate::cas;
-use crate::clock::{Clock, Nanos};
+use crate::clock::{Clock, DefaultClock, Nanos};
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{RateLimiter, Refund};
+use crate::quota::{Quota, QuotaError};
 use crate::rules::{precheck, window_quota, Counter};
 use crate::sync::{self, AtomicU64, Ordering};
-use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use crossbeam_utils::CachePadded;

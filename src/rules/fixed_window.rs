@@ -3,7 +3,7 @@
 use super::{window_quota, Rule};
 use crate::clock::Nanos;
 use crate::decision::{Denied, Receipt, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// Where a time falls relative to the stored window `k`.

@@ -11,7 +11,7 @@
 use super::{ReserveRule, Rule};
 use crate::clock::Nanos;
 use crate::decision::{Denied, Receipt, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The numbers a GCRA-family decision needs, precomputed from a [`Quota`].

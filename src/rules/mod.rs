@@ -74,7 +74,7 @@ pub use crate::decision::Receipt;
 use crate::cell::Shared;
 use crate::clock::Nanos;
 use crate::decision::{Denied, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::fmt;
 
 /// A rate rule: the pure transitions of one algorithm for one [`Quota`].

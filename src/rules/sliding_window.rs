@@ -8,7 +8,7 @@
 use super::{window_quota, Rule};
 use crate::clock::Nanos;
 use crate::decision::{Denied, Receipt, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The arithmetic and the two word layouts, fixed at construction.

@@ -11,7 +11,7 @@
 use super::{Rule, Schedule};
 use crate::clock::Nanos;
 use crate::decision::{Denied, Receipt, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The bit layout of one bucket's word, fixed at construction from the burst.
