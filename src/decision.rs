@@ -31,26 +31,24 @@ use core::time::Duration;
 pub struct Receipt {
     n: u32,
     mark: u64,
-    /// Set by [`Keyed`](crate::Keyed) when the permits were charged to its shared overflow
-    /// state rather than to the key's own.
-    pub(crate) overflow: bool,
-    /// Set by a [`Budget`](crate::Budget) when the admission started from an idle state at
-    /// the reading rounded up to a whole unit: it added one unit more than its cost, which a
-    /// refund at its own time gives back too.
-    pub(crate) rounded: bool,
+    /// Bits the limiter that issued the receipt keeps for itself; the decision layer never
+    /// reads them. A rule's own bits are the low four ([`Receipt::RULE_TAG`]); a limiter
+    /// that hands a rule's receipt on (a keyed limiter over any rule) keeps its own in the
+    /// high four, so that both fit on one receipt. Each owner names its bits in its own
+    /// module.
+    pub(crate) tag: u8,
 }
 
 impl Receipt {
     /// The receipt of `n` permits recorded at `mark` (the rule's own meaning; see the type).
     #[inline]
     pub const fn new(n: u32, mark: u64) -> Self {
-        Receipt {
-            n,
-            mark,
-            overflow: false,
-            rounded: false,
-        }
+        Receipt { n, mark, tag: 0 }
     }
+
+    /// The bits of [`Receipt::tag`](Receipt#structfield.tag) a rule may use; the others
+    /// belong to the limiter that hands the rule's receipt on.
+    pub(crate) const RULE_TAG: u8 = 0x0f;
 
     /// The receipt of a request that took nothing (`n = 0`): its refund is a no-op.
     pub const NOTHING: Receipt = Receipt::new(0, 0);

@@ -15,6 +15,12 @@ use core::time::Duration;
 /// [`MAX_CLOCK_LAG_NS`](crate::rules::TokenBucketRule::MAX_CLOCK_LAG_NS).
 pub(crate) const MAX_LAG_NS: Nanos = 1 << 33;
 
+/// The bit of a receipt's tag a budget sets when the admission started from an idle state
+/// at the reading rounded up to a whole unit: it added one unit more than its cost, which a
+/// refund at its own time gives back too. One of a rule's bits (`Receipt::RULE_TAG`).
+pub(crate) const ROUNDED: u8 = 1 << 0;
+const _: () = assert!(ROUNDED & Receipt::RULE_TAG == ROUNDED);
+
 /// The most a budget queues in reservations beyond its span and debt, in ns of its rate:
 /// 2^40 ns (18.3 minutes). A reservation that would queue more is refused until it fits.
 pub(crate) const MAX_QUEUE_NS: Nanos = 1 << 40;
@@ -170,7 +176,9 @@ impl Hot {
             (at.ceil() & TAT_MASK, at.rem != 0)
         };
         let mut receipt = Receipt::new(n, word::pack(self.gen, base));
-        receipt.rounded = rounded;
+        if rounded {
+            receipt.tag |= ROUNDED;
+        }
         (word::pack(self.gen, base.wrapping_add(cost)), receipt)
     }
 
@@ -264,7 +272,7 @@ impl Hot {
         }
         // The admission moved the TAT from `before` (its start, less the unit it was rounded
         // up by) by `added`.
-        let rounded = u64::from(receipt.rounded);
+        let rounded = u64::from(receipt.tag & ROUNDED != 0);
         let added = u64::from(receipt.n()) * self.scale.per_permit + rounded;
         let before = word::tat(receipt.mark()).wrapping_sub(rounded) & TAT_MASK;
         let now = self.scale.units(at);
