@@ -9,11 +9,18 @@
 use core::fmt;
 use core::time::Duration;
 
-/// What an admission took, so that a rule can give it back ([`Rule::refund`](crate::rules::Rule::refund)).
+/// What an admission took, so that it can be given back ([`Refund::refund`](crate::Refund::refund),
+/// and for a rule on a state of your own [`Rule::refund`](crate::rules::Rule::refund)).
 ///
 /// `n` is the permits admitted; `mark` is the rule's own record of where they went (for the
 /// TAT rules the schedule position the admission started from, in ns; for the window rules
 /// the window number; for the sliding log the time the entries were recorded at, in ns).
+///
+/// A receipt refunds at most once: it is neither `Copy` nor `Clone`, and every limiter's
+/// `refund` ([`Refund::refund`](crate::Refund::refund),
+/// [`KeyedRefund::refund`](crate::KeyedRefund::refund)) takes it by value. A second refund
+/// of the same admission, which would give back permits another caller may have taken
+/// since, does not compile.
 ///
 /// # Examples
 ///
@@ -27,7 +34,33 @@ use core::time::Duration;
 /// assert_eq!((receipt.n(), receipt.mark()), (2, 1)); // 2 permits in window 1
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Refunded once, a receipt is gone:
+///
+/// ```compile_fail,E0382
+/// use limitcore::{Gcra, Quota, Refund};
+/// use limitcore::clock::ManualClock;
+///
+/// let limiter = Gcra::with_clock(Quota::per_second(2)?, ManualClock::new())?;
+/// let receipt = limiter.acquire_refundable_at(1, 0)?;
+/// limiter.refund(receipt, 0);
+/// limiter.refund(receipt, 0); // error[E0382]: use of moved value: `receipt`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// and it cannot be copied to refund twice:
+///
+/// ```compile_fail,E0599
+/// use limitcore::{Gcra, Quota, Refund};
+/// use limitcore::clock::ManualClock;
+///
+/// let limiter = Gcra::with_clock(Quota::per_second(2)?, ManualClock::new())?;
+/// let receipt = limiter.acquire_refundable_at(1, 0)?;
+/// limiter.refund(receipt.clone(), 0); // error[E0599]: no method named `clone`
+/// limiter.refund(receipt, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Receipt {
     n: u32,
     mark: u64,

@@ -113,11 +113,11 @@ impl BudgetRule {
 
     /// How long from `now` until the reservation on `receipt` conforms, in the current
     /// configuration (a change since it was made re-times it), and the receipt in the
-    /// current configuration's terms.
+    /// current configuration's terms, which replaces it.
     #[cfg(feature = "std")]
-    pub(crate) fn wait_for(&self, receipt: &Receipt, now: Nanos) -> (Nanos, Receipt) {
+    pub(crate) fn wait_for(&self, receipt: Receipt, now: Nanos) -> (Nanos, Receipt) {
         if receipt.n() == 0 {
-            return (0, *receipt);
+            return (0, receipt);
         }
         let (params, mark) = self.resolve(receipt.mark());
         if mark == IDLE {

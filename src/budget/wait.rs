@@ -80,7 +80,8 @@ impl<C: Clock> Budget<C> {
             }
             Mode::Enabled => {}
         }
-        let (wait, current) = rule.wait_for(receipt, self.now());
+        let (wait, current) =
+            rule.wait_for(core::mem::replace(receipt, Receipt::NOTHING), self.now());
         *receipt = current;
         if wait == 0 {
             return Turn::Go;

@@ -233,7 +233,8 @@ fn settle<P: Pacing + ?Sized>(pacer: &P, strategy: Strategy, grant: Grant, moved
     let moved = u32::try_from(moved).unwrap_or(u32::MAX);
     match strategy {
         Strategy::AcquireBefore => {
-            pacer.keep(grant, moved.min(grant.n));
+            let used = moved.min(grant.n);
+            pacer.keep(grant, used);
             0
         }
         Strategy::ChargeAfter => {

@@ -110,7 +110,7 @@ pub(crate) mod sealed {
     use super::*;
 
     /// Permits granted to one operation: how many it may move, and what to give back.
-    #[derive(Debug, Clone, Copy)]
+    #[derive(Debug)]
     pub struct Grant {
         /// Bytes the operation may move (a disabled budget grants them without charge).
         pub(crate) n: u32,

@@ -178,6 +178,11 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// Give back the admission on `receipt`, at time `at` (ns, at or after the admission's
     /// own time); returns whether `state` changed. Never more permissive than if the
     /// admission had not happened; exact when `at` is the admission's own time.
+    ///
+    /// Like [`Rule::take`], a pure transition a shell may evaluate once per compare-and-swap
+    /// attempt of one refund, so it borrows the receipt; the limiters' `refund`
+    /// ([`Refund::refund`](crate::Refund::refund)), which apply it to a shared state once,
+    /// consume it.
     fn refund(&self, state: &mut Self::State, receipt: &Receipt, at: Nanos) -> bool;
 
     /// Whether `state` has decided exactly as a fresh state for every reading at or after
