@@ -52,11 +52,6 @@ use core::time::Duration;
 /// assert_eq!(global.snapshot().remaining, 98); // ...and the global limit kept no charge
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
-)]
 pub struct All<L> {
     limits: Vec<L>,
 }

@@ -16,21 +16,6 @@
 //!
 //! A limiter never moves its state backwards, so a clock reading that is stale or behind
 //! another thread's can only make a decision stricter, never admit more.
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`CoarseClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.CoarseClock.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`StdClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.StdClock.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`ClockSource`]: https://docs.rs/limitcore/latest/limitcore/clock/enum.ClockSource.html"
-)]
 
 /// Nanoseconds since a clock's epoch.
 ///
@@ -255,11 +240,6 @@ mod manual {
 
         /// Move the time forward by `by` (saturating at `u64::MAX` ns), and wake whoever
         /// waits for it (see [`Clock::sleep_hint`]).
-        #[cfg_attr(
-            not(feature = "std"),
-            doc = "",
-            doc = "[`Clock::sleep_hint`]: https://docs.rs/limitcore/latest/limitcore/clock/trait.Clock.html#method.sleep_hint"
-        )]
         pub fn advance(&self, by: Duration) {
             self.advance_nanos(duration_to_nanos(by));
         }

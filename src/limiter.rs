@@ -42,11 +42,6 @@ use alloc::sync::Arc;
 /// assert_eq!(limiter.capacity(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[crate::Algorithm::limiter]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
-)]
 pub trait RateLimiter: Send + Sync {
     /// Decide a request for `n` permits at the explicit time `now`, in nanoseconds of the
     /// limiter's clock (for a caller that already holds the request's arrival time, or a
@@ -187,21 +182,6 @@ pub trait Refund: RateLimiter {
 /// assert_eq!(admitted(&everyone, &["a", "b", "a"]), 2);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
-)]
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::KeyedSketch]: https://docs.rs/limitcore/latest/limitcore/struct.KeyedSketch.html"
-)]
 pub trait KeyedRateLimiter<K: ?Sized>: Send + Sync {
     /// Decide `n` permits for `key` at the explicit time `now` (ns of the limiter's clock).
     ///

@@ -180,11 +180,6 @@ fn spawn_thread(worker: Box<dyn FnOnce() + Send + 'static>) -> io::Result<()> {
 /// assert!(matches!(third.wait(), Err(TaskError::Cancelled)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`Throttler::run`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html#method.run"
-)]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct Throttler<K, C: Clock + Clone + 'static = DefaultClock> {
     schedule: Mutex<Schedule<K>>,

@@ -13,12 +13,6 @@
 //! first after a permit becomes available gets it. For first-come-first-served waiting, take
 //! a [`Reservation`](crate::Reservation) and sleep until its start.
 
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
-)]
-
 use crate::decision::Denied;
 use crate::limiter::RateLimiter;
 use core::time::Duration;

@@ -32,12 +32,8 @@ use core::fmt;
 /// assert_eq!(wait.as_millis(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Keyed`]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#[cfg_attr(feature = "keyed", doc = "", doc = "[`Keyed`]: crate::Keyed")]
+///
+/// [`Keyed`]: crate::Keyed
 #[derive(Clone)]
 pub struct BudgetRule {
     pub(crate) live: Arc<Live>,

@@ -91,11 +91,6 @@ use stripes::Counters;
 /// assert_eq!((counts.admitted, counts.rate_limited), (5, 15));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 #[derive(Debug)]
 pub struct Counted<L> {
     inner: L,

@@ -102,14 +102,6 @@
 //! assert_eq!(text, "read through the same budget");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html",
-    doc = "[`AsyncPaced::release`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html#method.release",
-    doc = "[`tokio::io::AsyncRead`]: https://docs.rs/tokio/latest/tokio/io/trait.AsyncRead.html",
-    doc = "[`tokio::io::AsyncWrite`]: https://docs.rs/tokio/latest/tokio/io/trait.AsyncWrite.html"
-)]
 
 #[cfg(feature = "tokio")]
 mod async_paced;

@@ -58,12 +58,8 @@ use core::task::{Context, Poll};
 /// pacer(Retry(boxed));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
-)]
-#[cfg_attr(feature = "tokio", doc = "", doc = "[`AsyncPaced`]: super::AsyncPaced")]
+///
+/// [`AsyncPaced`]: super::AsyncPaced
 pub trait Pace: sealed::Pacing {}
 
 impl<P: sealed::Pacing + ?Sized> Pace for P {}

@@ -65,11 +65,6 @@ use core::time::Duration;
 /// assert!(limiter.try_acquire().is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 pub struct Limiter<R: Rule, C = DefaultClock> {
     cell: RuleCell<R>,
     clock: C,
@@ -272,11 +267,6 @@ impl<R: ReserveRule, C: Clock> Reserve for Limiter<R, C> {
 /// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 pub type Gcra<C = DefaultClock> = Limiter<GcraRule, C>;
 
 /// A token bucket whose tokens and last refill time share one `AtomicU64`, so that refill
@@ -347,11 +337,6 @@ pub type TokenBucket<C = DefaultClock> = Limiter<TokenBucketRule, C>;
 /// assert!(FixedWindow::with_clock("100/s burst 10".parse()?, clock).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 pub type FixedWindow<C = DefaultClock> = Limiter<FixedWindowRule, C>;
 
 /// A pacer (the leaky bucket as a queue): admitted requests start exactly one emission

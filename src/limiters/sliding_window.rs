@@ -104,11 +104,6 @@ use crossbeam_utils::CachePadded;
 /// assert!(SlidingWindow::with_clock("10/s burst 3".parse()?, clock).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[crate::SlidingLog]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 #[derive(Debug)]
 pub struct SlidingWindow<C = DefaultClock> {
     global: CachePadded<AtomicU64>,

@@ -34,21 +34,6 @@
 //! assert_eq!(tat, 200_000_000);                   // a denial writes nothing
 //! # Ok::<(), limitcore::QuotaError>(())
 //! ```
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`Log`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 
 mod fixed_window;
 mod gcra;
@@ -122,11 +107,6 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// The state one limiter (or one key) keeps: a `u64` word for the lock-free rules (the
     /// shells share it through one compare-and-swap loop), [`Log`] for the sliding log
     /// (shared behind a mutex). See [`Shared`].
-    #[cfg_attr(
-        not(feature = "std"),
-        doc = "",
-        doc = "[`Log`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
-    )]
     type State: Shared;
 
     /// The rule for `quota`.
@@ -188,11 +168,6 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// Whether `state` has decided exactly as a fresh state for every reading at or after
     /// `since`, up to `now` (`since ≤ now`), so that replacing it by a fresh one changes no
     /// decision for such readings. Eviction ([`Keyed`][crate::Keyed]) asks this.
-    #[cfg_attr(
-        not(feature = "keyed"),
-        doc = "",
-        doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-    )]
     fn fresh_since(&self, state: &Self::State, since: Nanos, now: Nanos) -> bool;
 }
 

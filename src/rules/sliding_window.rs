@@ -301,11 +301,6 @@ impl Counter {
 /// assert_eq!(rule.snapshot(&word, 1_500_000_000).remaining, 5);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingWindowRule {
     pub(crate) counter: Counter,
