@@ -50,12 +50,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "counters",
             "throttler",
             "lanes",
-            "io",
             "concurrency",
-            "algorithm",
-            "reference",
         ],
     ),
+    ("on top", &["io", "algorithm", "reference"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
