@@ -1,10 +1,10 @@
 //! [`Algorithm`]: the algorithms by name, to pick one from text (a command line, a
 //! configuration file) and build it.
 
+use crate::quota::Quota;
 use crate::rules::{
     FixedWindowRule, GcraRule, LeakyBucketRule, Rule, SlidingWindowRule, TokenBucketRule,
 };
-use crate::Quota;
 use alloc::string::String;
 #[cfg(feature = "keyed")]
 use core::borrow::Borrow;
@@ -16,8 +16,9 @@ use core::str::FromStr;
 use {
     crate::clock::Clock,
     crate::limiter::Refund,
+    crate::limiters::{Limiter, SlidingWindow},
+    crate::quota::QuotaError,
     crate::rules::SlidingLogRule,
-    crate::{Limiter, QuotaError, SlidingWindow},
     alloc::boxed::Box,
 };
 #[cfg(feature = "keyed")]
@@ -43,16 +44,6 @@ use {crate::keyed::Keyed, crate::limiter::KeyedRefund};
 /// assert!("gcra2".parse::<Algorithm>().is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Algorithm::keyed`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.keyed"
-)]
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`Algorithm::limiter`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
-)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -65,16 +56,6 @@ pub enum Algorithm {
     /// [`SlidingWindow`](crate::SlidingWindow) (per-CPU) as a limiter, [`SlidingWindowRule`] per key.
     SlidingWindow,
     /// [`SlidingLog`][crate::SlidingLog] ([`SlidingLogRule`]).
-    #[cfg_attr(
-        not(feature = "std"),
-        doc = "",
-        doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
-    )]
-    #[cfg_attr(
-        not(feature = "std"),
-        doc = "",
-        doc = "[crate::SlidingLog]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-    )]
     SlidingLog,
     /// [`LeakyBucket`](crate::LeakyBucket) ([`LeakyBucketRule`]): a request must be able to
     /// start at once.
@@ -198,11 +179,6 @@ impl Algorithm {
     /// # Panics
     ///
     /// For [`Algorithm::SlidingLog`] without the `std` feature (its state needs a lock).
-    #[cfg_attr(
-        not(feature = "std"),
-        doc = "",
-        doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
-    )]
     pub fn with_rule<W: WithRule>(self, code: W) -> W::Output {
         match self {
             Algorithm::Gcra => code.run::<GcraRule>(),

@@ -1,11 +1,9 @@
 //! [`All`]: several limits at once, all or nothing, keyed or not.
 
 use crate::clock::Nanos;
-use crate::limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
-use crate::rules::Receipt;
-use crate::Quota;
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
+use crate::quota::Quota;
 use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
@@ -54,11 +52,6 @@ use core::time::Duration;
 /// assert_eq!(global.snapshot().remaining, 98); // ...and the global limit kept no charge
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
-)]
 pub struct All<L> {
     limits: Vec<L>,
 }

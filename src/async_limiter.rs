@@ -2,8 +2,9 @@
 //! fail (a limit kept on a server, such as `limitcore-redis`'s exact modes), so that code
 //! written once over it (an HTTP layer) takes them and every synchronous keyed limiter alike.
 
-use crate::limiter::{Decision, KeyedRateLimiter};
-use crate::Quota;
+use crate::decision::Decision;
+use crate::limiter::KeyedRateLimiter;
+use crate::quota::Quota;
 use core::convert::Infallible;
 use core::future::{ready, Future};
 

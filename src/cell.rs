@@ -48,11 +48,6 @@
 //! redirect for its whole life, and the marker is published with the slot itself (by the
 //! map, like a fresh state). Why `Keyed` never retires it is in its "Orderings". The
 //! sliding log's slot uses `Held::Redirect`.
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 
 use crate::cas;
 use crate::sync::{AtomicU64, Ordering};
@@ -134,16 +129,6 @@ impl WordCell {
 /// Sealed: the cells and their protocols are the crate's own. A rule of your own
 /// ([`Rule`](crate::rules::Rule)) with `State = u64` gets the lock-free shell
 /// ([`Limiter`](crate::Limiter)) and keyed slots ([`Keyed`][crate::Keyed]) for free.
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[crate::rules::Log]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
-)]
 pub trait Shared: sealed::Cells {}
 
 impl<T: sealed::Cells> Shared for T {}

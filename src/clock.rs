@@ -16,21 +16,6 @@
 //!
 //! A limiter never moves its state backwards, so a clock reading that is stale or behind
 //! another thread's can only make a decision stricter, never admit more.
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`CoarseClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.CoarseClock.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`StdClock`]: https://docs.rs/limitcore/latest/limitcore/clock/struct.StdClock.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`ClockSource`]: https://docs.rs/limitcore/latest/limitcore/clock/enum.ClockSource.html"
-)]
 
 /// Nanoseconds since a clock's epoch.
 ///
@@ -144,6 +129,51 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     }
 }
 
+#[cfg(feature = "std")]
+use crate::notify::driver::Nap;
+#[cfg(feature = "tokio")]
+use crate::notify::driver::Wait;
+#[cfg(feature = "std")]
+use core::task::{Context, Poll};
+
+/// One poll of a wait for `clock` to reach `at` (ns): `Ready` once it has; otherwise the
+/// clock's answer is followed (a nap on the OS timer, or `cx`'s waker registered with a
+/// clock that wakes its waiters itself, such as a [`ManualClock`](crate::clock::ManualClock)).
+#[cfg(feature = "std")]
+#[inline]
+pub(crate) fn poll_clock<C: Clock + ?Sized>(
+    clock: &C,
+    at: Nanos,
+    cx: &mut Context<'_>,
+    nap: &mut Nap,
+) -> Poll<()> {
+    match clock.sleep_hint(at, cx.waker()) {
+        SleepHint::Reached => Poll::Ready(()),
+        SleepHint::Sleep(d) => {
+            nap.at_most(d);
+            Poll::Pending
+        }
+        SleepHint::UntilWoken => Poll::Pending,
+    }
+}
+
+/// A wait for `clock` to reach `at` (ns), to run async (the throttler's `run`).
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub(crate) struct Until<'a, C: ?Sized> {
+    pub(crate) clock: &'a C,
+    pub(crate) at: Nanos,
+}
+
+#[cfg(feature = "tokio")]
+impl<C: Clock + ?Sized> Wait for Until<'_, C> {
+    type Output = ();
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<()> {
+        poll_clock(self.clock, self.at, cx, nap)
+    }
+}
+
 /// Saturating conversion of a [`Duration`](core::time::Duration) to nanoseconds.
 #[inline]
 pub(crate) fn duration_to_nanos(d: core::time::Duration) -> Nanos {
@@ -247,11 +277,6 @@ mod manual {
 
         /// Move the time forward by `by` (saturating at `u64::MAX` ns), and wake whoever
         /// waits for it (see [`Clock::sleep_hint`]).
-        #[cfg_attr(
-            not(feature = "std"),
-            doc = "",
-            doc = "[`Clock::sleep_hint`]: https://docs.rs/limitcore/latest/limitcore/clock/trait.Clock.html#method.sleep_hint"
-        )]
         pub fn advance(&self, by: Duration) {
             self.advance_nanos(duration_to_nanos(by));
         }
@@ -677,9 +702,9 @@ mod os {
 pub use os::{ClockSource, CoarseClock, MonotonicClock, StdClock};
 
 /// Without `std` there is no OS clock: `MonotonicClock` still exists, so that the default
-/// clock of every limiter ([`DefaultClock`](crate::DefaultClock)) means the same type with
-/// and without the feature (features stay additive), but it has no values. Name a clock of
-/// your own (for example [`ManualClock`]) where `std` is off.
+/// clock of every limiter ([`DefaultClock`]) means the same type with and without the
+/// feature (features stay additive), but it has no values. Name a clock of your own (for
+/// example [`ManualClock`]) where `std` is off.
 #[cfg(not(feature = "std"))]
 mod no_os {
     use super::{Clock, Nanos};
@@ -698,3 +723,9 @@ mod no_os {
 }
 #[cfg(not(feature = "std"))]
 pub use no_os::MonotonicClock;
+
+/// The clock a limiter uses when none is given: [`MonotonicClock`], the CPU's time-stamp
+/// counter. The same type with and without `std`; without it the type has no values, so
+/// every limiter names its clock (features stay additive: turning `std` on never changes
+/// what a type means).
+pub type DefaultClock = MonotonicClock;

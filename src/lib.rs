@@ -15,6 +15,9 @@
 //!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
+//! - [`Budget`] ([`budget`]): units (bytes, CPU time, I/O operations) at an exact rational
+//!   rate, with debt, forced charges, pause and live reconfiguration, and waiters served
+//!   first come, first served: the limiter storage engines need.
 //! - [`Lanes`] ([`lanes`]): one byte budget shared by priority lanes (the top lane strictly
 //!   first, the others by weight, grants at exact GCRA times, lock-free when nobody waits):
 //!   RocksDB's and TiKV's I/O rate limiters without a refill quantum, with their bounds.
@@ -42,23 +45,37 @@
 //!
 //! # Layers
 //!
-//! The crate is built in layers, each using only the ones below it:
+//! The crate is built in layers, each using only the ones below it (within a layer, its
+//! modules use one another without a cycle; `tests/layers.rs` checks both on the source,
+//! and that this file is a facade only: nothing imports through it):
 //!
 //! 0. **Primitives**: the one module that imports atomics (`sync`), the one
-//!    compare-and-swap loop (`cas`), and the cells a state is shared in ([`cell`]).
-//! 1. **Rules** ([`rules`]): each algorithm's pure arithmetic, from (old state, now,
+//!    compare-and-swap loop (`cas`), the cells a state is shared in ([`cell`]), the clocks
+//!    ([`clock`]), and `notify`, the waiting layer: one event, one ordered waiter list, one
+//!    driver that runs each wait blocking or async.
+//! 1. **Vocabulary**: [`Quota`]; the decisions (`decision`: [`Receipt`], [`Denied`],
+//!    [`Snapshot`], [`Decision`], which import nothing of the crate); the traits every
+//!    limiter implements ([`RateLimiter`], [`Refund`], [`KeyedRateLimiter`],
+//!    [`KeyedRefund`], [`AsyncKeyedRateLimiter`]).
+//! 2. **Rules** ([`rules`]): each algorithm's pure arithmetic, from (old state, now,
 //!    request) to (new state, receipt) or a denial, behind one trait,
 //!    [`Rule`](rules::Rule).
-//! 2. **Shells**: [`Limiter<R, C>`](Limiter) applies any rule to one shared state;
+//! 3. **Shells**: [`Limiter<R, C>`](Limiter) applies any rule to one shared state;
 //!    [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`] and [`SlidingLog`] are its
-//!    aliases. [`SlidingWindow`] spreads its counts over per-CPU shards.
-//! 3. **Composites**: [`Keyed`] (any rule per key), [`KeyedSketch`], [`Global`], [`All`]
-//!    (keyed and unkeyed limits, all or nothing), [`Throttler`], [`Lanes`] (a budget
-//!    shared by priority lanes), and [`Counted`] (any limiter, keyed or not, with its
-//!    decisions counted).
-//!
-//! The concurrency limits ([`concurrency`]) are built the same way: a pure rule on one
-//! word, its shell, keyed and partitioned composites.
+//!    aliases. [`SlidingWindow`] spreads its counts over per-CPU shards. [`wait`]: waits
+//!    that sleep and retry over any [`RateLimiter`].
+//! 4. **Composites**: [`Budget`] ([`budget`]: units with debt, forced charges and live
+//!    reconfiguration, first-come-first-served waits), [`Keyed`] (any rule per key, keyed
+//!    budgets), [`KeyedSketch`], [`Global`], [`All`] (keyed and unkeyed limits, all or
+//!    nothing), [`Counted`] (any limiter, keyed or not, with its decisions counted),
+//!    [`Throttler`], [`Lanes`] ([`lanes`]: a budget shared by priority lanes), and the
+//!    concurrency limits ([`concurrency`]): a sibling stack on the primitives, built the
+//!    same way (a pure rule on one word, its shell, keyed, partitioned and adaptive
+//!    composites), that uses none of the rules nor the decision vocabulary, only the keyed
+//!    maps ([`Store`]).
+//! 5. **On top**: [`io`] (readers and writers paced through a limiter, a budget or a
+//!    lane), [`Algorithm`] (the algorithms by name), and the plain models
+//!    ([`reference`](mod@reference)).
 //!
 //! Integrations live in their own crates of the workspace: the `limitcore` command
 //! (`crates/cli`), a tower layer (`crates/tower`) and a Redis backend (`crates/redis`).
@@ -82,7 +99,7 @@
 //! Features are additive: turning one on only adds items.
 //!
 //! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`Lanes`], [`wait`],
-//!   [`concurrency`], and [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
+//!   the budgets' waits, [`concurrency`], [`io`], and [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
 //!   takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own), and the
 //!   default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
 //! - `keyed` (default; implies `std`): [`Keyed`] (on dashmap by default, [`DashMapStore`], or
@@ -98,96 +115,6 @@
 //!
 //! `--cfg limitcore_loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
 //! differential targets against [`reference`](mod@reference).
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Algorithm::keyed`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.keyed"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`Algorithm::limiter`]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Global`]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`KeyedSketch`]: https://docs.rs/limitcore/latest/limitcore/struct.KeyedSketch.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Keyed`]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`PapayaStore`]: https://docs.rs/limitcore/latest/limitcore/struct.PapayaStore.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`DashMapStore`]: https://docs.rs/limitcore/latest/limitcore/struct.DashMapStore.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`KeyHasher`]: https://docs.rs/limitcore/latest/limitcore/struct.KeyHasher.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Store`]: https://docs.rs/limitcore/latest/limitcore/trait.Store.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`Throttler`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`Lanes`]: https://docs.rs/limitcore/latest/limitcore/struct.Lanes.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`lanes`]: https://docs.rs/limitcore/latest/limitcore/lanes/index.html"
-)]
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`wait::Async`]: https://docs.rs/limitcore/latest/limitcore/wait/trait.Async.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`wait`]: https://docs.rs/limitcore/latest/limitcore/wait/index.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`concurrency`]: https://docs.rs/limitcore/latest/limitcore/concurrency/index.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`io`]: https://docs.rs/limitcore/latest/limitcore/io/index.html"
-)]
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`io::AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
-)]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -196,22 +123,28 @@ extern crate alloc;
 // Layer 0: primitives.
 mod cas;
 pub mod cell;
-mod sync;
-
 pub mod clock;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod notify;
+mod sync;
+
+// Layer 1: the vocabulary.
+mod async_limiter;
+mod decision;
 mod limiter;
 mod quota;
 
-// Layer 1: the pure rules.
+// Layer 2: the pure rules.
 pub mod rules;
 
-// Layer 2: the shells.
+// Layer 3: the shells.
 mod limiters;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod wait;
 
-// Layer 3: the composites.
+// Layer 4: the composites.
 mod all;
 pub mod budget;
 #[cfg(feature = "std")]
@@ -226,21 +159,20 @@ pub mod lanes;
 #[cfg(feature = "std")]
 mod throttler;
 
+// Layer 5: on top.
 mod algorithm;
-mod async_limiter;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod io;
 pub mod reference;
-#[cfg(feature = "std")]
-#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
-pub mod wait;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
+pub use clock::DefaultClock;
 pub use counters::{Counted, Counts};
+pub use decision::{Decision, Denied, Receipt, Snapshot};
 #[cfg(all(feature = "keyed", limitcore_loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
@@ -250,7 +182,7 @@ pub use lanes::{
     AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesError, Progress, Ticket,
     DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
 };
-pub use limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot};
+pub use limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 #[cfg(feature = "std")]
 pub use limiters::SlidingLog;
 pub use limiters::{
@@ -258,12 +190,5 @@ pub use limiters::{
     SlidingWindow, TokenBucket,
 };
 pub use quota::{Quota, QuotaError};
-pub use rules::Receipt;
 #[cfg(feature = "std")]
 pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
-
-/// The clock a limiter uses when none is given: [`MonotonicClock`](clock::MonotonicClock),
-/// the CPU's time-stamp counter. The same type with and without `std`; without it the type
-/// has no values, so every limiter names its clock (features stay additive: turning `std`
-/// on never changes what a type means).
-pub type DefaultClock = clock::MonotonicClock;

@@ -1,256 +1,12 @@
 //! The traits every limiter implements ([`RateLimiter`], [`KeyedRateLimiter`], and their
-//! refundable forms [`Refund`], [`KeyedRefund`]) and the decision types ([`Denied`],
-//! [`Snapshot`], [`Decision`]).
+//! refundable forms [`Refund`], [`KeyedRefund`]), in the decision vocabulary of
+//! [`decision`](crate::decision) ([`Denied`], [`Snapshot`], [`Decision`], [`Receipt`]).
 
 use crate::clock::Nanos;
-use crate::rules::Receipt;
-use crate::Quota;
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::quota::Quota;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use core::fmt;
-use core::time::Duration;
-
-/// Why a request was not admitted. A denial never changes the limiter's state.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::{Denied, Gcra, Quota, RateLimiter};
-/// use limitcore::clock::ManualClock;
-/// use std::time::Duration;
-///
-/// let limiter = Gcra::with_clock(Quota::per_second(2)?, ManualClock::new())?;
-/// assert!(limiter.try_acquire_n(2).is_ok());
-/// let denied = limiter.try_acquire().unwrap_err();
-/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(500)));
-/// assert_eq!(limiter.try_acquire_n(3), Err(Denied::ExceedsCapacity { capacity: 2 }));
-/// # Ok::<(), limitcore::QuotaError>(())
-/// ```
-// `repr(u8)`: an explicit tag. Without it `Result<(), Denied>` keeps its discriminant in the
-// niche of `Duration`'s nanoseconds, so even `is_ok()` had to compute `retry_after` (a
-// division by 10^9); with the tag the compiler drops that work when the caller does not
-// look. Measured: GCRA's single-thread deny path went from 1.15x to 0.89x governor's time
-// (BENCHMARKS.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-#[repr(u8)]
-pub enum Denied {
-    /// Not now. The same request conforms once `retry_after` has passed, if nothing else
-    /// consumes in between; asking any earlier is denied again. Exact to the nanosecond,
-    /// never rounded down, and always a wait that ends within the clock's range (a request
-    /// that could only conform past it is [`Denied::BeyondHorizon`]).
-    RateLimited {
-        /// How long to wait before the same request conforms.
-        retry_after: Duration,
-    },
-    /// Never: more permits were asked for at once than the limiter's burst (its capacity).
-    /// Nothing was consumed.
-    ExceedsCapacity {
-        /// The most permits one request can ever take.
-        capacity: u32,
-    },
-    /// Never within the clock's range: the state this request would leave (or the time it
-    /// would have to wait for) lies past `u64::MAX` ns, 584 years from the clock's epoch.
-    /// Like [`Denied::ExceedsCapacity`], no wait can cure it and nothing was consumed.
-    /// A limiter can only answer it in the last burst span of its clock's range.
-    BeyondHorizon,
-    /// Not now, and no wait can be said: the limiter is paused (a
-    /// [`Budget`](crate::Budget) in [`Mode::Paused`](crate::Mode::Paused)). Its waiters
-    /// wake when the pause ends; nothing was consumed.
-    Paused,
-}
-
-impl Denied {
-    /// `Some(wait)` for [`Denied::RateLimited`] (a finite wait, exact and inclusive), `None`
-    /// when waiting cannot help ([`Denied::ExceedsCapacity`], [`Denied::BeyondHorizon`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::Denied;
-    /// use std::time::Duration;
-    ///
-    /// let later = Denied::RateLimited { retry_after: Duration::from_millis(5) };
-    /// assert_eq!(later.retry_after(), Some(Duration::from_millis(5)));
-    /// assert_eq!(Denied::ExceedsCapacity { capacity: 3 }.retry_after(), None);
-    /// assert!(Denied::BeyondHorizon.is_final());
-    /// ```
-    #[inline]
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Denied::RateLimited { retry_after } => Some(*retry_after),
-            Denied::ExceedsCapacity { .. } | Denied::BeyondHorizon | Denied::Paused => None,
-        }
-    }
-
-    /// Whether no wait can cure this refusal ([`Denied::ExceedsCapacity`],
-    /// [`Denied::BeyondHorizon`]): waits fail at once on it, and an HTTP layer answers it
-    /// without a `Retry-After`. [`Denied::Paused`] is not final (the pause can end) but
-    /// names no wait either.
-    #[inline]
-    pub fn is_final(&self) -> bool {
-        matches!(self, Denied::ExceedsCapacity { .. } | Denied::BeyondHorizon)
-    }
-
-    /// The stricter of two refusals of the same request: a final one ([`Denied::is_final`]:
-    /// waiting cannot help) over any wait, else the longer `retry_after`; of two final
-    /// refusals, `self`. This is how [`All`](crate::All) reports a request that several limits refuse:
-    /// waiting `retry_after` satisfies every one of them.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::Denied;
-    /// use std::time::Duration;
-    ///
-    /// let a = Denied::RateLimited { retry_after: Duration::from_millis(5) };
-    /// let b = Denied::RateLimited { retry_after: Duration::from_millis(9) };
-    /// assert_eq!(a.stricter(b), b);
-    /// assert_eq!(a.stricter(Denied::ExceedsCapacity { capacity: 3 }), Denied::ExceedsCapacity { capacity: 3 });
-    /// ```
-    #[must_use]
-    pub fn stricter(self, other: Denied) -> Denied {
-        match (self, other) {
-            (Denied::RateLimited { retry_after: a }, Denied::RateLimited { retry_after: b }) => {
-                Denied::RateLimited {
-                    retry_after: a.max(b),
-                }
-            }
-            // A final refusal over anything; a pause over a wait.
-            (Denied::RateLimited { .. } | Denied::Paused, worst) if worst.is_final() => worst,
-            (Denied::RateLimited { .. }, Denied::Paused) => Denied::Paused,
-            (worst, _) => worst,
-        }
-    }
-
-    /// The refusal of a request that can never conform because the state it would leave
-    /// lies past the clock's range (`u64::MAX` ns, 584 years).
-    pub(crate) const NEVER: Denied = Denied::BeyondHorizon;
-
-    /// A [`Denied::RateLimited`] of `nanos` nanoseconds.
-    #[inline]
-    pub(crate) fn rate_limited(nanos: u64) -> Denied {
-        Denied::RateLimited {
-            retry_after: Duration::from_nanos(nanos),
-        }
-    }
-}
-
-impl fmt::Display for Denied {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Denied::RateLimited { retry_after } => {
-                write!(f, "rate limited: retry after {retry_after:?}")
-            }
-            Denied::ExceedsCapacity { capacity } => write!(
-                f,
-                "request exceeds the limiter's capacity of {capacity} permits and can never conform"
-            ),
-            Denied::BeyondHorizon => f.write_str(
-                "request could only conform past the end of the clock's range and never will",
-            ),
-            Denied::Paused => f.write_str("the limiter is paused"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for Denied {}
-
-/// A read of a limiter's state that consumes nothing.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::{Gcra, Quota, RateLimiter};
-/// use limitcore::clock::ManualClock;
-/// use std::time::Duration;
-///
-/// let limiter = Gcra::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-/// limiter.try_acquire_n(4).unwrap();
-/// let s = limiter.snapshot();
-/// assert_eq!(s.remaining, 6);
-/// assert_eq!(s.full_after, Duration::from_millis(400));
-/// # Ok::<(), limitcore::QuotaError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct Snapshot {
-    /// Permits a request could take right now (`0..=burst`).
-    pub remaining: u32,
-    /// How long until the limiter is full again (`burst` permits); zero if it is full.
-    pub full_after: Duration,
-}
-
-impl Snapshot {
-    /// A snapshot of `remaining` permits, full again after `full_after`: for limiters
-    /// outside this crate (a remote limiter reporting the state its server decided on), since
-    /// the struct is `#[non_exhaustive]` and cannot be built with a literal there.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::Snapshot;
-    /// use std::time::Duration;
-    ///
-    /// let s = Snapshot::new(3, Duration::from_millis(20));
-    /// assert_eq!((s.remaining, s.full_after), (3, Duration::from_millis(20)));
-    /// ```
-    #[inline]
-    pub const fn new(remaining: u32, full_after: Duration) -> Self {
-        Snapshot {
-            remaining,
-            full_after,
-        }
-    }
-}
-
-/// A decision together with the state it left, read in the same step (so that an HTTP
-/// layer can write `RateLimit` headers without a second, racy read of the limiter).
-///
-/// `state` is the limiter's state at the decision's time just after the decision: after an
-/// admission, with its permits taken; after a refusal, the unchanged state the refusal saw.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::{Gcra, Quota, RateLimiter};
-/// use limitcore::clock::ManualClock;
-/// use std::time::Duration;
-///
-/// let limiter = Gcra::with_clock(Quota::per_second(10)?, ManualClock::new())?;
-/// let d = limiter.decide_n(4);
-/// assert!(d.is_admitted());
-/// assert_eq!(d.state.remaining, 6);                          // what the 4 left
-/// assert_eq!(d.state.full_after, Duration::from_millis(400));
-/// let d = limiter.decide_n(7);
-/// assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
-/// assert_eq!(d.state.remaining, 6);                          // a refusal takes nothing
-/// # Ok::<(), limitcore::QuotaError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[must_use]
-pub struct Decision {
-    /// `Ok(())` if the request was admitted, the refusal otherwise.
-    pub result: Result<(), Denied>,
-    /// The state this decision left, at its own time.
-    pub state: Snapshot,
-}
-
-impl Decision {
-    /// Whether the request was admitted.
-    #[inline]
-    pub fn is_admitted(&self) -> bool {
-        self.result.is_ok()
-    }
-
-    /// The wait a refusal reports ([`Denied::retry_after`]); `None` when admitted or when
-    /// waiting cannot help.
-    #[inline]
-    pub fn retry_after(&self) -> Option<Duration> {
-        self.result.err().and_then(|d| d.retry_after())
-    }
-}
 
 /// A rate limiter: every algorithm in this crate implements it.
 ///
@@ -286,11 +42,6 @@ impl Decision {
 /// assert_eq!(limiter.capacity(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[crate::Algorithm::limiter]: https://docs.rs/limitcore/latest/limitcore/enum.Algorithm.html#method.limiter"
-)]
 pub trait RateLimiter: Send + Sync {
     /// Decide a request for `n` permits at the explicit time `now`, in nanoseconds of the
     /// limiter's clock (for a caller that already holds the request's arrival time, or a
@@ -360,14 +111,12 @@ pub trait RateLimiter: Send + Sync {
     /// The provided version is for limiters on an OS clock (the rest of the wait on the OS
     /// timer, from [`RateLimiter::now`]); the crate's limiters answer with their clock's.
     #[cfg(feature = "std")]
-    fn sleep_hint(
-        &self,
-        deadline: Nanos,
-        waker: &core::task::Waker,
-    ) -> crate::clock::SleepHint {
+    fn sleep_hint(&self, deadline: Nanos, waker: &core::task::Waker) -> crate::clock::SleepHint {
         let _ = waker; // the OS timer wakes the sleeper
         match deadline.checked_sub(self.now()) {
-            Some(left) if left > 0 => crate::clock::SleepHint::Sleep(Duration::from_nanos(left)),
+            Some(left) if left > 0 => {
+                crate::clock::SleepHint::Sleep(core::time::Duration::from_nanos(left))
+            }
             _ => crate::clock::SleepHint::Reached,
         }
     }
@@ -450,21 +199,6 @@ pub trait Refund: RateLimiter {
 /// assert_eq!(admitted(&everyone, &["a", "b", "a"]), 2);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
-)]
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::KeyedSketch]: https://docs.rs/limitcore/latest/limitcore/struct.KeyedSketch.html"
-)]
 pub trait KeyedRateLimiter<K: ?Sized>: Send + Sync {
     /// Decide `n` permits for `key` at the explicit time `now` (ns of the limiter's clock).
     ///

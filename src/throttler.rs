@@ -22,13 +22,14 @@
 //! a task cannot be left `Pending` with nobody to start it: every handle resolves.
 //! `loom-tests/tests/throttler.rs` model-checks these races on the real throttler.
 
-use crate::clock::{duration_to_nanos, Clock, Nanos};
-use crate::limiter::Denied;
-use crate::notify::driver::{block_on, block_until, poll_clock, Nap, Wait};
+use crate::clock::poll_clock;
+use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
+use crate::decision::Denied;
+use crate::notify::driver::{block_on, block_until, Nap, Wait};
 use crate::notify::{Event, Listener};
+use crate::quota::{Quota, QuotaError};
 use crate::rules::{window_quota, Log, Rule, SlidingLogRule};
 use crate::sync::{current_thread_id, lock, Mutex, MutexGuard, ThreadId};
-use crate::{DefaultClock, Quota, QuotaError};
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::any::Any;
@@ -159,11 +160,6 @@ fn spawn_thread(worker: Box<dyn FnOnce() + Send + 'static>) -> io::Result<()> {
 /// assert!(matches!(third.wait(), Err(TaskError::Cancelled)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`Throttler::run`]: https://docs.rs/limitcore/latest/limitcore/struct.Throttler.html#method.run"
-)]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct Throttler<K, C: Clock + Clone + 'static = DefaultClock> {
     schedule: Mutex<Schedule<K>>,
@@ -550,7 +546,8 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
     /// wait, on its async driver).
     #[cfg(feature = "tokio")]
     async fn until(&self, start: Nanos) {
-        use crate::notify::driver::{Until, WaitFuture};
+        use crate::clock::Until;
+        use crate::notify::driver::WaitFuture;
         WaitFuture::new(Until {
             clock: &self.clock,
             at: start,

@@ -22,10 +22,11 @@
 //! poll, and run blocking or async by the waiting layer's driver ([`notify`](crate::notify)).
 
 use crate::clock::{duration_to_nanos, Nanos, SleepHint};
-use crate::limiter::{Denied, RateLimiter};
-use crate::notify::driver::{block_on, Nap, Wait};
+use crate::decision::Denied;
+use crate::limiter::RateLimiter;
 #[cfg(feature = "tokio")]
 use crate::notify::driver::WaitFuture;
+use crate::notify::driver::{block_on, Nap, Wait};
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;

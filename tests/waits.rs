@@ -26,7 +26,10 @@ const MS: u64 = 1_000_000;
 fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !cond() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -54,7 +57,10 @@ fn a_waiter_released_by_disabled_is_charged_nothing() {
     clock.set_nanos(100 * MS);
     b.set_mode(Mode::Enabled).unwrap();
     // Only the 500 admitted at 0 remain: 1 s of backlog, 900 ms of it left at 100 ms.
-    assert_eq!(b.snapshot_at(100 * MS).full_after, Duration::from_millis(900));
+    assert_eq!(
+        b.snapshot_at(100 * MS).full_after,
+        Duration::from_millis(900)
+    );
 }
 
 #[test]
@@ -121,7 +127,11 @@ fn waiters_that_arrive_during_a_pause_keep_their_order() {
     let served = served.lock().unwrap().clone();
     let mut first: Vec<usize> = served[..10].iter().map(|&(i, _)| i).collect();
     first.sort_unstable();
-    assert_eq!(first, (0..10).collect::<Vec<_>>(), "the first ten to arrive go first");
+    assert_eq!(
+        first,
+        (0..10).collect::<Vec<_>>(),
+        "the first ten to arrive go first"
+    );
     assert!(served[..10].iter().all(|&(_, t)| t == 100 * MS));
     assert_eq!(&served[10..], &[(10, 110 * MS), (11, 120 * MS)]);
 }
@@ -151,7 +161,8 @@ fn a_waiter_that_no_longer_fits_fails_with_exceeds_capacity() {
 #[test]
 fn a_waiter_under_debt_that_no_longer_fits_the_debt_fails_too() {
     let clock = ManualClock::new();
-    let config = BudgetConfig::new("1000/s burst 100".parse().unwrap()).max_debt(Duration::from_secs(1));
+    let config =
+        BudgetConfig::new("1000/s burst 100".parse().unwrap()).max_debt(Duration::from_secs(1));
     let b = Arc::new(Budget::with_config(&config, clock.clone()).unwrap());
     b.try_acquire_n_at(100, 0).unwrap();
     let waiter = {
@@ -159,7 +170,8 @@ fn a_waiter_under_debt_that_no_longer_fits_the_debt_fails_too() {
         std::thread::spawn(move || b.acquire_n_blocking(1_000))
     };
     until("the waiter to take its place", || b.waiting() == 1);
-    b.reconfigure(&config.max_debt(Duration::from_millis(100))).unwrap();
+    b.reconfigure(&config.max_debt(Duration::from_millis(100)))
+        .unwrap();
     assert_eq!(
         waiter.join().unwrap(),
         Err(Denied::ExceedsCapacity { capacity: 200 })
@@ -249,7 +261,10 @@ fn a_panic_while_reconfiguring_leaves_no_lock_held() {
         tenants.reconfigure_key(Touchy(1), &gold)
     }));
     PANIC_ON_HASH.store(false, Ordering::Relaxed);
-    assert!(panicked.is_err(), "the key's hash panicked inside the reconfiguration");
+    assert!(
+        panicked.is_err(),
+        "the key's hash panicked inside the reconfiguration"
+    );
     // A later reconfiguration goes through (on another thread, so that a held lock would
     // show as a timeout, not a hung test).
     let (tx, rx) = mpsc::channel();
@@ -260,6 +275,9 @@ fn a_panic_while_reconfiguring_leaves_no_lock_held() {
         });
     }
     let done = rx.recv_timeout(Duration::from_secs(10));
-    assert!(matches!(done, Ok(Ok(()))), "reconfiguration after a panic: {done:?}");
+    assert!(
+        matches!(done, Ok(Ok(()))),
+        "reconfiguration after a panic: {done:?}"
+    );
     assert_eq!(tenants.quota_for(&Touchy(1)), gold.quota);
 }

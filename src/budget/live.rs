@@ -39,12 +39,12 @@ use super::scale::Scale;
 use super::word::{self, GENERATIONS, IDLE};
 use super::Mode;
 use crate::clock::Nanos;
-use crate::sync::{fence, AtomicU64, Backoff, Ordering};
+use crate::quota::{Quota, QuotaError};
 #[cfg(not(feature = "std"))]
 use crate::sync::AtomicBool;
+use crate::sync::{fence, AtomicU64, Backoff, Ordering};
 #[cfg(feature = "std")]
 use crate::sync::{lock, Mutex, MutexGuard};
-use crate::{Quota, QuotaError};
 
 /// Configurations kept: the current one and the three before it.
 pub(crate) const SLOTS: usize = 4;

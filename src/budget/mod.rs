@@ -76,12 +76,12 @@ pub use rule::BudgetRule;
 #[cfg(feature = "std")]
 pub(crate) use wait::Waiter;
 
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
 #[cfg(feature = "std")]
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use crate::limiter::RateLimiter;
 use crate::limiters::Limiter;
-use crate::{DefaultClock, Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// A budget: GCRA on an exact unit clock with debt, forced charges, partial grants, live

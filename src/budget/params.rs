@@ -6,15 +6,20 @@ use super::scale::{Scale, Units};
 use super::word::{self, IDLE, TAT_MASK};
 use super::{Charged, Mode};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::rules::Receipt;
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The most a reading may lag the state it is decided against and still count as a stale
 /// reading (decided stricter), in ns: 2^33 ns (8.59 s), as the token bucket's
 /// [`MAX_CLOCK_LAG_NS`](crate::rules::TokenBucketRule::MAX_CLOCK_LAG_NS).
 pub(crate) const MAX_LAG_NS: Nanos = 1 << 33;
+
+/// The bit of a receipt's tag a budget sets when the admission started from an idle state
+/// at the reading rounded up to a whole unit: it added one unit more than its cost, which a
+/// refund at its own time gives back too. One of a rule's bits (`Receipt::RULE_TAG`).
+pub(crate) const ROUNDED: u8 = 1 << 0;
+const _: () = assert!(ROUNDED & Receipt::RULE_TAG == ROUNDED);
 
 /// The most a budget queues in reservations beyond its span and debt, in ns of its rate:
 /// 2^40 ns (18.3 minutes). A reservation that would queue more is refused until it fits.
@@ -171,7 +176,9 @@ impl Hot {
             (at.ceil() & TAT_MASK, at.rem != 0)
         };
         let mut receipt = Receipt::new(n, word::pack(self.gen, base));
-        receipt.rounded = rounded;
+        if rounded {
+            receipt.tag |= ROUNDED;
+        }
         (word::pack(self.gen, base.wrapping_add(cost)), receipt)
     }
 
@@ -265,7 +272,7 @@ impl Hot {
         }
         // The admission moved the TAT from `before` (its start, less the unit it was rounded
         // up by) by `added`.
-        let rounded = u64::from(receipt.rounded);
+        let rounded = u64::from(receipt.tag & ROUNDED != 0);
         let added = u64::from(receipt.n()) * self.scale.per_permit + rounded;
         let before = word::tat(receipt.mark()).wrapping_sub(rounded) & TAT_MASK;
         let now = self.scale.units(at);

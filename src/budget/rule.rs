@@ -5,9 +5,9 @@ use super::params::Params;
 use super::word::{self, IDLE};
 use super::{BudgetConfig, Charged, Mode};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::rules::{Receipt, ReserveRule, Rule};
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
+use crate::rules::{ReserveRule, Rule};
 use alloc::sync::Arc;
 use core::fmt;
 
@@ -32,12 +32,8 @@ use core::fmt;
 /// assert_eq!(wait.as_millis(), 100);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`Keyed`]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#[cfg_attr(feature = "keyed", doc = "", doc = "[`Keyed`]: crate::Keyed")]
+///
+/// [`Keyed`]: crate::Keyed
 #[derive(Clone)]
 pub struct BudgetRule {
     pub(crate) live: Arc<Live>,
@@ -113,11 +109,11 @@ impl BudgetRule {
 
     /// How long from `now` until the reservation on `receipt` conforms, in the current
     /// configuration (a change since it was made re-times it), and the receipt in the
-    /// current configuration's terms.
+    /// current configuration's terms, which replaces it.
     #[cfg(feature = "std")]
-    pub(crate) fn wait_for(&self, receipt: &Receipt, now: Nanos) -> (Nanos, Receipt) {
+    pub(crate) fn wait_for(&self, receipt: Receipt, now: Nanos) -> (Nanos, Receipt) {
         if receipt.n() == 0 {
-            return (0, *receipt);
+            return (0, receipt);
         }
         let (params, mark) = self.resolve(receipt.mark());
         if mark == IDLE {

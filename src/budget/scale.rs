@@ -17,7 +17,7 @@
 //! whole unit (less than 1 ns), made in the caller's disfavour; the long-run rate is exact.
 
 use crate::clock::Nanos;
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 
 /// The unit clock of one budget configuration (see the module).
 ///

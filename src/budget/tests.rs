@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::{Gcra, RateLimiter, Refund, Reserve};
+use crate::limiter::{RateLimiter, Refund};
+use crate::limiters::{Gcra, Reserve};
 
 fn budget(quota: &str, debt_ms: u64) -> Budget<ManualClock> {
     let config = BudgetConfig::new(quota.parse().unwrap()).max_debt(Duration::from_millis(debt_ms));

@@ -23,14 +23,16 @@
 //! clock moves, never on the OS timer.
 
 use super::{waitable, Budget, BudgetRule, Mode};
+use crate::clock::poll_clock;
 use crate::clock::{duration_to_nanos, Clock, Nanos};
-use crate::limiter::{Denied, RateLimiter, Refund};
-use crate::notify::driver::{block_on, poll_clock, Nap, Wait};
+use crate::decision::{Denied, Receipt};
+use crate::limiter::{RateLimiter, Refund};
 #[cfg(feature = "tokio")]
 use crate::notify::driver::WaitFuture;
+use crate::notify::driver::{block_on, Nap, Wait};
 use crate::notify::list::WaitList;
 use crate::notify::wake::WakeList;
-use crate::rules::{Receipt, Rule};
+use crate::rules::Rule;
 use crate::sync::lock;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -84,7 +86,7 @@ impl<C: Clock> Budget<C> {
     /// Give back the place on `receipt` (of any configuration: it is re-timed first) at
     /// `now`.
     fn give_back(&self, receipt: Receipt, now: Nanos) {
-        let (_, current) = self.rule().wait_for(&receipt, now);
+        let (_, current) = self.rule().wait_for(receipt, now);
         if current.n() > 0 {
             self.refund(current, now);
         }
@@ -214,7 +216,9 @@ impl<C: Clock> Budget<C> {
                 // Still unplaced at its deadline: paused, or behind a full schedule.
                 Look::Done(Err(match rule.mode() {
                     Mode::Paused => Denied::Paused,
-                    _ => Denied::rate_limited(place.retry_at.map_or(1, |t| t.saturating_sub(now)).max(1)),
+                    _ => Denied::rate_limited(
+                        place.retry_at.map_or(1, |t| t.saturating_sub(now)).max(1),
+                    ),
                 }))
             }
             None => match (rule.mode(), place.retry_at) {
@@ -230,7 +234,7 @@ impl<C: Clock> Budget<C> {
                 }
             }
             Some(receipt) => {
-                let (wait, current) = rule.wait_for(&receipt, now);
+                let (wait, current) = rule.wait_for(receipt, now);
                 if wait == 0 {
                     Look::Done(Ok(current))
                 } else {
@@ -465,7 +469,9 @@ impl<C: Clock> Budget<C> {
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub async fn acquire_n_async_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
         let deadline = self.deadline_within(max_wait);
-        WaitFuture::new(self.acquire_wait(n, deadline)).await.map(drop)
+        WaitFuture::new(self.acquire_wait(n, deadline))
+            .await
+            .map(drop)
     }
 
     /// As [`Budget::acquire_n_blocking_until`], as a future (feature `tokio`).
@@ -501,7 +507,9 @@ impl<C: Clock> Budget<C> {
         deadline: Option<Instant>,
     ) -> Result<(), Denied> {
         let deadline = self.deadline_at(deadline);
-        WaitFuture::new(self.acquire_wait(n, deadline)).await.map(drop)
+        WaitFuture::new(self.acquire_wait(n, deadline))
+            .await
+            .map(drop)
     }
 }
 

@@ -3,9 +3,8 @@
 
 use super::adaptive::AdaptiveRule;
 use super::window::{Collector, Observation, Window};
-use crate::clock::{Clock, Nanos};
+use crate::clock::{Clock, DefaultClock, Nanos};
 use crate::sync::{lock, Mutex};
-use crate::DefaultClock;
 use core::fmt;
 
 /// What a concurrency limit learns from its permits' outcomes: [`Fixed`] (nothing; the

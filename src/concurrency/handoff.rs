@@ -10,8 +10,8 @@ use super::permits::{infallible, Order, Permits};
 use super::queue::{Polled, Queue};
 use super::word::{PermitWord, RETIRED};
 use crate::cas;
-use crate::sync::{lock, Ordering};
 use crate::notify::wake::WakeList;
+use crate::sync::{lock, Ordering};
 use core::task::Waker;
 
 /// A request that found no permit and joins the queue, or took them on its way in.

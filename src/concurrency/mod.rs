@@ -99,21 +99,6 @@
 //! Envoy's adaptive concurrency filter (gradient controller); the queue's protocol follows
 //! the pattern of tokio's batch semaphore (a waiter list behind a mutex beside an atomic
 //! count), with the count and the limit in one word so that the limit can shrink.
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[`KeyedPermits`]: https://docs.rs/limitcore/latest/limitcore/concurrency/struct.KeyedPermits.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`Permits::acquire_within`]: https://docs.rs/limitcore/latest/limitcore/concurrency/struct.Permits.html#method.acquire_within"
-)]
 
 mod adaptive;
 mod error;

@@ -73,7 +73,9 @@ impl Queue {
     /// waker.
     pub(crate) fn grant_first(&mut self, word: PermitWord) -> Option<Waker> {
         let key = self.list.head()?;
-        self.list.resolve(key, Ok(word)).and_then(|(_, waker)| waker)
+        self.list
+            .resolve(key, Ok(word))
+            .and_then(|(_, waker)| waker)
     }
 
     /// Refuse every waiter asking for more than `limit` (the limit shrank below them); their
@@ -189,7 +191,11 @@ mod tests {
         let mut wakes = WakeList::new();
         q.fail_above(3, &mut wakes);
         wakes.wake_all();
-        assert_eq!(count.0.load(Ordering::Relaxed), 2, "the two refused are woken");
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            2,
+            "the two refused are woken"
+        );
         assert_eq!(q.first(), Some((b, 1)));
         assert_eq!(q.len(), 1);
         let refused = AcquireError::ExceedsLimit {

@@ -279,7 +279,14 @@ impl<F: Feedback> Wait for Blocked<'_, F> {
     type Output = Result<Token, Refusal>;
 
     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        poll_wait(self.permits, self.n, &mut self.state, self.deadline, cx, nap)
+        poll_wait(
+            self.permits,
+            self.n,
+            &mut self.state,
+            self.deadline,
+            cx,
+            nap,
+        )
     }
 }
 

@@ -76,16 +76,8 @@ pub(crate) const RETIRED: u64 = crate::cell::RETIRED;
 /// assert_eq!(word.acquire(1)?.in_flight(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg_attr(
-    feature = "keyed",
-    doc = "",
-    doc = "[set_limit]: super::KeyedPermits::set_limit"
-)]
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[set_limit]: https://docs.rs/limitcore/latest/limitcore/concurrency/struct.KeyedPermits.html#method.set_limit"
-)]
+///
+/// [set_limit]: super::KeyedPermits::set_limit
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PermitWord(u64);
 

@@ -9,12 +9,10 @@ mod stripes;
 pub use counts::Counts;
 
 use crate::clock::Nanos;
-use crate::limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
-use crate::rules::Receipt;
-use crate::Quota;
+use crate::quota::Quota;
 use core::time::Duration;
 use stripes::Counters;
 
@@ -93,11 +91,6 @@ use stripes::Counters;
 /// assert_eq!((counts.admitted, counts.rate_limited), (5, 15));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 #[derive(Debug)]
 pub struct Counted<L> {
     inner: L,
@@ -288,7 +281,7 @@ impl<K: ?Sized, L: KeyedReserve<K>> KeyedReserve<K> for Counted<L> {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::{Gcra, LeakyBucket};
+    use crate::limiters::{Gcra, LeakyBucket};
 
     fn gcra(per_second: u32) -> Counted<Gcra<ManualClock>> {
         Counted::new(

@@ -22,7 +22,7 @@
 //!   The word only carries a time, no other data, so `Relaxed` is enough there too.
 
 use crate::clock::Nanos;
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use crate::sync::{self, AtomicU64, Ordering};
 use alloc::boxed::Box;
 use alloc::vec::Vec;

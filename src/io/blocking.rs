@@ -3,7 +3,7 @@
 use super::pace::sealed::{Grant, Pacing};
 use super::pace::{Charge, Pace, Take};
 use super::{first_ask, refused, settle, Strategy};
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use crate::notify::driver::block_on;
 use std::io::{self, Read, Write};
 

@@ -4,12 +4,10 @@
 
 use super::pace::sealed::Waiting;
 use super::pace::sealed::{Grant, Pacing};
-use crate::clock::Clock;
+use crate::clock::{Clock, DefaultClock};
+use crate::decision::{Denied, Receipt};
 use crate::lanes::{Lane, LaneError, Lanes};
-use crate::limiter::Denied;
 use crate::notify::driver::Nap;
-use crate::rules::Receipt;
-use crate::DefaultClock;
 use alloc::sync::Arc;
 use core::task::{Context, Poll};
 
@@ -132,9 +130,14 @@ impl<C: Clock> Pacing for InLane<C> {
     ) -> Poll<Result<Grant, Denied>> {
         // The size is fixed when the request is submitted (a resumed wait keeps it).
         let n = *wait.n.get_or_insert(n);
-        let granted = core::task::ready!(self
-            .lanes
-            .poll_acquire(&mut wait.lane, self.index, n, None, cx, nap));
+        let granted = core::task::ready!(self.lanes.poll_acquire(
+            &mut wait.lane,
+            self.index,
+            n,
+            None,
+            cx,
+            nap
+        ));
         wait.n = None;
         Poll::Ready(granted.map(|()| grant(n)).map_err(refused))
     }

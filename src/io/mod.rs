@@ -102,14 +102,6 @@
 //! assert_eq!(text, "read through the same budget");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html",
-    doc = "[`AsyncPaced::release`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html#method.release",
-    doc = "[`tokio::io::AsyncRead`]: https://docs.rs/tokio/latest/tokio/io/trait.AsyncRead.html",
-    doc = "[`tokio::io::AsyncWrite`]: https://docs.rs/tokio/latest/tokio/io/trait.AsyncWrite.html"
-)]
 
 #[cfg(feature = "tokio")]
 mod async_paced;
@@ -124,7 +116,7 @@ pub use blocking::Paced;
 pub use lane::InLane;
 pub use pace::{Charge, Pace, Retry};
 
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use core::fmt;
 use pace::sealed::{Grant, Pacing};
 
@@ -233,8 +225,8 @@ fn settle<P: Pacing + ?Sized>(pacer: &P, strategy: Strategy, grant: Grant, moved
     let moved = u32::try_from(moved).unwrap_or(u32::MAX);
     match strategy {
         Strategy::AcquireBefore => {
-            let n = grant.n;
-            pacer.keep(grant, moved.min(n));
+            let used = moved.min(grant.n);
+            pacer.keep(grant, used);
             0
         }
         Strategy::ChargeAfter => {

@@ -2,14 +2,15 @@
 //! permit), [`Charge`] (budgets, which also take forced charges) and [`Retry`] (any other
 //! refundable limiter).
 
+use crate::budget::{Budget, Charged};
 use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
-use crate::limiter::{Denied, RateLimiter, Refund};
-use crate::notify::driver::{Nap, Wait};
+use crate::decision::{Denied, Receipt};
+use crate::limiter::{RateLimiter, Refund};
 use crate::limiters::{Limiter, SlidingWindow};
+use crate::notify::driver::{Nap, Wait};
 use crate::rules::{
-    FixedWindowRule, Receipt, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
+    FixedWindowRule, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
 };
-use crate::{Budget, Charged};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::task::{Context, Poll};
@@ -58,12 +59,8 @@ use core::task::{Context, Poll};
 /// pacer(Retry(boxed));
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "tokio"),
-    doc = "",
-    doc = "[`AsyncPaced`]: https://docs.rs/limitcore/latest/limitcore/io/struct.AsyncPaced.html"
-)]
-#[cfg_attr(feature = "tokio", doc = "", doc = "[`AsyncPaced`]: super::AsyncPaced")]
+///
+/// [`AsyncPaced`]: super::AsyncPaced
 pub trait Pace: sealed::Pacing {}
 
 impl<P: sealed::Pacing + ?Sized> Pace for P {}

@@ -3,8 +3,11 @@
 //! bounds) where the pace itself is measured.
 
 use super::{Pace, Paced, Refused, Retry};
+use crate::budget::{Budget, BudgetConfig, Mode};
 use crate::clock::{Clock, ManualClock};
-use crate::{Budget, BudgetConfig, Denied, Gcra, Mode, RateLimiter, Refund, TokenBucket};
+use crate::decision::Denied;
+use crate::limiter::{RateLimiter, Refund};
+use crate::limiters::{Gcra, TokenBucket};
 use std::io::{self, Read, Write};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;

@@ -3,8 +3,11 @@
 
 use super::tests::{max_in_window, since};
 use super::{AsyncPaced, Refused};
+use crate::budget::{Budget, BudgetConfig};
 use crate::clock::ManualClock;
-use crate::{Budget, BudgetConfig, Denied, Gcra, RateLimiter};
+use crate::decision::Denied;
+use crate::limiter::RateLimiter;
+use crate::limiters::Gcra;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::io;

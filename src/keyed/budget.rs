@@ -27,8 +27,8 @@ use super::{Keyed, Own, Store};
 use crate::budget::{BudgetConfig, BudgetRule};
 use crate::cell::REDIRECT;
 use crate::clock::{Clock, Nanos};
+use crate::quota::QuotaError;
 use crate::sync::Ordering;
-use crate::QuotaError;
 use core::hash::Hash;
 
 /// Convert `word` (of `from`'s configuration) in place, if it is a live state of an older

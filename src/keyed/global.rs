@@ -1,12 +1,10 @@
 //! [`Global`]: one limiter applied to every key.
 
 use crate::clock::Nanos;
-use crate::limiter::{
-    Decision, Denied, KeyedRateLimiter, KeyedRefund, RateLimiter, Refund, Snapshot,
-};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
-use crate::rules::Receipt;
-use crate::Quota;
+use crate::quota::Quota;
 use core::time::Duration;
 
 /// One [`RateLimiter`] applied to every key: the adapter that makes an unkeyed limit a

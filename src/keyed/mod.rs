@@ -92,17 +92,23 @@ pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 
 use crate::cell::sealed::Cells;
 use crate::cell::{Attempt, Gone};
-use crate::clock::duration_to_nanos;
-use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
+use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund};
 use crate::limiters::{KeyedReserve, Reservation};
-use crate::rules::{precheck, GcraRule, Receipt, ReserveRule, Rule};
+use crate::quota::{Quota, QuotaError};
+use crate::rules::{precheck, GcraRule, ReserveRule, Rule};
 use crate::sync::{AtomicU64, OnceLock, Ordering};
-use crate::{DefaultClock, Quota, QuotaError};
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::Hash;
 use core::time::Duration;
+
+/// The bit of a receipt's tag a `Keyed` sets when the permits were charged to its shared
+/// overflow state rather than to the key's own: one of the high bits, the rule's own being
+/// the low ones (`Receipt::RULE_TAG`).
+const OVERFLOW: u8 = 1 << 4;
+const _: () = assert!(OVERFLOW & Receipt::RULE_TAG == 0);
 
 /// A key's entry in the main map: the cell of a state under the default rule, or the
 /// redirect marker (see the module's "Orderings").
@@ -573,7 +579,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         precheck(n, self.default.capacity())?;
         match R::State::update_slot(&self.overflow, |s| f(&self.default, s)) {
             Ok(mut receipt) => {
-                receipt.overflow = true;
+                receipt.tag |= OVERFLOW;
                 Ok(receipt)
             }
             Err(Attempt::Failed(e)) => Err(e),
@@ -839,7 +845,7 @@ where
                 Err(())
             }
         };
-        if receipt.overflow {
+        if receipt.tag & OVERFLOW != 0 {
             let _ = R::State::update_slot(&self.overflow, |s| give_back(&self.default, s));
             return;
         }

@@ -95,11 +95,12 @@
 //! above.
 
 use crate::cas;
-use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, KeyedRateLimiter, KeyedRefund, Snapshot};
-use crate::rules::{precheck, window_quota, Counter, Receipt, SlidingWindowRule, Window};
+use crate::clock::{Clock, DefaultClock, Nanos};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{KeyedRateLimiter, KeyedRefund};
+use crate::quota::{Quota, QuotaError};
+use crate::rules::{precheck, window_quota, Counter, SlidingWindowRule, Window};
 use crate::sync::{AtomicU64, Ordering};
-use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::convert::Infallible;

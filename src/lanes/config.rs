@@ -4,7 +4,7 @@
 
 use super::tune::AutoTune;
 use crate::budget::Mode;
-use crate::{Quota, QuotaError};
+use crate::quota::{Quota, QuotaError};
 use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;

@@ -17,7 +17,7 @@
 //! SIGCOMM 1996). Ties go to the lower lane number.
 
 use crate::clock::Nanos;
-use crate::limiter::Denied;
+use crate::decision::Denied;
 use crate::notify::list::WaitList;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;

@@ -7,12 +7,13 @@ use super::counts::{Counters, LaneCounts};
 use super::schedule::Schedule;
 use super::tune::Tuner;
 use crate::budget::{Budget, BudgetConfig};
-use crate::clock::{Clock, Nanos};
-use crate::limiter::{Denied, RateLimiter, Snapshot};
+use crate::clock::{Clock, DefaultClock, Nanos};
+use crate::decision::{Denied, Snapshot};
+use crate::limiter::RateLimiter;
+use crate::notify::wake::WakeList;
+use crate::quota::{Quota, QuotaError};
 use crate::rules::Rule;
 use crate::sync::{fence, lock, AtomicU64, Mutex, Ordering};
-use crate::{DefaultClock, Quota};
-use crate::notify::wake::WakeList;
 use core::fmt;
 use crossbeam_utils::CachePadded;
 
@@ -116,7 +117,7 @@ fn lane_error(denied: Denied) -> LaneError {
 }
 
 /// The quota at `rate` units per `max`'s written period, with `max`'s burst.
-fn quota_at(max: &Quota, rate: u64) -> Result<Quota, crate::QuotaError> {
+fn quota_at(max: &Quota, rate: u64) -> Result<Quota, QuotaError> {
     let period = core::time::Duration::from_nanos(max.period_as_written_ns());
     Quota::new_u64(rate, period, max.burst())
 }

@@ -12,11 +12,11 @@
 
 use super::config::{Lane, LaneError};
 use super::shared::Lanes;
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::poll_clock;
+use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
 #[cfg(feature = "tokio")]
 use crate::notify::driver::WaitFuture;
-use crate::notify::driver::{block_on, poll_clock, Nap, Wait};
-use crate::DefaultClock;
+use crate::notify::driver::{block_on, Nap, Wait};
 use core::fmt;
 use core::task::{Context, Poll};
 use core::time::Duration;

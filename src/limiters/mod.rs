@@ -24,14 +24,15 @@ pub use reservation::{KeyedReserve, Reservation, Reserve};
 pub use rule_cell::RuleCell;
 pub use sliding_window::SlidingWindow;
 
-use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, RateLimiter, Refund, Snapshot};
+use crate::clock::{Clock, DefaultClock, Nanos};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{RateLimiter, Refund};
+use crate::quota::{Quota, QuotaError};
 #[cfg(feature = "std")]
 use crate::rules::SlidingLogRule;
 use crate::rules::{
-    FixedWindowRule, GcraRule, LeakyBucketRule, Receipt, ReserveRule, Rule, TokenBucketRule,
+    FixedWindowRule, GcraRule, LeakyBucketRule, ReserveRule, Rule, TokenBucketRule,
 };
-use crate::{DefaultClock, Quota, QuotaError};
 use core::fmt;
 use core::time::Duration;
 
@@ -64,11 +65,6 @@ use core::time::Duration;
 /// assert!(limiter.try_acquire().is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 pub struct Limiter<R: Rule, C = DefaultClock> {
     cell: RuleCell<R>,
     clock: C,
@@ -276,11 +272,6 @@ impl<R: ReserveRule, C: Clock> Reserve for Limiter<R, C> {
 /// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 pub type Gcra<C = DefaultClock> = Limiter<GcraRule, C>;
 
 /// A token bucket whose tokens and last refill time share one `AtomicU64`, so that refill
@@ -351,11 +342,6 @@ pub type TokenBucket<C = DefaultClock> = Limiter<TokenBucketRule, C>;
 /// assert!(FixedWindow::with_clock("100/s burst 10".parse()?, clock).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLog`]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 pub type FixedWindow<C = DefaultClock> = Limiter<FixedWindowRule, C>;
 
 /// A pacer (the leaky bucket as a queue): admitted requests start exactly one emission

@@ -1,7 +1,8 @@
 //! Reservations: permits taken now for a start time that may lie in the future.
 
 use crate::clock::Nanos;
-use crate::limiter::{Denied, KeyedRateLimiter, RateLimiter};
+use crate::decision::Denied;
+use crate::limiter::{KeyedRateLimiter, RateLimiter};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::time::Duration;
@@ -149,16 +150,6 @@ pub trait Reserve: RateLimiter {
 /// assert_eq!(wait("b")?, Duration::ZERO);             // b has its own
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Global]: https://docs.rs/limitcore/latest/limitcore/struct.Global.html"
-)]
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 pub trait KeyedReserve<K: ?Sized>: KeyedRateLimiter<K> {
     /// Reserve `n` permits for `key` at the explicit time `now` (ns of the limiter's clock)
     /// if their start is at most `max_wait` away.

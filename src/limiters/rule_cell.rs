@@ -3,9 +3,9 @@
 
 use crate::cell::sealed::Cells;
 use crate::clock::{duration_to_nanos, Nanos};
-use crate::limiter::{Decision, Denied, Snapshot};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiters::Reservation;
-use crate::rules::{precheck, Receipt, ReserveRule, Rule};
+use crate::rules::{precheck, ReserveRule, Rule};
 use core::fmt;
 use core::time::Duration;
 

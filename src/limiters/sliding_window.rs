@@ -13,11 +13,12 @@
 //! itself is only changed by RMWs. So `Relaxed` suffices everywhere, as in `cas`.
 
 use crate::cas;
-use crate::clock::{Clock, Nanos};
-use crate::limiter::{Decision, Denied, RateLimiter, Refund, Snapshot};
-use crate::rules::{precheck, window_quota, Counter, Receipt};
+use crate::clock::{Clock, DefaultClock, Nanos};
+use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::limiter::{RateLimiter, Refund};
+use crate::quota::{Quota, QuotaError};
+use crate::rules::{precheck, window_quota, Counter};
 use crate::sync::{self, AtomicU64, Ordering};
-use crate::{DefaultClock, Quota, QuotaError};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use crossbeam_utils::CachePadded;
@@ -103,11 +104,6 @@ use crossbeam_utils::CachePadded;
 /// assert!(SlidingWindow::with_clock("10/s burst 3".parse()?, clock).is_err());
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[crate::SlidingLog]: https://docs.rs/limitcore/latest/limitcore/type.SlidingLog.html"
-)]
 #[derive(Debug)]
 pub struct SlidingWindow<C = DefaultClock> {
     global: CachePadded<AtomicU64>,

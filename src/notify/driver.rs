@@ -6,6 +6,8 @@
 //! [`Event`](super::Event) listener, a [`WaitList`](super::list::WaitList) entry, a clock's
 //! [`sleep_hint`](Clock::sleep_hint)) and lowers the [`Nap`]: the longest it may sleep on the
 //! OS timer before it must be polled again (a time to wait for on an OS clock, a deadline).
+//! The clock's side of a wait (`clock::poll_clock`, `clock::Until`) lives with the clocks,
+//! above this layer.
 //! The blocking driver parks the thread (woken by the waker: an unpark) for at most the nap;
 //! the async driver returns `Pending` with a tokio timer armed for the nap (feature
 //! `tokio`). A wake-up that comes between the poll and the park is kept by the thread's park
@@ -16,7 +18,6 @@
 //! faces are cancellation-safe the same way.
 
 use super::event::{Event, Listener};
-use crate::clock::{Clock, Nanos, SleepHint};
 use crate::sync::{current_thread, park, park_timeout, Thread};
 use alloc::sync::Arc;
 use core::future::Future;
@@ -62,43 +63,6 @@ impl Nap {
     #[inline]
     pub(crate) fn get(self) -> Option<Duration> {
         self.0
-    }
-}
-
-/// One poll of a wait for `clock` to reach `at` (ns): `Ready` once it has; otherwise the
-/// clock's answer is followed (a nap on the OS timer, or `cx`'s waker registered with a
-/// clock that wakes its waiters itself, such as a [`ManualClock`](crate::clock::ManualClock)).
-#[inline]
-pub(crate) fn poll_clock<C: Clock + ?Sized>(
-    clock: &C,
-    at: Nanos,
-    cx: &mut Context<'_>,
-    nap: &mut Nap,
-) -> Poll<()> {
-    match clock.sleep_hint(at, cx.waker()) {
-        SleepHint::Reached => Poll::Ready(()),
-        SleepHint::Sleep(d) => {
-            nap.at_most(d);
-            Poll::Pending
-        }
-        SleepHint::UntilWoken => Poll::Pending,
-    }
-}
-
-/// A wait for `clock` to reach `at` (ns), to run async (the throttler's `run`).
-#[cfg(feature = "tokio")]
-#[derive(Debug)]
-pub(crate) struct Until<'a, C: ?Sized> {
-    pub(crate) clock: &'a C,
-    pub(crate) at: Nanos,
-}
-
-#[cfg(feature = "tokio")]
-impl<C: Clock + ?Sized> Wait for Until<'_, C> {
-    type Output = ();
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<()> {
-        poll_clock(self.clock, self.at, cx, nap)
     }
 }
 

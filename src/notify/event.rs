@@ -291,7 +291,8 @@ impl Wait for Listener<'_> {
     type Output = ();
 
     fn poll_wait(&mut self, cx: &mut Context<'_>, _nap: &mut Nap) -> Poll<()> {
-        self.event.poll_listener(self.seen, &mut self.key, cx.waker())
+        self.event
+            .poll_listener(self.seen, &mut self.key, cx.waker())
     }
 }
 

@@ -1,8 +1,9 @@
 //! [`BudgetModel`]: the plain model of a [`Budget`](crate::Budget).
 
 use super::Model;
+use crate::budget::{BudgetConfig, Charged, Mode};
 use crate::clock::Nanos;
-use crate::{BudgetConfig, Charged, Denied, Mode, Snapshot};
+use crate::decision::{Denied, Snapshot};
 use core::time::Duration;
 
 /// A [`Budget`](crate::Budget) in plain arithmetic: the TAT as an absolute count of the

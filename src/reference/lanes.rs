@@ -1,8 +1,10 @@
 //! [`LanesModel`]: the plain model of a [`Lanes`](crate::Lanes) limiter.
 
 use super::BudgetModel;
+use crate::budget::BudgetConfig;
 use crate::clock::{duration_to_nanos, Nanos};
-use crate::{BudgetConfig, Denied, LaneCounts, LaneError, LanesConfig, Snapshot};
+use crate::decision::{Denied, Snapshot};
+use crate::lanes::{LaneCounts, LaneError, LanesConfig};
 use alloc::vec::Vec;
 use core::time::Duration;
 

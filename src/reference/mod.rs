@@ -15,8 +15,10 @@ pub use budget::BudgetModel;
 #[cfg(feature = "std")]
 pub use lanes::LanesModel;
 
+use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
-use crate::{Algorithm, Denied, Quota, Snapshot};
+use crate::decision::{Denied, Snapshot};
+use crate::quota::Quota;
 use core::fmt;
 use core::time::Duration;
 

@@ -1,9 +1,9 @@
 //! [`FixedWindowRule`]: at most `count` permits in each aligned window, one word.
 
-use super::{window_quota, Receipt, Rule};
+use super::{window_quota, Rule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// Where a time falls relative to the stored window `k`.

@@ -8,10 +8,10 @@
 //! each other. The leaky bucket as a queue (Tanenbaum, *Computer Networks*, 3rd ed., 1996,
 //! §5.3.4) reads the same word as the time the queue drains.
 
-use super::{Receipt, ReserveRule, Rule};
+use super::{ReserveRule, Rule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The numbers a GCRA-family decision needs, precomputed from a [`Quota`].

@@ -34,21 +34,6 @@
 //! assert_eq!(tat, 200_000_000);                   // a denial writes nothing
 //! # Ok::<(), limitcore::QuotaError>(())
 //! ```
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`Log`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
-)]
-#![cfg_attr(
-    not(feature = "std"),
-    doc = "",
-    doc = "[`SlidingLogRule`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.SlidingLogRule.html"
-)]
-#![cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 
 mod fixed_window;
 mod gcra;
@@ -69,70 +54,13 @@ pub(crate) use sliding_window::Counter;
 #[cfg(feature = "keyed")]
 pub(crate) use sliding_window::Window;
 
+pub use crate::decision::Receipt;
+
 use crate::cell::Shared;
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use core::fmt;
-
-/// What an admission took, so that a rule can give it back ([`Rule::refund`]).
-///
-/// `n` is the permits admitted; `mark` is the rule's own record of where they went (for the
-/// TAT rules the schedule position the admission started from, in ns; for the window rules
-/// the window number; for the sliding log the time the entries were recorded at, in ns).
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::rules::{FixedWindowRule, Rule};
-/// use limitcore::Quota;
-///
-/// let rule = FixedWindowRule::new(&Quota::per_second(3)?)?;
-/// let mut word = rule.fresh();
-/// let receipt = rule.take(&mut word, 1_500_000_000, 2).unwrap();
-/// assert_eq!((receipt.n(), receipt.mark()), (2, 1)); // 2 permits in window 1
-/// # Ok::<(), limitcore::QuotaError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Receipt {
-    n: u32,
-    mark: u64,
-    /// Set by [`Keyed`](crate::Keyed) when the permits were charged to its shared overflow
-    /// state rather than to the key's own.
-    pub(crate) overflow: bool,
-    /// Set by a [`Budget`](crate::Budget) when the admission started from an idle state at
-    /// the reading rounded up to a whole unit: it added one unit more than its cost, which a
-    /// refund at its own time gives back too.
-    pub(crate) rounded: bool,
-}
-
-impl Receipt {
-    /// The receipt of `n` permits recorded at `mark` (the rule's own meaning; see the type).
-    #[inline]
-    pub const fn new(n: u32, mark: u64) -> Self {
-        Receipt {
-            n,
-            mark,
-            overflow: false,
-            rounded: false,
-        }
-    }
-
-    /// The receipt of a request that took nothing (`n = 0`): its refund is a no-op.
-    pub const NOTHING: Receipt = Receipt::new(0, 0);
-
-    /// Permits admitted.
-    #[inline]
-    pub const fn n(&self) -> u32 {
-        self.n
-    }
-
-    /// Where the rule recorded them (see the type).
-    #[inline]
-    pub const fn mark(&self) -> u64 {
-        self.mark
-    }
-}
 
 /// A rate rule: the pure transitions of one algorithm for one [`Quota`].
 ///
@@ -179,11 +107,6 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// The state one limiter (or one key) keeps: a `u64` word for the lock-free rules (the
     /// shells share it through one compare-and-swap loop), [`Log`] for the sliding log
     /// (shared behind a mutex). See [`Shared`].
-    #[cfg_attr(
-        not(feature = "std"),
-        doc = "",
-        doc = "[`Log`]: https://docs.rs/limitcore/latest/limitcore/rules/struct.Log.html"
-    )]
     type State: Shared;
 
     /// The rule for `quota`.
@@ -235,16 +158,16 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// Give back the admission on `receipt`, at time `at` (ns, at or after the admission's
     /// own time); returns whether `state` changed. Never more permissive than if the
     /// admission had not happened; exact when `at` is the admission's own time.
+    ///
+    /// Like [`Rule::take`], a pure transition a shell may evaluate once per compare-and-swap
+    /// attempt of one refund, so it borrows the receipt; the limiters' `refund`
+    /// ([`Refund::refund`](crate::Refund::refund)), which apply it to a shared state once,
+    /// consume it.
     fn refund(&self, state: &mut Self::State, receipt: &Receipt, at: Nanos) -> bool;
 
     /// Whether `state` has decided exactly as a fresh state for every reading at or after
     /// `since`, up to `now` (`since ≤ now`), so that replacing it by a fresh one changes no
     /// decision for such readings. Eviction ([`Keyed`][crate::Keyed]) asks this.
-    #[cfg_attr(
-        not(feature = "keyed"),
-        doc = "",
-        doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-    )]
     fn fresh_since(&self, state: &Self::State, since: Nanos, now: Nanos) -> bool;
 }
 

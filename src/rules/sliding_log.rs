@@ -1,13 +1,13 @@
 //! [`SlidingLogRule`]: exact "at most N calls in any interval T", on a ring of admission
 //! times.
 
-use super::{window_quota, Receipt, Rule};
+use super::{window_quota, Rule};
 use crate::cell::locked::{self, Held};
 use crate::cell::{Attempt, Gone};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::Mutex;
-use crate::{Quota, QuotaError};
 use alloc::boxed::Box;
 use alloc::vec;
 use core::time::Duration;

@@ -5,10 +5,10 @@
 //! domains" (Julien Desgats, 2017): the rate in the sliding window ending now is estimated
 //! as `previous window's count × (part of it still inside) + current window's count`.
 
-use super::{window_quota, Receipt, Rule};
+use super::{window_quota, Rule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The arithmetic and the two word layouts, fixed at construction.
@@ -301,11 +301,6 @@ impl Counter {
 /// assert_eq!(rule.snapshot(&word, 1_500_000_000).remaining, 5);
 /// # Ok::<(), limitcore::QuotaError>(())
 /// ```
-#[cfg_attr(
-    not(feature = "keyed"),
-    doc = "",
-    doc = "[crate::Keyed]: https://docs.rs/limitcore/latest/limitcore/struct.Keyed.html"
-)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingWindowRule {
     pub(crate) counter: Counter,

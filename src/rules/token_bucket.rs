@@ -8,10 +8,10 @@
 //! admissions, same `retry_after` to the nanosecond) inside the window described under
 //! "Time field" below.
 
-use super::{Receipt, Rule, Schedule};
+use super::{Rule, Schedule};
 use crate::clock::Nanos;
-use crate::limiter::{Denied, Snapshot};
-use crate::{Quota, QuotaError};
+use crate::decision::{Denied, Receipt, Snapshot};
+use crate::quota::{Quota, QuotaError};
 use core::time::Duration;
 
 /// The bit layout of one bucket's word, fixed at construction from the burst.
