@@ -217,10 +217,8 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
         {
             return false;
         }
-        let arrived = entry.arrived.notified();
-        tokio::pin!(arrived);
-        arrived.as_mut().enable();
-        // After the `Notified` exists (see `Entry::awaits_fetch` for why that order wakes
+        let arrived = entry.arrived.listen();
+        // After the listener exists (see `Entry::awaits_fetch` for why that order wakes
         // the waiter whichever of the fetch's end, the sweep and this check comes first).
         if entry.awaits_fetch() {
             return tokio::time::timeout_at(deadline, arrived).await.is_ok();

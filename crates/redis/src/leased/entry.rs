@@ -24,7 +24,7 @@
 //!    have no pins.
 //! 3. **The entry is more than its word.** A fetch in flight is about to install cells
 //!    Redis has already charged; the waiters of [`LeasedLimiter::acquire`](super::LeasedLimiter::acquire)
-//!    sleep on the entry's [`Notify`] and must be woken when it is retired (they would
+//!    sleep on the entry's [`Event`] and must be woken when it is retired (they would
 //!    otherwise wait for a fetch that never comes); and the entry keeps the measurements
 //!    of the node's next lease request. The sweep therefore takes the fetch slot first and
 //!    keeps it for good, so that nothing is installed after it found the word idle, then
@@ -40,7 +40,7 @@
 //! that decides as the retired one would (a fresh word needs a lease, as an idle word does).
 
 use super::LeaseRule;
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Notify, Ordering, WordCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Event, Ordering, WordCell};
 use limitcore::clock::Nanos;
 use limitcore::KeyHasher;
 use std::sync::Arc;
@@ -49,7 +49,7 @@ use std::sync::Arc;
 /// compare-and-swaps (a [`LeaseRule`] word; the rule itself is the limiter's), then the two
 /// that the refill check of an admission reads, then `pins`, which every keyed lookup
 /// reads, then the two a refusal reads to count the node's demand; the fetch's
-/// measurements and the waiters' `Notify` after them.
+/// measurements and the waiters' `Event` after them.
 #[repr(C)]
 pub(super) struct Entry {
     /// The lease word, changed only through the core's compare-and-swap loop.
@@ -76,7 +76,7 @@ pub(super) struct Entry {
     demand_ppm: AtomicU32,
     /// Woken when the entry's fetch slot is given back (a fetch ended, or the sweep let go
     /// of an entry it kept) or the sweep retired the entry.
-    pub(super) arrived: Notify,
+    pub(super) arrived: Event,
 }
 
 /// [`Entry::pins`] of an entry the sweep retired: no handle may pin it again, no lookup
@@ -111,7 +111,7 @@ impl Entry {
             held_at_report: AtomicU32::new(0),
             last_granted: AtomicU32::new(0),
             demand_ppm: AtomicU32::new(0),
-            arrived: Notify::new(),
+            arrived: Event::new(),
         }
     }
 
@@ -156,7 +156,7 @@ impl Entry {
         // the sweep's for good), so a lookup that reads a stale "not retired" decides on it
         // as it would have just before the retirement: a refusal, after which it looks
         // again. Partner: the compare-and-swap in `retire`. Where a waiter must see the
-        // retirement (`awaits_fetch`), the `Notify` orders it.
+        // retirement (`awaits_fetch`), the `Event` orders it.
         self.pins.load(Ordering::Relaxed) == RETIRED
     }
 
@@ -286,24 +286,24 @@ impl Entry {
         // whoever takes the slot next (`take_fetch_slot`'s Acquire) and to a waiter that
         // reads the slot free (`awaits_fetch`'s Acquire).
         self.fetching.store(false, Ordering::Release);
-        // After the store: a waiter whose `Notified` was made before this call is woken; one
+        // After the store: a waiter whose listener was made before this call is woken; one
         // made after it sees the store (see `awaits_fetch`).
-        self.arrived.notify_waiters();
+        self.arrived.notify();
     }
 
-    /// A waiter's check, made *after* it made (and enabled) its `Notified` on
-    /// [`Entry::arrived`]: whether it must wait for it, because a fetch (or the sweep's hold)
+    /// A waiter's check, made *after* it made its listener on [`Entry::arrived`]: whether it
+    /// must wait for it, because a fetch (or the sweep's hold)
     /// still has the slot and the entry is not retired. `false`: decide again at once (the
     /// fetch's word is installed, or the entry is retired and the lookup finds a new one).
     ///
     /// Both the end of a fetch ([`Entry::end_fetch`]) and the sweep ([`Entry::sweep_step`])
-    /// call `notify_waiters` after their store to the slot or their retirement: one made
-    /// after the waiter's `Notified` wakes it; one made before happened-before it (the
-    /// `Notify`'s own order), and then the loads here see what preceded it.
+    /// notify after their store to the slot or their retirement: one made after the
+    /// waiter's listener wakes it; one made before it was read by the listener's acquire
+    /// (the event's own order), and then the loads here see what preceded it.
     pub(super) fn awaits_fetch(&self) -> bool {
         // Acquire: pairs with the Release of `end_fetch` (or of the sweep's `sweep_step`):
         // `false` here means the fetch's word is installed and visible. `is_retired` is
-        // Relaxed: ordered by the `Notify` as said; a retired entry keeps the slot for good,
+        // Relaxed: ordered by the event as said; a retired entry keeps the slot for good,
         // so only the retirement tells the waiter to look again.
         self.fetching.load(Ordering::Acquire) && !self.is_retired()
     }
@@ -328,10 +328,10 @@ impl Entry {
             // Release: pairs with the Acquire of the next refill's swap.
             self.fetching.store(false, Ordering::Release);
         }
-        // After the store (or the retirement) above: a waiter whose `Notified` was made
+        // After the store (or the retirement) above: a waiter whose listener was made
         // before this call is woken; one made after it sees the store or the retirement
         // (see `awaits_fetch`).
-        self.arrived.notify_waiters();
+        self.arrived.notify();
         retired
     }
 }
@@ -380,7 +380,7 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     /// Whether `notified` is ready now (polled once, never waiting).
-    fn woken(notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) -> bool {
+    fn woken(notified: std::pin::Pin<&mut limitcore::notify::Listener<'_>>) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         matches!(notified.poll(&mut cx), Poll::Ready(()))
     }
@@ -402,8 +402,7 @@ mod tests {
         // Relaxed (every access to `fetching` in this test): one thread, no other memory
         // published through it.
         entry.fetching.store(true, Ordering::Relaxed);
-        let mut waiter = pin!(entry.arrived.notified());
-        waiter.as_mut().enable();
+        let mut waiter = pin!(entry.arrived.listen());
         assert!(!entry.sweep_step(&rule, 0));
         assert!(
             !woken(waiter.as_mut()),
@@ -423,8 +422,7 @@ mod tests {
         assert!(!entry.is_retired());
 
         // Idle since 10 ms: retired, the slot kept, the waiter woken.
-        let mut waiter = pin!(entry.arrived.notified());
-        waiter.as_mut().enable();
+        let mut waiter = pin!(entry.arrived.listen());
         assert!(entry.sweep_step(&rule, 10_000_000));
         assert!(woken(waiter.as_mut()), "woken when the entry is retired");
         assert!(entry.is_retired() && entry.fetching.load(Ordering::Relaxed));

@@ -3,7 +3,8 @@
 //! on an entry the sweep retires is woken, a waiter on a fetch is woken when it ends and
 //! then sees the fetch's cells). Every interleaving loom finds of the entry's atomics, its
 //! lease word (the core's compare-and-swap loop, `crate::sync::WordCell` under the model)
-//! and its `Notify` (the stand-in of `crate::sync`) is checked; a waiter that is never woken
+//! and its event (the core's `limitcore::notify::Event`, on loom's lock and atomics) is
+//! checked; a waiter that is never woken
 //! is a deadlock loom reports.
 //!
 //! Run (release, a target directory of their own; see `crate::sync`):
@@ -25,7 +26,7 @@
 use super::entry::Entry;
 use super::LeaseRule;
 use loom::thread;
-use std::pin::pin;
+
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
@@ -69,15 +70,14 @@ fn rule() -> LeaseRule {
     LeaseRule::with_epoch("100/s burst 10".parse().unwrap(), 0, 4)
 }
 
-/// One wait of `LeasedLimiter::acquire` on `entry`: its `Notified` first, then the check,
+/// One wait of `LeasedLimiter::acquire` on `entry`: its listener first, then the check,
 /// then the wait if the check says so (`await_lease`'s order, with loom's executor in place
 /// of tokio's timer). Returns whether it waited; a waiter woken decides again, and waits
 /// again while the slot is held ([`wait_until_free`]).
 fn wait_for_fetch(entry: &Entry) -> bool {
-    let mut notified = pin!(entry.arrived.notified());
-    notified.as_mut().enable();
+    let listener = entry.arrived.listen();
     if entry.awaits_fetch() {
-        loom::future::block_on(notified);
+        loom::future::block_on(listener);
         return true;
     }
     false
