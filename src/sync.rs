@@ -11,7 +11,7 @@ pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// The waiting layer's models' flags (`notify/loom.rs`), and the budget's writer flag
 /// without `std`.
-#[cfg(limitcore_loom)]
+#[cfg(all(limitcore_loom, any(test, not(feature = "std"))))]
 pub(crate) use loom::sync::atomic::AtomicBool;
 
 #[cfg(not(limitcore_loom))]

@@ -154,6 +154,12 @@ pub(crate) struct Live {
     /// ignores: it is never left held.
     #[cfg(feature = "std")]
     pub(crate) waiters: Mutex<super::wait::Waiters>,
+    /// How many wait in `waiters`: stored (release) with the lock held after each change,
+    /// read (acquire) without it by a wait's first look, which takes the one-CAS path
+    /// when nobody waits (a waiter queued before the look is seen by it, or queued after it
+    /// began).
+    #[cfg(feature = "std")]
+    pub(crate) queued: AtomicU64,
     /// Without `std` (no waiters, no lock): held by a reconfiguration while it publishes and
     /// converts, released by its guard's drop (so an unwinding panic releases it too).
     #[cfg(not(feature = "std"))]
@@ -179,6 +185,8 @@ impl Live {
             slots: core::array::from_fn(|_| Slot::empty()),
             #[cfg(feature = "std")]
             waiters: Mutex::new(super::wait::Waiters::new()),
+            #[cfg(feature = "std")]
+            queued: AtomicU64::new(0),
             #[cfg(not(feature = "std"))]
             writing: AtomicBool::new(false),
             serial: AtomicU64::new(1),

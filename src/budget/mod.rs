@@ -28,8 +28,11 @@
 //!   [`Paused`](crate::Denied::Paused)).
 //! - **Waits in order** (`Budget::acquire_n_blocking`, `Budget::acquire_n_async`): a
 //!   waiter takes its place in the schedule first and then sleeps until it, so a large
-//!   request is never overtaken by small ones; a change of configuration wakes it to re-time
-//!   its place; a dropped async waiter gives its place back.
+//!   request is never overtaken by small ones, and waiters that arrive during a pause keep
+//!   their order when it ends; a change of configuration re-times every place (and fails a
+//!   waiter that no longer fits with `ExceedsCapacity`, or releases every waiter uncharged
+//!   when the budget is disabled); a dropped async waiter gives its place back. The waits
+//!   sleep on the budget's clock.
 //!
 //! # Decisions
 //!

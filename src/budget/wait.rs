@@ -33,8 +33,8 @@ use crate::notify::driver::{block_on, Nap, Wait};
 use crate::notify::list::WaitList;
 use crate::notify::wake::WakeList;
 use crate::rules::Rule;
-use crate::sync::lock;
-use core::task::{Context, Poll};
+use crate::sync::{lock, Ordering};
+use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::time::Instant;
 
@@ -49,9 +49,58 @@ pub(crate) struct Place {
     retry_at: Option<Nanos>,
 }
 
-/// A budget's waiters, in arrival order: resolved with the receipt of the permits taken
+/// What a waiter's entry is resolved with: the receipt of the permits taken
 /// ([`Receipt::NOTHING`] when disabled) or a refusal.
-pub(crate) type Waiters = WaitList<Place, Result<Receipt, Denied>>;
+type Outcome = Result<Receipt, Denied>;
+
+/// A budget's waiters, in arrival order (the waiting layer's list), and how many of them
+/// are unplaced: a newcomer queues behind them, and only then do the placements walk the
+/// list.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    list: WaitList<Place, Outcome>,
+    unplaced: usize,
+}
+
+impl core::ops::Deref for Waiters {
+    type Target = WaitList<Place, Outcome>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.list
+    }
+}
+
+impl Waiters {
+    pub(crate) const fn new() -> Self {
+        Waiters {
+            list: WaitList::new(),
+            unplaced: 0,
+        }
+    }
+
+    fn push(&mut self, place: Place) -> usize {
+        self.unplaced += usize::from(place.receipt.is_none());
+        self.list.push_back(place, None)
+    }
+
+    /// Resolve a waiting entry (see `WaitList::resolve`).
+    fn resolve(&mut self, key: usize, outcome: Outcome) -> Option<(Place, Option<Waker>)> {
+        let resolved = self.list.resolve(key, outcome);
+        if let Some((place, _)) = &resolved {
+            self.unplaced -= usize::from(place.receipt.is_none());
+        }
+        resolved
+    }
+
+    /// Remove an entry: `Err(place)` if it waited, `Ok(outcome)` if it was resolved.
+    fn remove(&mut self, key: usize) -> Result<Outcome, Place> {
+        let removed = self.list.cancel(key);
+        if let Err(place) = &removed {
+            self.unplaced -= usize::from(place.receipt.is_none());
+        }
+        removed
+    }
+}
 
 /// A budget wait's progress, owned by its waiter and borrowing nothing (the I/O adapters
 /// keep one across polls): its entry while it waits.
@@ -129,10 +178,13 @@ impl<C: Clock> Budget<C> {
         me: Option<usize>,
         wakes: &mut WakeList,
     ) {
+        if waiters.unplaced == 0 {
+            return;
+        }
         let mut at = waiters.head();
         while let Some(key) = at {
             at = waiters.next(key);
-            let Some(place) = waiters.get_mut(key) else {
+            let Some(place) = waiters.list.get_mut(key) else {
                 continue;
             };
             if place.receipt.is_some() {
@@ -141,8 +193,9 @@ impl<C: Clock> Budget<C> {
             match self.try_place(place, now) {
                 Ok(()) if place.receipt.is_none() => return,
                 Ok(()) => {
+                    waiters.unplaced -= 1;
                     if me != Some(key) {
-                        wakes.extend(waiters.take_waker(key));
+                        wakes.extend(waiters.list.take_waker(key));
                     }
                 }
                 Err(denied) => {
@@ -152,13 +205,6 @@ impl<C: Clock> Budget<C> {
                 }
             }
         }
-    }
-
-    /// Whether an unplaced waiter waits (a newcomer then queues behind it).
-    fn any_unplaced(waiters: &Waiters) -> bool {
-        waiters
-            .keys()
-            .any(|k| waiters.get(k).is_some_and(|p| p.receipt.is_none()))
     }
 
     /// One look at the wait in `waiter` for `n` permits by `deadline`, with the waiters
@@ -190,12 +236,13 @@ impl<C: Clock> Budget<C> {
                     receipt: None,
                     retry_at: None,
                 };
-                if !Self::any_unplaced(waiters) {
+                // Behind an unplaced waiter, a newcomer queues unplaced too.
+                if waiters.unplaced == 0 {
                     if let Err(denied) = self.try_place(&mut place, now) {
                         return Look::Done(Err(denied));
                     }
                 }
-                let key = waiters.push_back(place, None);
+                let key = waiters.push(place);
                 waiter.key = Some(key);
                 key
             }
@@ -210,65 +257,61 @@ impl<C: Clock> Budget<C> {
             waiter.key = None;
             return Look::Done(collect(waiters, key));
         }
-        let place = waiters.get_mut(key).expect("waiting");
-        let look = match place.receipt.take() {
-            None if place.deadline.is_some_and(|d| now >= d) => {
+        let paused = rule.mode() == Mode::Paused;
+        let place = waiters.list.get_mut(key).expect("waiting");
+        let deadline_passed = place.deadline.is_some_and(|d| now >= d);
+        // The outcome, if the wait ends now (`Ok`: the place's permits conform).
+        let (end, look): (Option<Result<(), Denied>>, Look) = match place.receipt.take() {
+            None if deadline_passed => {
                 // Still unplaced at its deadline: paused, or behind a full schedule.
-                Look::Done(Err(match rule.mode() {
-                    Mode::Paused => Denied::Paused,
-                    _ => Denied::rate_limited(
-                        place.retry_at.map_or(1, |t| t.saturating_sub(now)).max(1),
-                    ),
-                }))
+                let denied = if paused {
+                    Denied::Paused
+                } else {
+                    let retry = place.retry_at.map_or(1, |t| t.saturating_sub(now));
+                    Denied::rate_limited(retry.max(1))
+                };
+                (Some(Err(denied)), Look::Woken)
             }
-            None => match (rule.mode(), place.retry_at) {
-                (Mode::Enabled, Some(at)) => Look::Until(at),
-                _ => Look::Woken,
+            None => match (paused, place.retry_at) {
+                (false, Some(at)) => (None, Look::Until(at)),
+                _ => (None, Look::Woken),
             },
-            Some(receipt) if rule.mode() == Mode::Paused => {
-                place.receipt = Some(receipt);
-                if place.deadline.is_some_and(|d| now >= d) {
-                    Look::Done(Err(Denied::Paused))
-                } else {
-                    Look::Woken
-                }
-            }
             Some(receipt) => {
+                // Re-timed into the configuration in force (a change since it was made).
                 let (wait, current) = rule.wait_for(receipt, now);
-                if wait == 0 {
-                    Look::Done(Ok(current))
+                place.receipt = Some(current);
+                let left = max_wait(place.deadline, now);
+                if paused {
+                    (deadline_passed.then_some(Err(Denied::Paused)), Look::Woken)
+                } else if wait == 0 {
+                    (Some(Ok(())), Look::Woken)
+                } else if wait > left {
+                    (Some(Err(Denied::rate_limited(wait - left))), Look::Woken)
                 } else {
-                    let left = max_wait(place.deadline, now);
-                    place.receipt = Some(current);
-                    if wait > left {
-                        Look::Done(Err(Denied::rate_limited(wait - left)))
-                    } else {
-                        Look::Until(now.saturating_add(wait))
-                    }
+                    (None, Look::Until(now.saturating_add(wait)))
                 }
             }
         };
-        match look {
-            Look::Done(outcome) => {
-                waiter.key = None;
-                let place = waiters.cancel(key).err().expect("waiting");
-                if outcome.is_err() {
+        if let Some(end) = end {
+            waiter.key = None;
+            let place = waiters.remove(key).err().expect("waiting");
+            return Look::Done(match end {
+                Ok(()) => Ok(place.receipt.unwrap_or(Receipt::NOTHING)),
+                Err(denied) => {
                     if let Some(receipt) = place.receipt {
                         self.give_back(receipt, now);
                     }
                     // A place given back may let the unplaced go.
                     self.place_unplaced(waiters, now, None, wakes);
+                    Err(denied)
                 }
-                Look::Done(outcome)
-            }
-            pending => {
-                let _ = waiters.poll(key, Some(cx.waker()));
-                match (pending, deadline) {
-                    (Look::Until(at), Some(d)) => Look::Until(at.min(d)),
-                    (Look::Woken, Some(d)) => Look::Until(d),
-                    (pending, _) => pending,
-                }
-            }
+            });
+        }
+        let _ = waiters.list.poll(key, Some(cx.waker()));
+        match (look, deadline) {
+            (Look::Until(at), Some(d)) => Look::Until(at.min(d)),
+            (Look::Woken, Some(d)) => Look::Until(d),
+            (look, _) => look,
         }
     }
 
@@ -284,11 +327,22 @@ impl<C: Clock> Budget<C> {
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<Receipt, Denied>> {
-        let waiters = &self.rule().live.waiters;
+        let live = &self.rule().live;
+        // Acquire: partner of the release in `queued`; nobody waits: the one-CAS path.
+        if waiter.key.is_none() && n > 0 && live.queued.load(Ordering::Acquire) == 0 {
+            if let Ok(receipt) = self.acquire_refundable_at(n, self.now()) {
+                return Poll::Ready(Ok(receipt));
+            }
+        }
         loop {
             let now = self.now();
             let mut wakes = WakeList::new();
-            let look = self.look(&mut lock(waiters), waiter, n, deadline, now, cx, &mut wakes);
+            let look = {
+                let mut waiters = lock(&live.waiters);
+                let look = self.look(&mut waiters, waiter, n, deadline, now, cx, &mut wakes);
+                self.count_queued(&waiters);
+                look
+            };
             wakes.wake_all();
             match look {
                 Look::Done(outcome) => return Poll::Ready(outcome),
@@ -312,7 +366,7 @@ impl<C: Clock> Budget<C> {
         let mut wakes = WakeList::new();
         {
             let mut waiters = lock(&self.rule().live.waiters);
-            let receipt = match waiters.cancel(key) {
+            let receipt = match waiters.remove(key) {
                 Ok(outcome) => outcome.ok(),
                 Err(place) => place.receipt,
             };
@@ -320,8 +374,18 @@ impl<C: Clock> Budget<C> {
                 self.give_back(receipt, now);
             }
             self.place_unplaced(&mut waiters, now, None, &mut wakes);
+            self.count_queued(&waiters);
         }
         wakes.wake_all();
+    }
+
+    /// With the waiters locked, after a change: publish how many wait.
+    fn count_queued(&self, waiters: &Waiters) {
+        // Release: partner of the first look's acquire (`poll_acquire`).
+        self.rule()
+            .live
+            .queued
+            .store(waiters.len() as u64, Ordering::Release);
     }
 
     /// Settle the waiters after a change of configuration was published (the waiters
@@ -333,7 +397,7 @@ impl<C: Clock> Budget<C> {
         let mut at = waiters.head();
         while let Some(key) = at {
             at = waiters.next(key);
-            let Some(place) = waiters.get_mut(key) else {
+            let Some(place) = waiters.get(key) else {
                 continue;
             };
             let outcome = if mode == Mode::Disabled {
@@ -353,12 +417,13 @@ impl<C: Clock> Budget<C> {
                     }
                 }
                 // Look again: re-time the place (or learn that the pause ended).
-                None => wakes.extend(waiters.take_waker(key)),
+                None => wakes.extend(waiters.list.take_waker(key)),
             }
         }
         if mode == Mode::Enabled {
             self.place_unplaced(waiters, now, None, wakes);
         }
+        self.count_queued(waiters);
     }
 
     /// Waiters in the budget's queue (placed or not), for inspection.
@@ -515,7 +580,7 @@ impl<C: Clock> Budget<C> {
 
 /// Collect the outcome of the resolved entry `key`.
 fn collect(waiters: &mut Waiters, key: usize) -> Result<Receipt, Denied> {
-    match waiters.cancel(key) {
+    match waiters.remove(key) {
         Ok(outcome) => outcome,
         Err(_) => unreachable!("collected only once resolved"),
     }

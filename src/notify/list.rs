@@ -124,6 +124,7 @@ impl<T, R> WaitList<T, R> {
     }
 
     /// The waiting entries' keys, in order.
+    #[cfg(test)]
     pub(crate) fn keys(&self) -> impl Iterator<Item = usize> + '_ {
         core::iter::successors(self.head, move |&k| self.next(k))
     }

@@ -18,8 +18,9 @@
 //!   finishes or registers `cx`'s waker with whatever will end it (an [`Event`], a
 //!   `WaitList` entry, a clock that is not the OS timer) and says how long it may sleep on
 //!   the OS timer at most. `block_on` runs it on a thread (parked, woken by the waker);
-//!   `WaitFuture` runs it as a future (with feature `tokio` the OS-timer naps are tokio
-//!   sleeps). A wait that must give something back when abandoned does it in its own `Drop`,
+//!   `WaitFuture` runs it as a future, its naps on tokio's timer (feature `tokio`; the
+//!   permits' futures, which never nap, poll their wait directly and need no runtime). A
+//!   wait that must give something back when abandoned does it in its own `Drop`,
 //!   so both faces are cancellation-safe the same way.
 //!
 //! Waits follow the limiter's clock: a wait for a time asks the clock
