@@ -124,7 +124,7 @@ impl<T, R> WaitList<T, R> {
     }
 
     /// The waiting entries' keys, in order.
-    #[cfg(test)]
+    #[cfg(all(test, not(limitcore_loom)))]
     pub(crate) fn keys(&self) -> impl Iterator<Item = usize> + '_ {
         core::iter::successors(self.head, move |&k| self.next(k))
     }
