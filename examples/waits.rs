@@ -81,8 +81,9 @@ fn main() {
             );
         }
         "lanes" => {
-            let lanes =
-                Arc::new(Lanes::new(LanesConfig::new("64MiB/s burst 1MiB".parse().unwrap())).unwrap());
+            let lanes = Arc::new(
+                Lanes::new(LanesConfig::new("64MiB/s burst 1MiB".parse().unwrap())).unwrap(),
+            );
             let (bytes, wall) = two_threads(seconds, |i, stop| {
                 let (lane, size) = if i == 0 {
                     (Lane::LOW, 256 << 10)

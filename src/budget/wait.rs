@@ -426,7 +426,31 @@ impl<C: Clock> Budget<C> {
         self.count_queued(waiters);
     }
 
-    /// Waiters in the budget's queue (placed or not), for inspection.
+    /// How many wait in the budget's queue (with a place in the schedule or not yet): the
+    /// blocking and async waits that have not finished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Budget, RateLimiter};
+    /// use std::sync::Arc;
+    ///
+    /// let clock = ManualClock::new();
+    /// let budget = Arc::new(Budget::with_clock("10/s burst 1".parse()?, clock.clone())?);
+    /// budget.try_acquire()?;
+    /// let waiter = {
+    ///     let budget = budget.clone();
+    ///     std::thread::spawn(move || budget.acquire_n_blocking(1))
+    /// };
+    /// while budget.waiting() == 0 {
+    ///     std::thread::yield_now(); // until the waiter has taken its place
+    /// }
+    /// clock.advance(std::time::Duration::from_millis(100)); // its turn, on the budget's clock
+    /// waiter.join().unwrap()?;
+    /// assert_eq!(budget.waiting(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn waiting(&self) -> usize {
         lock(&self.rule().live.waiters).len()
     }
