@@ -38,7 +38,7 @@ pub(crate) mod yaml;
 
 pub use error::ConfigError;
 
-use limitcore::{Algorithm, Quota, QuotaError};
+use limitcore::{Algorithm, Quota, QuotaError, WithRule};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -203,10 +203,20 @@ impl Limit {
     /// [`Limit::requests_per_unit`]), a burst on a window algorithm, a burst of 0.
     pub fn quota(&self) -> Result<Quota, QuotaError> {
         let quota = Quota::new(self.requests_per_unit, self.unit.period())?;
-        match self.burst {
-            Some(burst) => quota.with_burst(burst),
-            None => Ok(quota),
+        let quota = match self.burst {
+            Some(burst) => quota.with_burst(burst)?,
+            None => quota,
+        };
+        // The algorithm's own checks (a window has no burst).
+        struct Check(Quota);
+        impl WithRule for Check {
+            type Output = Result<(), QuotaError>;
+            fn run<R: limitcore::rules::Rule>(self) -> Self::Output {
+                R::new(&self.0).map(|_| ())
+            }
         }
+        self.algorithm.with_rule(Check(quota))?;
+        Ok(quota)
     }
 }
 

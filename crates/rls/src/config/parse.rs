@@ -444,7 +444,7 @@ fn read_rule(
     let mut name = None;
     let mut replaces = Vec::new();
     let mut algo = ctx.algorithm;
-    let mut burst = ctx.burst;
+    let mut burst = None;
     for (key, value, key_line) in &fields {
         match *key {
             "unit" => {
@@ -489,6 +489,11 @@ fn read_rule(
                 "invalid rate limit unit \"\": a rate_limit needs a unit (or unlimited: true)",
             ));
         };
+        // A default burst (the file's, the service's) is for the algorithms that have one.
+        let burst = burst.or(match algo {
+            Algorithm::Gcra | Algorithm::TokenBucket => ctx.burst,
+            _ => None,
+        });
         let limit = Limit::new(rpu, unit, algo, burst);
         if rpu > 0 {
             limit.quota().map_err(|e| {
