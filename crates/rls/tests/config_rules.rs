@@ -59,15 +59,28 @@ fn duplicate_domains_are_refused_unless_merged() {
     let err = Config::from_files(&[a.clone(), b.clone()], &Settings::default()).unwrap_err();
     assert_eq!((err.file.clone(), err.line), (PathBuf::from("b.yaml"), 1));
     assert!(err.message.contains("duplicate domain 'd'"), "{err}");
-    let merged = Settings { merge_domains: true, ..Settings::default() };
+    let merged = Settings {
+        merge_domains: true,
+        ..Settings::default()
+    };
     let config = Config::from_files(&[a.clone(), b], &merged).unwrap();
     let d = config.domain("d").unwrap();
     assert!(find(d, &[("x", "1")]).is_some());
-    assert_eq!(find(d, &[("y", "1")]).unwrap().rule.limit.unwrap().unit, Unit::Minute);
+    assert_eq!(
+        find(d, &[("y", "1")]).unwrap().rule.limit.unwrap().unit,
+        Unit::Minute
+    );
     // Merged files still may not define one composite key twice.
-    let again = (PathBuf::from("c.yaml"), "domain: d\ndescriptors:\n  - key: x\n".to_owned());
+    let again = (
+        PathBuf::from("c.yaml"),
+        "domain: d\ndescriptors:\n  - key: x\n".to_owned(),
+    );
     let err = Config::from_files(&[a, again], &merged).unwrap_err();
-    assert!(err.message.contains("duplicate descriptor composite key 'd.x'"), "{err}");
+    assert!(
+        err.message
+            .contains("duplicate descriptor composite key 'd.x'"),
+        "{err}"
+    );
     assert_eq!(err.file, PathBuf::from("c.yaml"));
 }
 
@@ -101,18 +114,62 @@ descriptors:
 /// (what, descriptor, the matched path, or None)
 const MATCHES: &[(&str, &[(&str, &str)], Option<&str>)] = &[
     ("an exact value", &[("key1", "value1")], Some("key1_value1")),
-    ("an unknown value of a key with no default", &[("key1", "other")], None),
+    (
+        "an unknown value of a key with no default",
+        &[("key1", "other")],
+        None,
+    ),
     ("an unknown key", &[("nokey", "x")], None),
-    ("the key's default below an exact node", &[("key1", "value1"), ("subkey1", "any")], Some("key1_value1.subkey1")),
-    ("an exact value wins over the default", &[("key1", "value1"), ("subkey1", "subvalue1")], Some("key1_value1.subkey1_subvalue1")),
-    ("the key's default at the top", &[("key2", "anything")], Some("key2")),
-    ("a whitelisting node matches", &[("key2", "white")], Some("key2_white")),
-    ("an intermediate node without a limit", &[("key3", "x")], None),
-    ("the limit of the last entry's node", &[("key3", "x"), ("sub", "y")], Some("key3.sub")),
-    ("a node without a rate_limit limits nothing", &[("key4", "nolimit")], None),
-    ("a descriptor longer than the tree", &[("key2", "x"), ("more", "y")], None),
-    ("a shorter descriptor does not borrow a deeper limit", &[("key3", "x")], None),
-    ("entries in another order", &[("subkey1", "any"), ("key1", "value1")], None),
+    (
+        "the key's default below an exact node",
+        &[("key1", "value1"), ("subkey1", "any")],
+        Some("key1_value1.subkey1"),
+    ),
+    (
+        "an exact value wins over the default",
+        &[("key1", "value1"), ("subkey1", "subvalue1")],
+        Some("key1_value1.subkey1_subvalue1"),
+    ),
+    (
+        "the key's default at the top",
+        &[("key2", "anything")],
+        Some("key2"),
+    ),
+    (
+        "a whitelisting node matches",
+        &[("key2", "white")],
+        Some("key2_white"),
+    ),
+    (
+        "an intermediate node without a limit",
+        &[("key3", "x")],
+        None,
+    ),
+    (
+        "the limit of the last entry's node",
+        &[("key3", "x"), ("sub", "y")],
+        Some("key3.sub"),
+    ),
+    (
+        "a node without a rate_limit limits nothing",
+        &[("key4", "nolimit")],
+        None,
+    ),
+    (
+        "a descriptor longer than the tree",
+        &[("key2", "x"), ("more", "y")],
+        None,
+    ),
+    (
+        "a shorter descriptor does not borrow a deeper limit",
+        &[("key3", "x")],
+        None,
+    ),
+    (
+        "entries in another order",
+        &[("subkey1", "any"), ("key1", "value1")],
+        None,
+    ),
 ];
 
 #[test]
@@ -127,11 +184,27 @@ fn basic_matching_and_overrides() {
     assert!(white.rule.limit.is_none(), "unlimited");
     let units: Vec<Unit> = ["key1_value1", "key3.sub", "key5"]
         .iter()
-        .map(|p| config.rules().iter().find(|r| r.path == *p).unwrap().limit.unwrap().unit)
+        .map(|p| {
+            config
+                .rules()
+                .iter()
+                .find(|r| r.path == *p)
+                .unwrap()
+                .limit
+                .unwrap()
+                .unit
+        })
         .collect();
-    assert_eq!(units, vec![Unit::Second, Unit::Year, Unit::Month], "units read in any case");
+    assert_eq!(
+        units,
+        vec![Unit::Second, Unit::Year, Unit::Month],
+        "units read in any case"
+    );
     // Counters: per value at a default node.
-    assert_ne!(find(d, &[("key2", "a")]).unwrap().counter, find(d, &[("key2", "b")]).unwrap().counter);
+    assert_ne!(
+        find(d, &[("key2", "a")]).unwrap().counter,
+        find(d, &[("key2", "b")]).unwrap().counter
+    );
 }
 
 const WILDCARDS: &str = "
@@ -162,11 +235,31 @@ fn wildcards_and_shared_wildcards() {
     let config = load(WILDCARDS).unwrap();
     let d = config.domain("wild").unwrap();
     let name = |e: &[(&str, &str)]| find(d, e).map(|m| m.rule.name.clone().unwrap());
-    assert_eq!(name(&[("path", "/api/exact")]).as_deref(), Some("exact"), "exact before wildcards");
-    assert_eq!(name(&[("path", "/api/v2/x")]).as_deref(), Some("api"), "the first wildcard in load order");
-    assert_eq!(name(&[("path", "/api/")]).as_deref(), Some("api"), "a star matches nothing too");
-    assert_eq!(name(&[("path", "/other")]).as_deref(), Some("default"), "then the key's default");
-    assert_eq!(name(&[("host", "www.example.org")]).as_deref(), Some("shared"), "a star in the middle");
+    assert_eq!(
+        name(&[("path", "/api/exact")]).as_deref(),
+        Some("exact"),
+        "exact before wildcards"
+    );
+    assert_eq!(
+        name(&[("path", "/api/v2/x")]).as_deref(),
+        Some("api"),
+        "the first wildcard in load order"
+    );
+    assert_eq!(
+        name(&[("path", "/api/")]).as_deref(),
+        Some("api"),
+        "a star matches nothing too"
+    );
+    assert_eq!(
+        name(&[("path", "/other")]).as_deref(),
+        Some("default"),
+        "then the key's default"
+    );
+    assert_eq!(
+        name(&[("host", "www.example.org")]).as_deref(),
+        Some("shared"),
+        "a star in the middle"
+    );
     // share_threshold: every value the wildcard matches shares one counter.
     let a = find(d, &[("host", "a.example.com")]).unwrap();
     let b = find(d, &[("host", "b.example.net")]).unwrap();
@@ -207,25 +300,47 @@ fn shadow_quota_metadata_metrics_and_limitcore_keys() {
     let a = find(d, &[("a", "1")]).unwrap();
     assert!(a.rule.shadow_mode && a.rule.detailed_metric);
     let limit = a.rule.limit.unwrap();
-    assert_eq!((limit.algorithm, limit.burst), (Algorithm::Gcra, Some(7)), "the file's defaults");
-    assert_eq!(a.metric.as_deref(), Some("a_1"), "detailed_metric: the runtime descriptor");
+    assert_eq!(
+        (limit.algorithm, limit.burst),
+        (Algorithm::Gcra, Some(7)),
+        "the file's defaults"
+    );
+    assert_eq!(
+        a.metric.as_deref(),
+        Some("a_1"),
+        "detailed_metric: the runtime descriptor"
+    );
     let b = find(d, &[("b", "2")]).unwrap();
     assert!(b.rule.quota_mode);
     assert_eq!(b.rule.limit.unwrap().algorithm, Algorithm::SlidingLog);
-    assert_eq!(b.rule.metadata, Some(serde_json::json!({"owner": "team-b", "tags": ["x", "y"]})));
+    assert_eq!(
+        b.rule.metadata,
+        Some(serde_json::json!({"owner": "team-b", "tags": ["x", "y"]}))
+    );
     assert_eq!(b.metric, None, "no runtime value in metrics by default");
     let c = find(d, &[("c", "v9"), ("d", "w")]).unwrap();
-    assert_eq!(c.metric.as_deref(), Some("c_v9.d"), "value_to_metric: that level's value");
+    assert_eq!(
+        c.metric.as_deref(),
+        Some("c_v9.d"),
+        "value_to_metric: that level's value"
+    );
     assert_eq!(c.rule.label(), "named");
     assert_eq!(c.rule.replaces, vec!["other".to_owned()]);
 }
 
 #[test]
 fn a_service_default_algorithm_and_burst() {
-    let settings = Settings { algorithm: Algorithm::TokenBucket, burst: Some(3), ..Settings::default() };
+    let settings = Settings {
+        algorithm: Algorithm::TokenBucket,
+        burst: Some(3),
+        ..Settings::default()
+    };
     let config = Config::from_str_named("s.yaml", "domain: s\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n", &settings).unwrap();
     let limit = config.rules()[0].limit.unwrap();
-    assert_eq!((limit.algorithm, limit.burst), (Algorithm::TokenBucket, Some(3)));
+    assert_eq!(
+        (limit.algorithm, limit.burst),
+        (Algorithm::TokenBucket, Some(3))
+    );
 }
 
 #[test]
