@@ -25,7 +25,7 @@
 //! - **Backends** ([`Backend`]): in process (the core's keyed limiters, bounded memory);
 //!   Redis exact (one script call decides every descriptor of a request, atomically; a hash
 //!   tag per domain for Redis Cluster); Redis leased (limitcore-redis's [`LeasedLimiter`]).
-//!   Redis calls have a deadline (5 ms by default) and a circuit breaker, and an outage
+//!   Redis calls have a deadline (10 ms by default) and a circuit breaker, and an outage
 //!   policy answers while Redis cannot.
 //! - **Operations** ([`server`]): gRPC health checking, `/healthcheck`, `/json`,
 //!   `/metrics` ([`metrics`](mod@metrics): envoyproxy/ratelimit's counters by domain and

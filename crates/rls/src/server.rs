@@ -124,7 +124,7 @@ pub struct ServerConfig {
     #[arg(long, env = "LIMITCORE_RLS_REDIS_CLUSTER", value_delimiter = ',')]
     pub redis_cluster: Vec<String>,
     /// The most a Redis call may take, in milliseconds (well inside Envoy's 20 ms).
-    #[arg(long, env = "LIMITCORE_RLS_REDIS_DEADLINE_MS", default_value_t = 5)]
+    #[arg(long, env = "LIMITCORE_RLS_REDIS_DEADLINE_MS", default_value_t = 10)]
     pub redis_deadline_ms: u64,
     /// What to answer while Redis cannot.
     #[arg(

@@ -73,7 +73,8 @@ local function decide(i, s, charge)
     if op == 'c' then return 1, free, backlog end
     if n > burst then return 0, free, backlog end
     if backlog + n * tt <= span then
-      if charge then s.tat, s.dirty = now + backlog + n * tt, true end
+      if not charge then return 1, free, backlog end
+      s.tat, s.dirty = now + backlog + n * tt, true
       local left = math.floor((span - backlog - n * tt) / tt)
       return 1, left, backlog + n * tt
     end
@@ -95,7 +96,8 @@ local function decide(i, s, charge)
     if s.c > 0 then full = reset end
     if op == 'c' then return 1, left, full end
     if n <= left then
-      if charge then s.c, s.dirty = s.c + n, true end
+      if not charge then return 1, left, full end
+      s.c, s.dirty = s.c + n, true
       return 1, left - n, reset
     end
     if charge and mode == 'e' and n <= count then s.c, s.dirty = count, true end
@@ -213,6 +215,19 @@ impl RedisExact {
             local,
             sha: sha1_hex(SCRIPT),
         }
+    }
+
+    /// Load the script (`SCRIPT LOAD`), so that every decision is one `EVALSHA` from the
+    /// first on (a server restarted or flushed since is answered `NOSCRIPT` once, and the
+    /// call repeated with `EVAL`).
+    ///
+    /// # Errors
+    ///
+    /// Redis's error.
+    pub async fn load_script(&self) -> Result<(), limitcore_redis::Error> {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(SCRIPT);
+        self.redis.command(&cmd).await.map(|_| ())
     }
 
     /// The Redis handle.
