@@ -215,6 +215,9 @@ pub struct Service {
     override_counters: RuleCounters,
 }
 
+/// A descriptor's match: its rule, counter key, metric label and the rule's state.
+type Match = (Arc<Rule>, String, Option<String>, Slot);
+
 /// What a descriptor was matched to.
 enum Target {
     /// No rule, a whitelisting rule, or a replaced one.
@@ -363,8 +366,7 @@ impl Service {
         let request_hits = u64::from(request.hits_addend.max(1));
 
         // Match each descriptor.
-        let mut matched: Vec<Option<(Arc<Rule>, String, Option<String>, Slot)>> =
-            Vec::with_capacity(request.descriptors.len());
+        let mut matched: Vec<Option<Match>> = Vec::with_capacity(request.descriptors.len());
         for d in &request.descriptors {
             let Some(domain) = domain else {
                 matched.push(None);

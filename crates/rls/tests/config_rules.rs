@@ -10,8 +10,16 @@ fn load(text: &str) -> Result<Config, limitcore_rls::ConfigError> {
     Config::from_str_named("t.yaml", text, &Settings::default())
 }
 
-/// (what, YAML, expected line, expected key, a fragment of the message)
-const INVALID: &[(&str, &str, usize, Option<&str>, &str)] = &[
+/// An invalid case: what it shows, the YAML, the line, the key, a fragment of the message.
+type Invalid = (
+    &'static str,
+    &'static str,
+    usize,
+    Option<&'static str>,
+    &'static str,
+);
+
+const INVALID: &[Invalid] = &[
     ("bad YAML names its line", "domain: d\ndescriptors:\n  - key: a\n    value: [x\n", 5, None, "error loading config file"),
     ("misspelled top-level key", "domian: d\n", 1, Some("domian"), "unknown key 'domian'"),
     ("misspelled descriptor key", "domain: d\ndescriptors:\n  - key: a\n    rate_limt: {unit: second, requests_per_unit: 1}\n", 4, Some("rate_limt"), "unknown key 'rate_limt'"),
@@ -111,8 +119,14 @@ descriptors:
     rate_limit: {unit: Month, requests_per_unit: 50}
 ";
 
-/// (what, descriptor, the matched path, or None)
-const MATCHES: &[(&str, &[(&str, &str)], Option<&str>)] = &[
+/// A matching case: what it shows, the descriptor, the matched path (or `None`).
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    Option<&'static str>,
+);
+
+const MATCHES: &[Case] = &[
     ("an exact value", &[("key1", "value1")], Some("key1_value1")),
     (
         "an unknown value of a key with no default",

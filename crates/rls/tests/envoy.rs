@@ -178,12 +178,11 @@ static_resources:
     e
 }
 
-/// `GET path` on `port` with `headers`: status, lower-cased headers, body.
-fn get_raw(
-    port: u16,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> std::io::Result<(u16, Vec<(String, String)>, String)> {
+/// An HTTP answer: status, lower-cased headers, body.
+type Answer = (u16, Vec<(String, String)>, String);
+
+/// `GET path` on `port` with `headers`.
+fn get_raw(port: u16, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut req = format!("GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n");
@@ -208,7 +207,7 @@ fn get_raw(
     Ok((status, headers, body.to_owned()))
 }
 
-fn get(e: &Envoy, user: &str) -> (u16, Vec<(String, String)>, String) {
+fn get(e: &Envoy, user: &str) -> Answer {
     get_raw(e.port, "/", &[("x-user", user)]).expect("envoy answers")
 }
 

@@ -90,10 +90,7 @@ async fn exact_all_or_nothing_in_one_script_call() {
     let r = ask(&mut c, req("r", vec![refund(desc(&[("user", "a")]), 5)], 0)).await;
     assert_eq!(r.statuses[0].limit_remaining, 3, "never past empty");
     // Fixed windows on Redis's clock, aligned to the Unix epoch: reset within the hour.
-    let d = r.statuses[0]
-        .duration_until_reset
-        .clone()
-        .unwrap_or_default();
+    let d = r.statuses[0].duration_until_reset.unwrap_or_default();
     assert!(d.seconds <= 3600);
     rls.stop().await;
 }
@@ -245,7 +242,9 @@ async fn redis_outage_answers_within_the_deadline_by_policy() {
         assert_eq!(ask(&mut co, one()).await.overall_code, OK);
         assert!(t.elapsed() < Duration::from_millis(20));
     }
-    // fail-local: the limit in process (one node: the whole rate).
+    // fail-local: the limit in process, at the rate divided by the live node count when
+    // the rule was loaded (three services heartbeat on this Redis: 1 of 3 per hour each,
+    // or the whole 3 if the others had not announced themselves yet).
     let statuses: Vec<i32> = {
         let mut v = Vec::new();
         for _ in 0..4 {
@@ -253,7 +252,9 @@ async fn redis_outage_answers_within_the_deadline_by_policy() {
         }
         v
     };
-    assert_eq!(statuses, vec![OK, OK, OK, OVER]);
+    let admitted = statuses.iter().filter(|&&c| c == OK).count();
+    assert!(statuses[0] == OK && statuses[3] == OVER && admitted <= 3, "{statuses:?}");
+    assert!(statuses[..admitted].iter().all(|&c| c == OK), "{statuses:?}");
     error.stop().await;
     open.stop().await;
     local.stop().await;
