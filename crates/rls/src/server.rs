@@ -137,9 +137,14 @@ pub struct ServerConfig {
     /// The prefix of every Redis key.
     #[arg(long, env = "LIMITCORE_RLS_REDIS_PREFIX", default_value = "lcrls:")]
     pub redis_prefix: String,
-    /// The largest lease, in permits (redis-leased).
+    /// The largest lease, in permits (redis-leased): `L` of the fleet bound
+    /// `B + ⌈(Δ + D)/T⌉ − 1 + N·L`.
     #[arg(long, env = "LIMITCORE_RLS_MAX_LEASE", default_value_t = 16)]
     pub max_lease: u32,
+    /// How long a lease should last at the node's rate, in milliseconds (redis-leased):
+    /// longer leases, fewer Redis calls per decision (up to `--max-lease` cells).
+    #[arg(long, env = "LIMITCORE_RLS_LEASE_TARGET_MS", default_value_t = 50)]
+    pub lease_target_ms: u64,
     /// Add the RateLimit-* headers (IETF draft) of the most constrained descriptor.
     #[arg(long, env = "LIMITCORE_RLS_HEADERS")]
     pub headers: bool,
@@ -240,6 +245,7 @@ impl ServerConfig {
                 policy,
                 self.redis_prefix.clone(),
                 self.max_lease,
+                Duration::from_millis(self.lease_target_ms.max(1)),
             )),
         })
     }

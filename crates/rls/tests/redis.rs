@@ -253,8 +253,14 @@ async fn redis_outage_answers_within_the_deadline_by_policy() {
         v
     };
     let admitted = statuses.iter().filter(|&&c| c == OK).count();
-    assert!(statuses[0] == OK && statuses[3] == OVER && admitted <= 3, "{statuses:?}");
-    assert!(statuses[..admitted].iter().all(|&c| c == OK), "{statuses:?}");
+    assert!(
+        statuses[0] == OK && statuses[3] == OVER && admitted <= 3,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses[..admitted].iter().all(|&c| c == OK),
+        "{statuses:?}"
+    );
     error.stop().await;
     open.stop().await;
     local.stop().await;

@@ -31,6 +31,7 @@ pub struct RedisLeased {
     policy: Policy,
     prefix: String,
     max_lease: u32,
+    target: Duration,
 }
 
 impl std::fmt::Debug for RedisLeased {
@@ -44,14 +45,22 @@ impl std::fmt::Debug for RedisLeased {
 }
 
 impl RedisLeased {
-    /// The backend on `redis`: leases of at most `max_lease` cells, keys under `prefix`,
-    /// `policy` when Redis cannot answer (must be called inside a tokio runtime).
-    pub fn new(redis: Redis, policy: Policy, prefix: impl Into<String>, max_lease: u32) -> Self {
+    /// The backend on `redis`: leases of at most `max_lease` cells sized to last about
+    /// `target` at the node's rate, keys under `prefix`, `policy` when Redis cannot answer
+    /// (rules are built inside a tokio runtime).
+    pub fn new(
+        redis: Redis,
+        policy: Policy,
+        prefix: impl Into<String>,
+        max_lease: u32,
+        target: Duration,
+    ) -> Self {
         RedisLeased {
             redis,
             policy,
             prefix: prefix.into(),
             max_lease: max_lease.max(1),
+            target,
         }
     }
 
