@@ -46,4 +46,4 @@ kill $okpid; wait $okpid 2>/dev/null || true
 run memory --backend memory
 run memory-gcra --backend memory --algorithm gcra
 run redis-exact --backend redis-exact --redis-deadline-ms 20
-run redis-leased --backend redis-leased --algorithm gcra --redis-deadline-ms 20 --max-lease 256 --lease-target-ms 500
+run redis-leased --backend redis-leased --algorithm gcra --redis-deadline-ms 20 --max-lease 256 --lease-target-ms 900

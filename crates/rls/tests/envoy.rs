@@ -344,3 +344,14 @@ async fn service_killed_then_failure_mode_deny_decides() {
     assert_eq!(a, 200, "failure_mode_deny: false lets the request through");
     assert_eq!(b, 500, "failure_mode_deny: true refuses it");
 }
+
+#[test]
+fn the_shipped_envoy_configuration_validates() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy.yaml");
+    let out = Command::new("envoy")
+        .args(["--mode", "validate", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("envoy is not installed ({e}): run `bash .ci/envoy-deps.sh`"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

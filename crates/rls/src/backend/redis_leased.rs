@@ -81,8 +81,9 @@ impl RedisLeased {
             .quota()
             .map_err(|e| BackendError(format!("{scope}: {e}")))?;
         let (domain, path) = scope.split_once(' ').unwrap_or((scope, ""));
-        let config =
-            LeaseConfig::new(self.max_lease).prefix(format!("{}{{{domain}}}:{path}:", self.prefix));
+        let config = LeaseConfig::new(self.max_lease)
+            .target(self.target)
+            .prefix(format!("{}lease:{{{domain}}}:{path}:", self.prefix));
         let limiter = LeasedLimiter::new(self.redis.clone(), quota, config, self.policy)
             .map_err(|e| BackendError(format!("{scope}: {e}")))?;
         Ok(Arc::new(RuleLease { limit, limiter }))
