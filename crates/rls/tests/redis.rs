@@ -22,6 +22,10 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 50, algorithm: gcra}
 ";
 
+/// The tests of this file run one at a time: each starts a server (and one kills its
+/// own), and on a loaded 2-core machine their breakers and deadlines are about latency.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn redis() -> RedisServer {
     RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
@@ -47,7 +51,7 @@ async fn service(
     // not about deadlines (the outage test sets its own).
     let mut flags = vec!["--backend", backend, "--redis-url", url.as_str()];
     if !extra.contains(&"--redis-deadline-ms") {
-        flags.extend_from_slice(&["--redis-deadline-ms", "200"]);
+        flags.extend_from_slice(&["--redis-deadline-ms", "2000"]);
     }
     flags.extend_from_slice(extra);
     let running = serve(dir.path(), UnixClock::shared(), &flags).await;
@@ -56,6 +60,7 @@ async fn service(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_all_or_nothing_in_one_script_call() {
+    let _serial = SERIAL.lock().await;
     let server = redis();
     let (_dir, rls) = service(&server, "redis-exact", &[]).await;
     let mut c = client(&rls).await;
@@ -97,6 +102,7 @@ async fn exact_all_or_nothing_in_one_script_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_charge_each_keeps_envoyproxy_counters() {
+    let _serial = SERIAL.lock().await;
     let server = redis();
     let (_dir, rls) = service(&server, "redis-exact", &["--mode", "charge-each"]).await;
     let mut c = client(&rls).await;
@@ -137,6 +143,7 @@ async fn hammer(rls: &limitcore_rls::Running, key: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exact_many_clients_one_key_no_overshoot() {
+    let _serial = SERIAL.lock().await;
     let server = redis();
     let (_dir, rls) = service(&server, "redis-exact", &[]).await;
     assert_eq!(hammer(&rls, "fw").await, 50, "fixed window: its count");
@@ -146,6 +153,7 @@ async fn exact_many_clients_one_key_no_overshoot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leased_many_clients_one_key_within_the_bound() {
+    let _serial = SERIAL.lock().await;
     let server = redis();
     let (_dir, rls) = service(
         &server,
@@ -161,6 +169,7 @@ async fn leased_many_clients_one_key_within_the_bound() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backends_refuse_rules_they_cannot_run() {
+    let _serial = SERIAL.lock().await;
     let server = redis();
     let dir = config_dir(&[("r.yaml", "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: sliding-log}\n")]);
     let url = server.url();
@@ -207,6 +216,7 @@ async fn backends_refuse_rules_they_cannot_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_outage_answers_within_the_deadline_by_policy() {
+    let _serial = SERIAL.lock().await;
     let mut server = redis();
     let (_d1, error) = service(&server, "redis-exact", &["--redis-deadline-ms", "8"]).await;
     let (_d2, open) = service(
