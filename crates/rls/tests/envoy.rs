@@ -353,5 +353,9 @@ fn the_shipped_envoy_configuration_validates() {
         .arg(&path)
         .output()
         .unwrap_or_else(|e| panic!("envoy is not installed ({e}): run `bash .ci/envoy-deps.sh`"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -241,7 +241,9 @@ pub struct Settings {
     /// The algorithm of rules that name none (nor their file): `fixed-window` by default,
     /// envoyproxy/ratelimit's, aligned to the Unix epoch.
     pub algorithm: Algorithm,
-    /// The burst of rules that set none (nor their file); `None`: the count per unit.
+    /// The burst of `gcra` and `token-bucket` rules that set none (nor their file); `None`:
+    /// the count per unit. The window algorithms have no burst: a default one does not
+    /// apply to them, and a rule's own is refused.
     pub burst: Option<u32>,
 }
 
