@@ -1,0 +1,129 @@
+//! [`Reloader`]: the configuration directory watched, a good change applied to the next
+//! request, a bad one refused with its reason while the configuration in force stays.
+
+use crate::config::{read_dir, Config, Settings};
+use crate::decide::Service;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Loads the configuration directory into a [`Service`], now and whenever its files change
+/// (polled: a Kubernetes ConfigMap's symbolic-link swap is seen like an edit).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::{Backend, Options, Reloader, Service, Settings, UnixClock};
+/// use std::sync::Arc;
+///
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("a.yaml"), "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")?;
+/// let service = Arc::new(Service::new(Backend::memory(UnixClock::shared(), 100), Options::default()));
+/// let reloader = Reloader::new(dir.path().into(), Settings::default(), Arc::clone(&service));
+/// assert_eq!(reloader.reload(), Ok(true));   // loaded
+/// assert_eq!(reloader.reload(), Ok(false));  // unchanged
+/// std::fs::write(dir.path().join("a.yaml"), "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n")?;
+/// assert!(reloader.reload().unwrap_err().contains("invalid rate limit unit"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Reloader {
+    dir: PathBuf,
+    settings: Settings,
+    service: Arc<Service>,
+    /// The files last seen (applied, or refused: a refused set is not tried again until it
+    /// changes).
+    seen: Mutex<Option<Vec<(PathBuf, String)>>>,
+    /// Why the last change was refused, while it is.
+    error: Mutex<Option<String>>,
+}
+
+impl Reloader {
+    /// A reloader of `dir` into `service`.
+    pub fn new(dir: PathBuf, settings: Settings, service: Arc<Service>) -> Self {
+        Reloader {
+            dir,
+            settings,
+            service,
+            seen: Mutex::new(None),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Load the directory if its files changed since the last look: `Ok(true)` if a new
+    /// configuration is in force, `Ok(false)` if nothing changed.
+    ///
+    /// # Errors
+    ///
+    /// Why the changed files were refused (file, line and key); the configuration in force
+    /// is kept.
+    pub fn reload(&self) -> Result<bool, String> {
+        let files = read_dir(&self.dir).map_err(|e| e.to_string());
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let files = match files {
+            Ok(f) => f,
+            Err(e) => return Err(self.refuse(e)),
+        };
+        if seen.as_ref() == Some(&files) {
+            return match self.last_error() {
+                Some(e) => Err(e),
+                None => Ok(false),
+            };
+        }
+        *seen = Some(files.clone());
+        let config = match Config::from_files(&files, &self.settings) {
+            Ok(c) => c,
+            Err(e) => return Err(self.refuse(e.to_string())),
+        };
+        if let Err(e) = self.service.apply(config) {
+            return Err(self.refuse(e.to_string()));
+        }
+        *self.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(true)
+    }
+
+    fn refuse(&self, why: String) -> String {
+        *self.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+        why
+    }
+
+    /// Why the files on disk are refused, if they are (the configuration in force is then
+    /// an earlier one).
+    pub fn last_error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reload every `every` until `stop` turns true, logging each outcome to stderr.
+    pub async fn watch(
+        self: Arc<Self>,
+        every: Duration,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut reported = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.changed() => return,
+            }
+            let me = Arc::clone(&self);
+            let outcome = tokio::task::spawn_blocking(move || me.reload()).await;
+            match outcome {
+                Ok(Ok(true)) => {
+                    eprintln!(
+                        "limitcore-rls: configuration reloaded from {}",
+                        self.dir.display()
+                    );
+                    reported = None;
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    if reported.as_ref() != Some(&e) {
+                        eprintln!("limitcore-rls: configuration refused, the previous one stays in force: {e}");
+                        reported = Some(e);
+                    }
+                }
+                Err(e) => eprintln!("limitcore-rls: reload task failed: {e}"),
+            }
+        }
+    }
+}

