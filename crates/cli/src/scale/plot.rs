@@ -129,7 +129,8 @@ pub fn plot(path: &Path, report: &Report) -> Result<(), String> {
             .y_desc("decisions/s, all threads (log scale)")
             .x_labels(max_threads.log2().ceil() as usize + 1)
             .x_label_formatter(&threads_label)
-            .y_labels(20)
+            .y_labels(12)
+            .light_line_style(WHITE)
             .y_label_formatter(&|v| format_rate(*v))
             .draw()
             .map_err(|e| err(&e))?;
