@@ -333,3 +333,30 @@ fn the_library_measures_what_it_is_asked() {
     assert_eq!(p.peer, Some(Contender::Governor));
     assert!(p.ratio_to_peer.unwrap() > 0.0);
 }
+
+#[test]
+fn help_names_every_option_and_the_top_level_help_names_the_command() {
+    let out = limitcore(&["bench", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for option in [
+        "--threads",
+        "--seconds",
+        "--warmup",
+        "--contenders",
+        "--no-pin",
+        "--json",
+        "--plot",
+        "[default: 1]",
+        "keyed-spread",
+        "tokio-semaphore",
+        "fetch-add-per-thread",
+    ] {
+        assert!(
+            text.contains(option),
+            "bench --help lacks {option}:\n{text}"
+        );
+    }
+    let out = limitcore(&["--help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bench"));
+}
