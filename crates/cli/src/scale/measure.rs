@@ -8,6 +8,11 @@
 //! raises the stop flag, `seconds` later; the threads count their calls (and the admitted
 //! ones) in local variables, checking the flag every [`BATCH`] calls, and return their counts
 //! when they see it. Every call's result goes through [`std::hint::black_box`].
+//!
+//! On Linux each thread also reads its own time on a CPU (`/proc/thread-self/schedstat`, in
+//! ns) when the clock starts and when it stops, so that a point can say how much of the wall
+//! time its threads actually ran: on a machine shared with other work, a point whose threads
+//! were off their cores part of the time is a point of the other work too.
 
 use super::contender::{Contender, QuotaKind, SPREAD_KEYS};
 use crossbeam_utils::CachePadded;
@@ -56,12 +61,22 @@ pub(super) struct Sample {
     pub wall: Duration,
     /// Whether every thread was pinned to its core.
     pub pinned: bool,
+    /// The threads' time on a CPU during the measured stretch, summed, where the OS says
+    /// (Linux).
+    pub cpu: Option<Duration>,
 }
 
 /// The cores the threads are pinned to, in order: thread `t` goes to `cores[t % len]`.
 /// Empty where the OS does not say (then no thread is pinned).
 pub(super) fn cores() -> Vec<core_affinity::CoreId> {
     core_affinity::get_core_ids().unwrap_or_default()
+}
+
+/// This thread's time on a CPU so far: the first field of Linux's
+/// `/proc/thread-self/schedstat`, in ns; `None` elsewhere.
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// A cheap per-thread key sequence (xorshift64), the same for every keyed contender.
@@ -98,6 +113,7 @@ where
                         }
                     }
                     go.wait();
+                    let cpu_start = thread_cpu_ns();
                     let (mut calls, mut admitted) = (0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..BATCH {
@@ -105,7 +121,8 @@ where
                         }
                         calls += BATCH;
                     }
-                    (calls, admitted, pinned)
+                    let cpu = cpu_start.and_then(|a| Some(thread_cpu_ns()?.saturating_sub(a)));
+                    (calls, admitted, pinned, cpu)
                 })
             })
             .collect();
@@ -122,14 +139,19 @@ where
             admitted: 0,
             wall,
             pinned: true,
+            cpu: Some(Duration::ZERO),
         };
         for h in handles {
             // A contender's call that panicked is a bug of this program; pass it on.
-            let (calls, admitted, pinned) =
+            let (calls, admitted, pinned, cpu) =
                 h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
             sample.per_thread.push(calls);
             sample.admitted += admitted;
             sample.pinned &= pinned;
+            sample.cpu = sample
+                .cpu
+                .zip(cpu)
+                .map(|(sum, ns)| sum + Duration::from_nanos(ns));
         }
         sample
     })

@@ -214,9 +214,22 @@ pub struct Point {
     /// Per-thread decisions per second ÷ the same contender's at 1 thread under the same
     /// quota (`None` if that made no call).
     pub efficiency: Option<f64>,
+    /// The share of the wall time the threads spent on a CPU: their CPU time ÷ (threads ×
+    /// wall time), from Linux's per-thread scheduler statistics (`None` elsewhere). At most
+    /// `cores / threads` when the threads outnumber the cores; below that, other work on the
+    /// machine took the threads' cores part of the time ([`Point::crowded`]).
+    pub on_cpu: Option<f64>,
 }
 
 impl Point {
+    /// Whether other work took the point's threads off their cores: their on-CPU share
+    /// ([`Point::on_cpu`]) below 90 % of the most it could be on `cores` cores,
+    /// `min(1, cores / threads)`. `false` where the OS does not say.
+    pub fn crowded(&self, cores: usize) -> bool {
+        let most = (cores as f64 / self.threads as f64).min(1.0);
+        self.on_cpu.is_some_and(|share| share < 0.9 * most)
+    }
+
     /// Whether the point ran exactly as its quota says: every call admitted under an
     /// admitting quota (or the floor), none under a refusing one. (A busy machine makes a
     /// few refusals under the admitting quota: a thread preempted between its clock reading
@@ -439,5 +452,6 @@ fn point(contender: Contender, quota: QuotaKind, threads: usize, s: &measure::Sa
         peer: contender.peer(),
         ratio_to_peer: None,
         efficiency: None,
+        on_cpu: s.cpu.map(|cpu| cpu.as_secs_f64() / (threads as f64 * wall)),
     }
 }

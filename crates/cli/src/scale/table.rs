@@ -139,6 +139,25 @@ pub(super) fn text(report: &Report) -> String {
             ));
         }
     }
+    let cores = report.machine.cores;
+    let crowded: Vec<&super::Point> = report.points.iter().filter(|p| p.crowded(cores)).collect();
+    if let Some(worst) = crowded.iter().min_by(|a, b| {
+        a.on_cpu
+            .partial_cmp(&b.on_cpu)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }) {
+        notes.push(format!(
+            "{} of {} points ran their threads less than 90 % of the time they could have \
+             (other work on the machine took their cores); the least: {} {}, {} threads, on a \
+             CPU {:.0} % of the time. Their figures are partly the other work's",
+            crowded.len(),
+            report.points.len(),
+            worst.contender,
+            worst.quota,
+            worst.threads,
+            100.0 * worst.on_cpu.unwrap_or(0.0)
+        ));
+    }
     if stale.0 > 0 {
         notes.push(format!(
             "{} calls refused under the admitting quota, in {} point{} (at most {:.4} % of a \
