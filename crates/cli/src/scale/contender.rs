@@ -55,7 +55,7 @@ pub enum Contender {
     /// leaky-bucket's `RateLimiter::try_acquire(1)`.
     LeakyBucket,
     /// `AtomicU64::fetch_add(1, Relaxed)` on one word shared by every thread: the floor of a
-    /// one-word limiter.
+    /// one-word limiter (called the way every contender is: the harness's floor).
     FetchAddShared,
     /// `AtomicU64::fetch_add(1, Relaxed)` on the thread's own cache-padded word: the floor of
     /// a per-CPU one.

@@ -7,7 +7,9 @@
 //! clock starts when the coordinator is released from that second barrier and stops when it
 //! raises the stop flag, `seconds` later; the threads count their calls (and the admitted
 //! ones) in local variables, checking the flag every [`BATCH`] calls, and return their counts
-//! when they see it. Every call's result goes through [`std::hint::black_box`].
+//! when they see it. Every call is made through one function that is never inlined into the
+//! loop (the contender's own code is compiled into it, as into a caller's function), the same
+//! for every contender and the floor, and its result goes through [`std::hint::black_box`].
 //!
 //! On Linux each thread also reads its own time on a CPU (`/proc/thread-self/schedstat`, in
 //! ns) when the clock starts and when it stops, so that a point can say how much of the wall
@@ -87,6 +89,16 @@ fn next_key(x: &mut u64) -> u64 {
     *x % SPREAD_KEYS
 }
 
+/// One call of `op`, never inlined into the measuring loop: every contender's call is
+/// compiled as a function of its own (as in a caller's code) and called the same way, so
+/// that no contender gains or loses by how the compiler fits its code into the loop (inlined
+/// there, governor's refusal measured 0.6–0.7× of the same call made through a function
+/// pointer, as the criterion benches make it).
+#[inline(never)]
+fn call<F: Fn(usize, &mut u64) -> bool>(op: &F, thread: usize, key: &mut u64) -> bool {
+    op(thread, key)
+}
+
 /// Run `op` (given the thread's index and its key generator's state; true when admitted) on
 /// `threads` threads as the module describes.
 fn run_point<F>(op: &F, threads: usize, timing: Timing, cores: &[core_affinity::CoreId]) -> Sample
@@ -109,7 +121,7 @@ where
                     ready.wait();
                     while warming.load(Ordering::Relaxed) {
                         for _ in 0..BATCH {
-                            black_box(op(t, &mut key));
+                            black_box(call(op, t, &mut key));
                         }
                     }
                     go.wait();
@@ -117,7 +129,7 @@ where
                     let (mut calls, mut admitted) = (0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..BATCH {
-                            admitted += u64::from(black_box(op(t, &mut key)));
+                            admitted += u64::from(black_box(call(op, t, &mut key)));
                         }
                         calls += BATCH;
                     }
