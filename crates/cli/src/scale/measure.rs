@@ -3,13 +3,16 @@
 //!
 //! How a point is timed: every thread (and the coordinating thread) waits on a barrier; once
 //! released, the threads run the call for the warm-up while the coordinator sleeps, then
-//! leave the warm-up loop when the coordinator says so and wait on a second barrier. The
-//! clock starts when the coordinator is released from that second barrier and stops when it
-//! raises the stop flag, `seconds` later; the threads count their calls (and the admitted
-//! ones) in local variables, checking the flag every [`BATCH`] calls, and return their counts
-//! when they see it. Every call is made through one function that is never inlined into the
-//! loop (the contender's own code is compiled into it, as into a caller's function), the same
-//! for every contender and the floor, and its result goes through [`std::hint::black_box`].
+//! leave the warm-up loop when the coordinator says so and gather on a second barrier, past
+//! which they spin on a start flag. The coordinator, once every thread has reached that
+//! barrier, reads the clock and then raises the start flag, which releases them all at once;
+//! it raises the stop flag `seconds` later and reads the clock again. No counted call can
+//! come before the first reading (a thread's wake-up delay counts against it, never for it).
+//! The threads count their calls (and the admitted ones) in local variables, checking the
+//! stop flag every [`BATCH`] calls, and return their counts when they see it. Every call is
+//! made through one function that is never inlined into the loop (the contender's own code
+//! is compiled into it, as into a caller's function), the same for every contender and the
+//! floor, and its result goes through [`std::hint::black_box`].
 //!
 //! On Linux each thread also reads its own time on a CPU (`/proc/thread-self/schedstat`, in
 //! ns) when the clock starts and when it stops, so that a point can say how much of the wall
@@ -59,7 +62,7 @@ pub(super) struct Sample {
     pub per_thread: Vec<u64>,
     /// Of those, the calls the limiter admitted (every call, for the floor).
     pub admitted: u64,
-    /// The wall time between the barrier's release and the stop flag.
+    /// The wall time between the start flag's release of the threads and the stop flag.
     pub wall: Duration,
     /// Whether every thread was pinned to its core.
     pub pinned: bool,
@@ -108,11 +111,12 @@ where
     let ready = Barrier::new(threads + 1);
     let go = Barrier::new(threads + 1);
     let warming = AtomicBool::new(true);
+    let start = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (ready, go, warming, stop) = (&ready, &go, &warming, &stop);
+                let (ready, go, warming, start, stop) = (&ready, &go, &warming, &start, &stop);
                 s.spawn(move || {
                     let pinned = timing.pin
                         && !cores.is_empty()
@@ -125,6 +129,9 @@ where
                         }
                     }
                     go.wait();
+                    while !start.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
                     let cpu_start = thread_cpu_ns();
                     let (mut calls, mut admitted) = (0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
@@ -143,6 +150,7 @@ where
         warming.store(false, Ordering::Relaxed);
         go.wait();
         let t0 = Instant::now();
+        start.store(true, Ordering::Release);
         std::thread::sleep(Duration::from_secs_f64(timing.seconds));
         stop.store(true, Ordering::Relaxed);
         let wall = t0.elapsed();
