@@ -12,10 +12,13 @@
 //! - [`copy`]: a file copied through limitcore's paced writer on a `Budget`, with the rate it
 //!   achieved and the most bytes written in any 1 s window.
 //! - [`lanes`]: priority lanes over one byte budget on real files (`limitcore lanes`).
+//! - [`scale`]: how each limiter scales from one thread to every core, beside its peers and
+//!   the floor of a bare atomic add (`limitcore bench`).
 //!
 //! The command line (`src/main.rs`, binary `limitcore`) is a thin layer over these modules:
 //! `limitcore replay [LOG] [--quota 10/s] ...`, `limitcore pace [--rate R] ...`,
-//! `limitcore copy SRC DST --rate 64MiB/s ...` and `limitcore lanes [--rate 64MiB/s] ...`.
+//! `limitcore copy SRC DST --rate 64MiB/s ...`, `limitcore lanes [--rate 64MiB/s] ...` and
+//! `limitcore bench [--threads 1,2,4] [--seconds 1] ...`.
 //!
 //! # Examples
 //!
@@ -44,4 +47,5 @@ pub mod engine;
 pub mod lanes;
 pub mod pace;
 pub mod report;
+pub mod scale;
 pub mod trace;

@@ -8,6 +8,8 @@
 //!     [--work-ns N] [--governor-burst B]
 //! limitcore copy SRC DST --rate 64MiB/s [--burst 1MiB] [--json]
 //! limitcore lanes [--rate 64MiB/s] [--burst 1MiB] [--seconds 10] [--json]
+//! limitcore bench [--threads 1,2,4] [--seconds 1] [--warmup S] [--contenders gcra,...]
+//!     [--no-pin] [--json] [--plot FILE.svg]
 //! ```
 //!
 //! From the repository: `cargo run --release -p limitcore-cli -- replay ...`; installed with
@@ -20,6 +22,7 @@ use limitcore::Quota;
 use limitcore_cli::copy::{self, Failure};
 use limitcore_cli::engine::{self, Algorithm, Settings};
 use limitcore_cli::pace::{Comparison, Config, Schedule};
+use limitcore_cli::scale::{self, Contender};
 use limitcore_cli::{report, trace};
 use std::io::{BufReader, IsTerminal};
 use std::path::PathBuf;
@@ -27,7 +30,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// limitcore's tools: replay access logs through every limiter, pace a load generator, copy a
-/// file at a byte rate.
+/// file at a byte rate, measure how the limiters scale.
 #[derive(Debug, Parser)]
 #[command(name = "limitcore", version)]
 struct Cli {
@@ -41,6 +44,7 @@ enum Command {
     Pace(PaceArgs),
     Copy(CopyArgs),
     Lanes(limitcore_cli::lanes::Args),
+    Bench(BenchArgs),
 }
 
 /// Replay an access log (or a synthetic trace) through limitcore's limiters.
@@ -170,6 +174,54 @@ struct CopyArgs {
     json: bool,
 }
 
+/// How each limiter scales: decisions/s from one thread to every core (and twice the cores),
+/// beside governor, tokio's Semaphore, leaky-bucket and a bare atomic add, in one run.
+///
+/// Each contender runs under an admitting quota (every decision admitted) and a refusing one
+/// (every decision refused) on 1, 2, 4, ... threads up to the cores, the cores, and twice the
+/// cores, all threads sharing one limiter built fresh for the point and pinned to a core each
+/// (where the OS allows it). The threads start together on a barrier after a warm-up; the
+/// point's time is the wall clock between the barrier's release and the stop flag. Prints the
+/// machine (cores, CPU model, limitcore's clock), then per quota: decisions/s in total and
+/// per thread, each limitcore contender's ratio to its peer in the same run (the pairs are
+/// printed), and the efficiency against one thread (per-thread rate ÷ the 1-thread rate).
+///
+/// Contenders: gcra, token-bucket, fixed-window, sliding-window, budget, counted-gcra,
+/// keyed-hot, keyed-spread (10^5 keys), permits (acquire + release); the peers governor,
+/// governor-keyed-hot, governor-keyed-spread, tokio-semaphore, leaky-bucket; the floor
+/// fetch-add-shared (one word) and fetch-add-per-thread (one cache-padded word each).
+///
+/// Exit status: 0 after the run, 2 on parameters out of range, 1 if a contender could not be
+/// set up or the plot could not be written.
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Comma-separated thread counts (1 is always measured: the efficiency's base).
+    /// Default: 1, 2, 4, ... up to the cores, the cores, and twice the cores.
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Seconds measured per point (each contender, quota and thread count).
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Seconds of warm-up per point, not counted. Default: a fifth of --seconds, between
+    /// 0.01 and 0.2.
+    #[arg(long)]
+    warmup: Option<f64>,
+    /// Comma-separated contenders (default: all); the peers of limitcore's are added for
+    /// their ratios.
+    #[arg(long, value_delimiter = ',')]
+    contenders: Option<Vec<Contender>>,
+    /// Let the OS place the threads (no pinning).
+    #[arg(long)]
+    no_pin: bool,
+    /// Print the report (every point) as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Draw decisions/s against threads (both log scales), one line per contender, into
+    /// this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Replay(args) => match replay(args) {
@@ -183,6 +235,7 @@ fn main() -> ExitCode {
         Command::Pace(args) => pace(args),
         Command::Copy(args) => copy(args),
         Command::Lanes(args) => limitcore_cli::lanes::main(args),
+        Command::Bench(args) => bench(args),
     }
 }
 
@@ -357,4 +410,53 @@ fn copy(args: CopyArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `limitcore bench`.
+fn bench(args: BenchArgs) -> ExitCode {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let defaults = scale::Config::new(cores);
+    let config = scale::Config {
+        contenders: args.contenders.unwrap_or(defaults.contenders),
+        threads: args.threads.unwrap_or(defaults.threads),
+        seconds: args.seconds,
+        warmup: args.warmup,
+        pin: !args.no_pin,
+    };
+    if let Err(e) = config.validate() {
+        eprintln!("limitcore bench: {e}");
+        return ExitCode::from(2);
+    }
+    let bar = if args.json || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        progress(config.points() as u64, "measuring")
+    };
+    let report = scale::run(&config, &mut |point| {
+        bar.set_message(format!("{} {}", point.contender, point.threads));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("limitcore bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.text());
+    }
+    if let Some(path) = &args.plot {
+        if let Err(e) = scale::plot(path, &report) {
+            eprintln!("limitcore bench: {e}");
+            return ExitCode::from(1);
+        }
+        if !args.json {
+            println!("plot: {}", path.display());
+        }
+    }
+    ExitCode::SUCCESS
 }
