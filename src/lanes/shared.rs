@@ -261,13 +261,16 @@ impl<C: Clock> Lanes<C> {
         lane: usize,
         transition: impl Fn(&mut u64) -> Result<T, LaneError>,
     ) -> Result<T, LaneError> {
-        self.budget.update(|word| {
-            fence(Ordering::Acquire);
-            if !self.clear(lane) {
-                return Err(LaneError::WouldWait { retry_after: None });
-            }
-            transition(word)
-        })
+        self.budget.update(
+            #[inline(always)]
+            |word| {
+                fence(Ordering::Acquire);
+                if !self.clear(lane) {
+                    return Err(LaneError::WouldWait { retry_after: None });
+                }
+                transition(word)
+            },
+        )
     }
 
     /// Take `n` units for `lane` now if they fit at once and nobody who goes first waits,
@@ -313,7 +316,11 @@ impl<C: Clock> Lanes<C> {
         }
         self.tune_if_due(now);
         let rule = self.budget.rule();
-        self.fast(l, |word| rule.take(word, now, n).map_err(lane_error))?;
+        self.fast(
+            l,
+            #[inline(always)]
+            |word| rule.take(word, now, n).map_err(lane_error),
+        )?;
         self.counters.fast_grant(l, n);
         Ok(())
     }
