@@ -315,7 +315,7 @@ impl<C: Clock> Limiter<BudgetRule, C> {
         let rule = self.rule();
         let charged = self.update(
             #[inline(always)]
-            |word| Ok::<_, core::convert::Infallible>(rule.charge(word, now, n).0),
+            move |word| Ok::<_, core::convert::Infallible>(rule.charge(word, now, n).0),
         );
         match charged {
             Ok(charged) => charged,
