@@ -9,8 +9,9 @@
 //! crate's `ThreadLocal`): the slot's tallies have one writer, so `load` then `store` of
 //! the sum loses no increment. A thread's slot outlives it and goes to a thread started
 //! later, which then is its one writer (the slot's hand-over is ordered by `ThreadLocal`'s
-//! own registry). Without `std` (one slot for every caller) and under loom (whose model
-//! threads share one OS thread, and so one slot) [`Tally::add`] is a `fetch_add` instead.
+//! own registry). Without `std`, and under loom (whose model threads share one OS thread,
+//! and whose checker cannot see `ThreadLocal`'s own synchronisation), there is one slot for
+//! every caller, made with the counters, and [`Tally::add`] is a `fetch_add` instead.
 //!
 //! # Orderings
 //!
@@ -51,11 +52,11 @@ impl Tally {
 }
 
 /// One `T` per thread, each on cache lines of its own, made by the first call of a thread
-/// (see the module); without `std`, one `T` for all.
+/// (see the module); without `std` and under loom, one `T` for all.
 pub(crate) struct PerThread<T: Send + Sync> {
-    #[cfg(feature = "std")]
+    #[cfg(all(feature = "std", not(limitcore_loom)))]
     slots: thread_local::ThreadLocal<CachePadded<T>>,
-    #[cfg(not(feature = "std"))]
+    #[cfg(not(all(feature = "std", not(limitcore_loom))))]
     one: CachePadded<T>,
 }
 
@@ -68,14 +69,14 @@ impl<T: Send + Sync + core::fmt::Debug> core::fmt::Debug for PerThread<T> {
 impl<T: Send + Sync> PerThread<T> {
     /// No slot yet (without `std`: the one slot, made by `make`).
     pub(crate) fn new(make: impl FnOnce() -> T) -> Self {
-        #[cfg(feature = "std")]
+        #[cfg(all(feature = "std", not(limitcore_loom)))]
         {
             let _ = make;
             PerThread {
                 slots: thread_local::ThreadLocal::new(),
             }
         }
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(all(feature = "std", not(limitcore_loom))))]
         PerThread {
             one: CachePadded::new(make()),
         }
@@ -84,9 +85,9 @@ impl<T: Send + Sync> PerThread<T> {
     /// The calling thread's slot, made by `make` on its first call.
     #[inline(always)]
     pub(crate) fn get(&self, make: impl FnOnce() -> T) -> &T {
-        #[cfg(feature = "std")]
+        #[cfg(all(feature = "std", not(limitcore_loom)))]
         return self.slots.get_or(|| CachePadded::new(make()));
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(all(feature = "std", not(limitcore_loom))))]
         {
             let _ = make;
             &self.one
@@ -95,9 +96,9 @@ impl<T: Send + Sync> PerThread<T> {
 
     /// Every slot made so far.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        #[cfg(feature = "std")]
+        #[cfg(all(feature = "std", not(limitcore_loom)))]
         return self.slots.iter().map(|slot| &**slot);
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(all(feature = "std", not(limitcore_loom))))]
         core::iter::once(&*self.one)
     }
 }

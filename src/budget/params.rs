@@ -359,7 +359,10 @@ impl Hot {
     fn next_wait(&self, b: u64, at: &Units) -> Duration {
         let k = self.scale.per_permit;
         match (b + k).checked_sub(self.span) {
-            Some(d) if d > 0 => self.wait(at, d).retry_after().unwrap_or(Duration::MAX),
+            Some(d) if d > 0 && self.scale.is_ns() => Duration::from_nanos(d),
+            Some(d) if d > 0 => wait_units(self.scale, *at, d)
+                .retry_after()
+                .unwrap_or(Duration::MAX),
             _ => Duration::ZERO,
         }
     }
