@@ -86,6 +86,10 @@ where
     F: Fn(u64) -> Result<(u64, T), E>,
 {
     let backoff = Backoff::new();
+    // The first retry goes at once: the value that beat us is fresh, and with a few threads
+    // (the common case) the retry usually wins. Only a thread that keeps losing backs off,
+    // so that many threads on one word do not keep its line in flight.
+    let mut first = true;
     loop {
         let (next, value) = transition(current)?;
         // As in `apply_ordered`; a failure returns the value that beat us and we retry on it.
@@ -93,7 +97,9 @@ where
             Ok(_) => return Ok(value),
             Err(actual) => {
                 current = actual;
-                backoff.spin();
+                if !core::mem::take(&mut first) {
+                    backoff.spin();
+                }
             }
         }
     }

@@ -51,8 +51,9 @@
 //!
 //! 0. **Primitives**: the one module that imports atomics (`sync`), the one
 //!    compare-and-swap loop (`cas`), the cells a state is shared in ([`cell`]), the clocks
-//!    ([`clock`]), and `notify`, the waiting layer: one event, one ordered waiter list, one
-//!    driver that runs each wait blocking or async.
+//!    ([`clock`]), `notify`, the waiting layer: one event, one ordered waiter list, one
+//!    driver that runs each wait blocking or async, and `tally`, per-thread counters that
+//!    each thread adds to alone (the counters' stripes).
 //! 1. **Vocabulary**: [`Quota`]; the decisions (`decision`: [`Receipt`], [`Denied`],
 //!    [`Snapshot`], [`Decision`], which import nothing of the crate); the traits every
 //!    limiter implements ([`RateLimiter`], [`Refund`], [`KeyedRateLimiter`],
@@ -128,6 +129,7 @@ pub mod clock;
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod notify;
 mod sync;
+mod tally;
 
 // Layer 1: the vocabulary.
 mod async_limiter;

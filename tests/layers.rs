@@ -35,7 +35,10 @@ use std::path::{Path, PathBuf};
 /// of its own layer or of the layers below it (and, within a layer, without a cycle). A new
 /// top-level module must be placed here. `notify` is the waiting layer (issue 27).
 const LAYERS: &[(&str, &[&str])] = &[
-    ("primitives", &["sync", "cas", "cell", "clock", "notify"]),
+    (
+        "primitives",
+        &["sync", "cas", "cell", "clock", "notify", "tally"],
+    ),
     (
         "vocabulary",
         &["quota", "decision", "limiter", "async_limiter"],

@@ -15,6 +15,12 @@
 //! - `current` names the newest generation. The writer fills its slot first, then stores
 //!   `current` with release; a reader loads `current` with acquire, so the slot it then
 //!   reads is complete.
+//! - The *hot line* repeats the current generation's tag and the numbers a decision reads
+//!   (its flags with the capacity and the mode, `K`, `S`, `A`, `D`, and the scale when a
+//!   unit is not 1 ns) in one cache line of its own, a seqlock like a slot: the writer
+//!   fills it after storing `current`. A decision on a word of the tag it names reads that
+//!   line alone (the fast read: no `current`, no slot); any other word (idle, or of an older
+//!   generation) and a line being rewritten take the general read below.
 //! - Every state word carries the generation of the configuration it was written under.
 //!   A decision reads the word, then `current`, converts the word to the current
 //!   generation if it is older (through the slots in between), decides under the current
@@ -57,6 +63,78 @@ const FIELDS: usize = 17;
 
 /// The flags word's bit for "a unit is 1 ns".
 const NS: u64 = 1 << 10;
+
+/// The current configuration's hot numbers, in one cache line (see the module): the tag
+/// (`EMPTY` while written), the flags word (tag, mode, "a unit is 1 ns", capacity), `K`,
+/// `S`, `A`, `D`; then, on the next line and read only when a unit is not 1 ns, the
+/// scale's `m, p, a, b, r`.
+#[derive(Debug)]
+#[repr(align(64))]
+struct HotLine {
+    gen: AtomicU64,
+    fields: [AtomicU64; HOT_FIELDS],
+}
+
+/// Words of the hot line: flags, `K`, `S`, `A`, `D`, `m`, `p`, `a`, `b`, `r`.
+const HOT_FIELDS: usize = 10;
+
+impl HotLine {
+    fn new(params: &Params) -> HotLine {
+        let line = HotLine {
+            gen: AtomicU64::new(EMPTY),
+            fields: core::array::from_fn(|_| AtomicU64::new(0)),
+        };
+        line.store(params);
+        line
+    }
+
+    /// Write `params`' hot numbers (the writer, alone): the protocol of [`Slot::store`].
+    fn store(&self, params: &Params) {
+        let words = encode(params);
+        // Relaxed, then the release fence: as in `Slot::store`.
+        self.gen.store(EMPTY, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (field, word) in self.fields.iter().zip(words) {
+            // Relaxed: published by the release store of the tag below.
+            field.store(word, Ordering::Relaxed);
+        }
+        // Release: partner of the fast read's acquire load of the tag.
+        self.gen.store(params.gen, Ordering::Release);
+    }
+
+    /// The hot numbers if the line holds generation `gen` and its mode is enabled (the
+    /// protocol of [`Slot::load_hot`]).
+    #[inline(always)]
+    fn load(&self, gen: u64) -> Option<Hot> {
+        // Acquire: partner of the writer's release store of the tag.
+        if self.gen.load(Ordering::Acquire) != gen {
+            return None;
+        }
+        // Relaxed (every field): validated by the second load of the tag after the fence.
+        let field = |i: usize| self.fields[i].load(Ordering::Relaxed);
+        let flags = field(0);
+        let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
+        let scale = if flags & NS != 0 {
+            Scale::from_words([per_permit, 1, 1, 1, 0, 0])
+        } else {
+            Scale::from_words([per_permit, field(5), field(6), field(7), field(8), field(9)])
+        };
+        // Acquire fence: as in `Slot::load`.
+        fence(Ordering::Acquire);
+        if self.gen.load(Ordering::Relaxed) != gen || (flags >> 8) & 0b11 != Mode::Enabled as u64 {
+            return None;
+        }
+        Some(Hot {
+            gen: flags & 0xff,
+            scale,
+            span,
+            ahead,
+            capacity: (flags >> 32) as u32,
+            mode: Mode::Enabled,
+            debt,
+        })
+    }
+}
 
 /// One configuration's [`Params`], in atomics (a seqlock whose version is the generation).
 #[derive(Debug)]
@@ -119,11 +197,11 @@ impl Slot {
         // Relaxed (every field): validated by the second load of `gen` after the fence.
         let field = |i: usize| self.fields[i].load(Ordering::Relaxed);
         let flags = field(0);
-        let (per_permit, span, ahead) = (field(1), field(2), field(3));
+        let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
         let scale = if flags & NS != 0 {
             Scale::from_words([per_permit, 1, 1, 1, 0, 0])
         } else {
-            Scale::from_words([per_permit, field(4), field(5), field(6), field(7), field(8)])
+            Scale::from_words([per_permit, field(5), field(6), field(7), field(8), field(9)])
         };
         // Acquire fence: as in `load`.
         fence(Ordering::Acquire);
@@ -134,7 +212,7 @@ impl Slot {
             ahead,
             capacity: (flags >> 32) as u32,
             mode: Mode::from_word((flags >> 8) & 0b11),
-            debt: field(9),
+            debt,
         })
     }
 }
@@ -142,11 +220,10 @@ impl Slot {
 /// A budget's configurations (see the module).
 #[derive(Debug)]
 pub(crate) struct Live {
+    /// The current configuration's hot numbers, first and alone on its line (nothing a
+    /// waiter or a writer touches often shares it).
+    hot: HotLine,
     current: AtomicU64,
-    /// The current capacity and mode (`capacity | mode << 32`), for the shells' size check:
-    /// one load, no seqlock (a stale value is caught by the decision, which checks its own
-    /// configuration's capacity again).
-    capacity: AtomicU64,
     slots: [Slot; SLOTS],
     /// The budget's waiters (`Budget`'s waits), behind the lock a reconfiguration holds
     /// while it publishes, converts and settles them: one lock, so a waiter never sees a
@@ -180,8 +257,8 @@ impl Live {
     ) -> Result<Live, QuotaError> {
         let params = Params::new(quota, max_debt, mode, 0, since, None)?;
         let live = Live {
+            hot: HotLine::new(&params),
             current: AtomicU64::new(0),
-            capacity: AtomicU64::new(capacity_word(&params)),
             slots: core::array::from_fn(|_| Slot::empty()),
             #[cfg(feature = "std")]
             waiters: Mutex::new(super::wait::Waiters::new()),
@@ -224,12 +301,26 @@ impl Live {
         }
     }
 
-    /// The current capacity and mode (possibly a configuration behind: see the field).
-    #[inline]
+    /// The current capacity and mode, for the shells' size check: the hot line's flags,
+    /// one load, no seqlock (a value a change behind, or of a line being rewritten, is
+    /// caught by the decision, which checks its own configuration's capacity again).
+    #[inline(always)]
     pub(crate) fn capacity(&self) -> (u32, Mode) {
-        // Relaxed: one word on its own; a decision checks its configuration's capacity again.
-        let word = self.capacity.load(Ordering::Relaxed);
-        (word as u32, Mode::from_word(word >> 32))
+        // Relaxed: one word on its own (see above).
+        let flags = self.hot.fields[0].load(Ordering::Relaxed);
+        ((flags >> 32) as u32, Mode::from_word((flags >> 8) & 0b11))
+    }
+
+    /// The hot numbers for a decision on `word`, if it is of the current generation and the
+    /// budget is enabled: the fast read, one cache line (see the module). `None` for an
+    /// idle word, an older generation, a line being rewritten, or a budget disabled or
+    /// paused: the caller then takes the general read ([`Live::resolve_hot`]).
+    #[inline(always)]
+    pub(crate) fn fast(&self, word: u64) -> Option<Hot> {
+        // Acquire fence: as in `resolve`; whoever wrote `word` had seen its configuration.
+        fence(Ordering::Acquire);
+        // An idle word's tag (14) is never a generation's: the read fails.
+        self.hot.load(word::gen(word))
     }
 
     /// The configuration of generation `gen`, if it is still kept.
@@ -371,9 +462,9 @@ impl WriteGuard<'_> {
         live.slots[slot(gen)].store(&params);
         // Release: partner of the deciders' acquire load of `current`.
         live.current.store(gen, Ordering::Release);
-        // Relaxed: a hint for the shells' size check (see the field).
-        live.capacity
-            .store(capacity_word(&params), Ordering::Relaxed);
+        // After `current`: a fast read that finds the new tag there finds `current` at it
+        // or later too.
+        live.hot.store(&params);
         live.serial.store(serial + 1, Ordering::Relaxed);
         Ok(params)
     }
@@ -385,13 +476,9 @@ fn slot(gen: u64) -> usize {
     (gen % SLOTS as u64) as usize
 }
 
-/// `params`' capacity and mode, as [`Live::capacity`] keeps them.
-fn capacity_word(params: &Params) -> u64 {
-    u64::from(params.capacity) | (params.mode as u64) << 32
-}
-
-/// `params` as a slot's words: the hot ones first (flags, `K`, `S`, `A`, then the scale's
-/// `m, p, a, b, r`, read only when a unit is not 1 ns; [`Slot::load_hot`]).
+/// `params` as a slot's words: the hot ones first (flags, `K`, `S`, `A`, `D`, then the
+/// scale's `m, p, a, b, r`, read only when a unit is not 1 ns; [`Slot::load_hot`]; the
+/// hot line keeps the first [`HOT_FIELDS`]).
 fn encode(p: &Params) -> [u64; FIELDS] {
     let s = p.scale.to_words();
     let q = p.quota.to_words();
@@ -401,12 +488,12 @@ fn encode(p: &Params) -> [u64; FIELDS] {
         s[0],
         p.span,
         p.ahead,
+        p.debt,
         s[1],
         s[2],
         s[3],
         s[4],
         s[5],
-        p.debt,
         p.queue,
         p.since,
         p.max_debt,
@@ -425,7 +512,7 @@ fn decode_hot(w: &[u64; FIELDS]) -> Hot {
     let scale = if flags & NS != 0 {
         Scale::from_words([w[1], 1, 1, 1, 0, 0])
     } else {
-        Scale::from_words([w[1], w[4], w[5], w[6], w[7], w[8]])
+        Scale::from_words([w[1], w[5], w[6], w[7], w[8], w[9]])
     };
     Hot {
         gen: flags & 0xff,
@@ -434,7 +521,7 @@ fn decode_hot(w: &[u64; FIELDS]) -> Hot {
         ahead: w[3],
         capacity: (flags >> 32) as u32,
         mode: Mode::from_word((flags >> 8) & 0b11),
-        debt: w[9],
+        debt: w[4],
     }
 }
 

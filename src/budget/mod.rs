@@ -313,7 +313,11 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     /// request for one permit now faces. Disabled, nothing is charged.
     pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         let rule = self.rule();
-        match self.update(|word| Ok::<_, core::convert::Infallible>(rule.charge(word, now, n).0)) {
+        let charged = self.update(
+            #[inline(always)]
+            move |word| Ok::<_, core::convert::Infallible>(rule.charge(word, now, n).0),
+        );
+        match charged {
             Ok(charged) => charged,
             Err(never) => match never {},
         }
@@ -330,14 +334,17 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     /// `n`; paused: none.
     pub fn take_up_to_at(&self, n: u32, now: Nanos) -> u32 {
         let rule = self.rule();
-        self.update(|word| {
-            let (taken, _) = rule.take_up_to(word, now, n);
-            if taken == 0 {
-                Err(0)
-            } else {
-                Ok(taken)
-            }
-        })
+        self.update(
+            #[inline(always)]
+            |word| {
+                let (taken, _) = rule.take_up_to(word, now, n);
+                if taken == 0 {
+                    Err(0)
+                } else {
+                    Ok(taken)
+                }
+            },
+        )
         .unwrap_or_else(|none| none)
     }
 }

@@ -138,11 +138,28 @@ impl Params {
     }
 }
 
+/// How many of `n` permits of `per_permit` units fit in `room` units (a division, out of
+/// the line of the requests that fit whole).
+#[cold]
+#[inline(never)]
+fn fit_in(room: u64, per_permit: u64, n: u32) -> u32 {
+    u32::try_from(room / per_permit).map_or(n, |fit| fit.min(n))
+}
+
+/// [`Hot::wait`] off the decision's line, for a scale whose unit is not 1 ns.
+#[cold]
+#[inline(never)]
+fn wait_units(scale: Scale, at: Units, d: u64) -> Denied {
+    scale
+        .wait_ns(&at, d)
+        .map_or(Denied::NEVER, Denied::rate_limited)
+}
+
 impl Hot {
     /// The backlog of `word` at the reading `at`, in units: how far its TAT lies ahead of the
     /// reading's floor, or 0 if it lies behind (idle). `word` is `IDLE` or of this
     /// generation.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn backlog(&self, word: u64, at: &Units) -> u64 {
         if word == IDLE {
             return 0;
@@ -156,19 +173,21 @@ impl Hot {
         }
     }
 
-    /// The refusal that waits `d` more units past the reading `at`.
-    #[inline]
+    /// The refusal that waits `d` more units past the reading `at`: for units of 1 ns the
+    /// wait is `d` ns (inline), otherwise an exact division, out of the decision's line.
+    #[inline(always)]
     fn wait(&self, at: &Units, d: u64) -> Denied {
-        self.scale
-            .wait_ns(at, d)
-            .map_or(Denied::NEVER, Denied::rate_limited)
+        if self.scale.is_ns() {
+            return Denied::rate_limited(d);
+        }
+        wait_units(self.scale, *at, d)
     }
 
     /// The word after `n` permits (`cost` units) are charged from `word` at the reading `at`
     /// (with backlog `backlog`): the schedule resumes from its TAT, or from the reading
     /// (rounded up to a whole unit) if idle. Returns the new word and the charge's receipt
     /// (where it started, and whether the start was rounded up).
-    #[inline]
+    #[inline(always)]
     fn advance(&self, word: u64, at: &Units, backlog: u64, n: u32, cost: u64) -> (u64, Receipt) {
         let (base, rounded) = if backlog > 0 {
             (word::tat(word), false)
@@ -184,7 +203,7 @@ impl Hot {
 
     /// Decide `1 ≤ n ≤ capacity` permits at `now`: GCRA on the unit clock; a request above
     /// the burst (under debt) is admitted only when the budget is full.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take(&self, word: u64, now: Nanos, n: u32) -> Result<Admitted, Denied> {
         match self.mode {
             Mode::Enabled => {}
@@ -216,8 +235,12 @@ impl Hot {
         }
         let at = self.scale.units(now);
         let b = self.backlog(word, &at);
-        let fit = self.span.saturating_sub(b) / self.scale.per_permit;
-        let k = u32::try_from(fit).map_or(n, |fit| fit.min(n));
+        let room = self.span.saturating_sub(b);
+        let k = match u64::from(n).checked_mul(self.scale.per_permit) {
+            // The whole request fits (the common case): no division.
+            Some(cost) if cost <= room => n,
+            _ => fit_in(room, self.scale.per_permit, n),
+        };
         if k == 0 {
             return (word, 0, Receipt::NOTHING);
         }
@@ -332,10 +355,14 @@ impl Hot {
     }
 
     /// The wait a request for one permit faces from backlog `b` at `at`.
+    #[inline(always)]
     fn next_wait(&self, b: u64, at: &Units) -> Duration {
         let k = self.scale.per_permit;
         match (b + k).checked_sub(self.span) {
-            Some(d) if d > 0 => self.wait(at, d).retry_after().unwrap_or(Duration::MAX),
+            Some(d) if d > 0 && self.scale.is_ns() => Duration::from_nanos(d),
+            Some(d) if d > 0 => wait_units(self.scale, *at, d)
+                .retry_after()
+                .unwrap_or(Duration::MAX),
             _ => Duration::ZERO,
         }
     }

@@ -89,22 +89,60 @@ impl BudgetRule {
 
     /// Take as many of `n` permits as conform at `now` (0 when none): updates `word` and
     /// returns how many, with their receipt.
+    #[inline]
     pub fn take_up_to(&self, word: &mut u64, now: Nanos, n: u32) -> (u32, Receipt) {
-        let (params, current) = self.live.resolve_hot(*word);
-        let (next, taken, receipt) = params.take_up_to(current, now, n);
+        let (next, taken, receipt) = match self.live.fast(*word) {
+            Some(hot) => hot.take_up_to(*word, now, n),
+            None => self.take_up_to_slow(*word, now, n),
+        };
         if taken > 0 {
             *word = next;
         }
         (taken, receipt)
     }
 
+    /// [`BudgetRule::take_up_to`] off the fast read (see [`Live::fast`]).
+    #[cold]
+    #[inline(never)]
+    fn take_up_to_slow(&self, word: u64, now: Nanos, n: u32) -> (u64, u32, Receipt) {
+        let (params, current) = self.live.resolve_hot(word);
+        params.take_up_to(current, now, n)
+    }
+
     /// Charge `n` permits at `now`, never refused: as many as fit below the burst plus the
     /// debt, the rest reported as the shortfall.
+    #[inline]
     pub fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> (Charged, Receipt) {
-        let (params, current) = self.live.resolve_hot(*word);
-        let (next, charged, receipt) = params.charge(current, now, n);
+        let (next, charged, receipt) = match self.live.fast(*word) {
+            Some(hot) => hot.charge(*word, now, n),
+            None => self.charge_slow(*word, now, n),
+        };
         *word = next;
         (charged, receipt)
+    }
+
+    /// [`BudgetRule::charge`] off the fast read (see [`Live::fast`]).
+    #[cold]
+    #[inline(never)]
+    fn charge_slow(&self, word: u64, now: Nanos, n: u32) -> (u64, Charged, Receipt) {
+        let (params, current) = self.live.resolve_hot(word);
+        params.charge(current, now, n)
+    }
+
+    /// [`Rule::take`] off the fast read (see [`Live::fast`]): any word, any mode.
+    #[cold]
+    #[inline(never)]
+    fn take_slow(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        let (params, current) = self.live.resolve_hot(*word);
+        if n > params.capacity && params.mode != Mode::Disabled {
+            // The capacity changed since the shell's size check.
+            return Err(Denied::ExceedsCapacity {
+                capacity: params.capacity,
+            });
+        }
+        let (next, receipt) = params.take(current, now, n)?;
+        *word = next;
+        Ok(receipt)
     }
 
     /// How long from `now` until the reservation on `receipt` conforms, in the current
@@ -149,7 +187,7 @@ impl Rule for BudgetRule {
 
     /// The burst, or `⌊(burst + debt) / T⌋` permits under debt; `u32::MAX` while disabled
     /// (everything is admitted).
-    #[inline]
+    #[inline(always)]
     fn capacity(&self) -> u32 {
         match self.live.capacity() {
             (_, Mode::Disabled) => u32::MAX,
@@ -162,16 +200,20 @@ impl Rule for BudgetRule {
         IDLE
     }
 
-    #[inline]
+    /// The fast read of the configuration (the word's own, current and enabled) and the
+    /// decision inline; anything else out of line.
+    #[inline(always)]
     fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let (params, current) = self.live.resolve_hot(*word);
-        if n > params.capacity && params.mode != Mode::Disabled {
+        let Some(hot) = self.live.fast(*word) else {
+            return self.take_slow(word, now, n);
+        };
+        if n > hot.capacity {
             // The capacity changed since the shell's size check.
             return Err(Denied::ExceedsCapacity {
-                capacity: params.capacity,
+                capacity: hot.capacity,
             });
         }
-        let (next, receipt) = params.take(current, now, n)?;
+        let (next, receipt) = hot.take(*word, now, n)?;
         *word = next;
         Ok(receipt)
     }

@@ -49,7 +49,7 @@ pub(crate) struct Units {
 
 impl Units {
     /// `⌈t·m/p⌉` modulo 2^64.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn ceil(&self) -> u64 {
         self.floor.wrapping_add(u64::from(self.rem != 0))
     }
@@ -113,13 +113,13 @@ impl Scale {
 
     /// Whether a unit is exactly 1 ns (the interval is a whole number of ns): readings need
     /// no conversion.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn is_ns(&self) -> bool {
         self.m == self.p
     }
 
     /// The reading `t` (ns) in units.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn units(&self, t: Nanos) -> Units {
         if self.is_ns() {
             return Units { floor: t, rem: 0 };

@@ -98,7 +98,8 @@ pub struct Counted<L> {
 }
 
 impl<L> Counted<L> {
-    /// `inner`, counted from now on: fresh counters (all zero), one stripe per CPU.
+    /// `inner`, counted from now on: fresh counters (all zero), a stripe for each thread
+    /// that decides through it.
     pub fn new(inner: L) -> Self {
         Counted {
             inner,
@@ -123,8 +124,9 @@ impl<L> Counted<L> {
         self.counters.counts()
     }
 
-    /// The number of stripes the counts are spread over: the CPUs, rounded up to a power of
-    /// two (1 without `std`).
+    /// The number of stripes the counts are spread over: one per thread that has decided
+    /// through this wrapper (a thread that ended leaves its stripe to the next thread
+    /// started; 1 without `std`).
     pub fn stripes(&self) -> usize {
         self.counters.stripes()
     }
@@ -328,7 +330,7 @@ mod tests {
             (3, 2, 1, 100_000_000)
         );
         assert_eq!(c.rate_limited, 1);
-        assert_eq!(l.stripes(), crate::sync::cpus().next_power_of_two());
+        assert_eq!(l.stripes(), 1, "one thread decided");
         assert_eq!(l.into_inner().snapshot_at(0).remaining, 0);
     }
 }

@@ -1,21 +1,15 @@
-//! The counters behind [`Counted`](super::Counted): one stripe of plain counters per CPU,
-//! each on its own cache line, and one shared word for the open exhausted episode.
+//! The counters behind [`Counted`](super::Counted): one stripe of tallies per thread, each
+//! on its own cache line and written by its thread alone ([`tally`](crate::tally): a plain
+//! add, no locked instruction, no shared line), and one shared word for the open exhausted
+//! episode, which a decision reads and writes only when an episode opens or closes.
 //!
 //! # Orderings
 //!
 //! Every counter is a monotone tally (modulo 2^64) that no decision reads and that
-//! publishes no other memory, so every access is `Relaxed`:
+//! publishes no other memory, so every access is `Relaxed` (see [`tally`](crate::tally) for
+//! why a sum read while decisions run is a sum of real values, and exact once the deciding
+//! threads are joined).
 //!
-//! - A `fetch_add` is a read-modify-write, so no increment is lost whatever its ordering:
-//!   all RMWs on one atomic are totally ordered (its modification order) and each one adds
-//!   to the value the previous one left. Two threads sharing a stripe (a stale CPU hint,
-//!   more threads than CPUs) are slower, never wrong.
-//! - [`Counters::counts`] sums the stripes with `Relaxed` loads. Each load returns some value
-//!   of that counter's modification order, so a read while decisions are running is a sum of
-//!   per-stripe values that may come from slightly different moments, never a torn or
-//!   invented value; and two reads by one thread never go backwards (read-read coherence).
-//!   Once the deciding threads are joined (or synchronised with the reader by any other
-//!   means), the read is exact: the join's happens-before edge carries every increment.
 //! - The episode word's RMWs (open: a `compare_exchange` from `NONE`; close: a `swap` to
 //!   `NONE`) are also totally ordered in its modification order, so exactly one admission
 //!   closes an episode that exactly one refusal opened, and the closed time is added once.
@@ -23,9 +17,8 @@
 
 use crate::clock::Nanos;
 use crate::decision::Denied;
-use crate::sync::{self, AtomicU64, Ordering};
-use alloc::boxed::Box;
-use alloc::vec::Vec;
+use crate::sync::{AtomicU64, Ordering};
+use crate::tally::{PerThread, Tally};
 use core::fmt;
 use crossbeam_utils::CachePadded;
 
@@ -36,47 +29,44 @@ use super::Counts;
 /// epoch).
 const NONE: Nanos = Nanos::MAX;
 
-/// One CPU's counters. Together they are 72 bytes: one [`CachePadded`] block (128 bytes on
-/// x86-64, two lines that the adjacent-line prefetcher moves together), so that no stripe
-/// shares a line with another. The fields every decision touches come first.
+/// One thread's counters. Together they are 72 bytes, in one [`CachePadded`] block of the
+/// per-thread slots (128 bytes on x86-64, two lines that the adjacent-line prefetcher moves
+/// together), so that no stripe shares a line with another. The fields every decision
+/// touches come first.
 #[derive(Debug, Default)]
 struct Stripe {
     /// Decisions admitted (reservations included).
-    admitted: AtomicU64,
+    admitted: Tally,
     /// Permits charged beyond one per admitted decision, modulo 2^64: `n − 1` per admission
     /// (`u64::MAX`, that is −1, for `n = 0`), so that the common `n = 1` admission bumps one
     /// counter, not two; the permits are `admitted + permits_beyond_one` (wrapping).
-    permits_beyond_one: AtomicU64,
+    permits_beyond_one: Tally,
     /// Refusals with [`Denied::RateLimited`].
-    rate_limited: AtomicU64,
+    rate_limited: Tally,
     /// Final refusals ([`Denied::is_final`]).
-    final_refusals: AtomicU64,
+    final_refusals: Tally,
     /// Admitted reservations with a non-zero delay.
-    delayed: AtomicU64,
+    delayed: Tally,
     /// Their delays, ns.
-    wait_ns: AtomicU64,
+    wait_ns: Tally,
     /// Receipts given back (with at least one permit).
-    refunds: AtomicU64,
+    refunds: Tally,
     /// Their permits.
-    permits_refunded: AtomicU64,
+    permits_refunded: Tally,
     /// The closed exhausted episodes' time, ns.
-    exhausted_ns: AtomicU64,
+    exhausted_ns: Tally,
 }
 
-/// Add `v` to a counter of the current thread's stripe.
-///
-/// Relaxed: a monotone tally, read only by the `Relaxed` loads in [`Counters::counts`] (its
-/// partner); the RMW loses no increment whatever the ordering (module note).
+/// Add `v` to a counter of the current thread's stripe (see [`Tally::add`]).
 #[inline(always)]
-fn bump(counter: &AtomicU64, v: u64) {
-    counter.fetch_add(v, Ordering::Relaxed);
+fn bump(counter: &Tally, v: u64) {
+    counter.add(v);
 }
 
 /// The striped counters of one [`Counted`](super::Counted) limiter.
 pub(crate) struct Counters {
-    /// One stripe per CPU (the number rounded up to a power of two), picked by
-    /// [`sync::shard_hint`] as [`SlidingWindow`](crate::SlidingWindow) picks its shards.
-    stripes: Box<[CachePadded<Stripe>]>,
+    /// One stripe per thread that counted (one in all without `std`).
+    stripes: PerThread<Stripe>,
     /// The decision time of the refusal that opened the current exhausted episode, or
     /// [`NONE`]. Read by every admission and every rate-limited refusal, written only when
     /// an episode opens or closes, so that in a steady state (admitting, or refusing) its
@@ -88,39 +78,30 @@ pub(crate) struct Counters {
 impl fmt::Debug for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Counters")
-            .field("stripes", &self.stripes.len())
+            .field("stripes", &self.stripes())
             .field("counts", &self.counts())
             .finish()
     }
 }
 
 impl Counters {
-    /// Fresh counters, one stripe per CPU.
+    /// Fresh counters: no stripe yet (each thread's is made at its first decision).
     pub(crate) fn new() -> Self {
-        Self::with_stripes(sync::cpus())
-    }
-
-    /// Fresh counters with `stripes` stripes, rounded up to a power of two (at least 1).
-    pub(crate) fn with_stripes(stripes: usize) -> Self {
-        let stripes = stripes.max(1).next_power_of_two();
         Counters {
-            stripes: (0..stripes)
-                .map(|_| CachePadded::new(Stripe::default()))
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
+            stripes: PerThread::new(Stripe::default),
             episode: CachePadded::new(AtomicU64::new(NONE)),
         }
     }
 
-    /// The number of stripes.
+    /// The number of stripes: the threads that have counted (1 without `std`).
     pub(crate) fn stripes(&self) -> usize {
-        self.stripes.len()
+        self.stripes.iter().count()
     }
 
     /// The current thread's stripe.
     #[inline(always)]
     fn stripe(&self) -> &Stripe {
-        &self.stripes[sync::shard_hint() & (self.stripes.len() - 1)]
+        self.stripes.get(Stripe::default)
     }
 
     /// Count a decision for `n` permits at `now` whose result is `result`.
@@ -227,9 +208,9 @@ impl Counters {
 
     /// The sum of every stripe, and the open episode.
     pub(crate) fn counts(&self) -> Counts {
-        // Relaxed (every load here): observations of monotone tallies (module note);
-        // partners: the `fetch_add`s in `bump`, and `open`/`close` for the episode.
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        // Relaxed (every tally, in `Tally::get`): observations of monotone tallies (module
+        // note); partners: the adds in `bump`.
+        let load = Tally::get;
         let mut counts = Counts::default();
         let mut beyond_one = 0u64;
         for s in self.stripes.iter() {
@@ -246,7 +227,8 @@ impl Counters {
             counts.exhausted_ns = counts.exhausted_ns.wrapping_add(load(&s.exhausted_ns));
         }
         counts.permits = counts.admitted.wrapping_add(beyond_one);
-        let since = load(&self.episode);
+        // Relaxed: an observation of the word; partners: `open` and `close`.
+        let since = self.episode.load(Ordering::Relaxed);
         counts.exhausted_since = (since != NONE).then_some(since);
         counts
     }
@@ -262,26 +244,36 @@ mod tests {
     };
 
     #[test]
-    fn stripes_round_up_to_a_power_of_two() {
-        assert_eq!(Counters::with_stripes(0).stripes(), 1);
-        assert_eq!(Counters::with_stripes(3).stripes(), 4);
-        assert_eq!(Counters::with_stripes(8).stripes(), 8);
-        assert!(Counters::new().stripes() >= 1);
-    }
-
-    #[test]
-    fn stripes_do_not_share_a_cache_line() {
-        let c = Counters::with_stripes(2);
-        let a = &*c.stripes[0] as *const Stripe as usize;
-        let b = &*c.stripes[1] as *const Stripe as usize;
-        assert!(core::mem::size_of::<Stripe>() <= core::mem::size_of::<CachePadded<Stripe>>());
-        assert!(b - a >= 64, "stripes {} bytes apart", b - a);
-        assert_eq!(a % core::mem::align_of::<CachePadded<Stripe>>(), 0);
+    fn each_thread_counts_on_a_stripe_of_its_own() {
+        let c = Counters::new();
+        assert_eq!(c.stripes(), 0);
+        // All three alive at once (a thread that has ended leaves its stripe to the next).
+        let together = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        c.decided(1, 0, &Ok::<(), Denied>(()));
+                    }
+                    together.wait();
+                });
+            }
+        });
+        assert_eq!(c.stripes(), 3);
+        assert_eq!(c.counts().admitted, 3000);
+        let mut lines: alloc::vec::Vec<usize> = c
+            .stripes
+            .iter()
+            .map(|s| s as *const Stripe as usize / 64)
+            .collect();
+        lines.sort_unstable();
+        lines.dedup();
+        assert_eq!(lines.len(), 3, "stripes share no cache line");
     }
 
     #[test]
     fn permits_beyond_one_sum_exactly_with_zero_and_large_requests() {
-        let c = Counters::with_stripes(1);
+        let c = Counters::new();
         for n in [1, 0, 7, 0, 0, 1, u32::MAX] {
             c.decided(n, 0, &Ok::<(), Denied>(()));
         }
@@ -292,7 +284,7 @@ mod tests {
 
     #[test]
     fn an_episode_runs_from_the_opening_refusal_to_the_next_admission() {
-        let c = Counters::with_stripes(1);
+        let c = Counters::new();
         c.decided(1, 10, &Err::<(), _>(LIMITED)); // opens at 10
         c.decided(1, 15, &Err::<(), _>(LIMITED)); // already open
         c.decided(0, 20, &Ok::<(), Denied>(())); // n = 0 does not close it
@@ -314,18 +306,18 @@ mod tests {
 
     #[test]
     fn debug_shows_the_sum() {
-        let c = Counters::with_stripes(2);
+        let c = Counters::new();
         c.decided(3, 0, &Ok::<(), Denied>(()));
         let text = alloc::format!("{c:?}");
         assert!(
-            text.starts_with("Counters { stripes: 2, counts: Counts { admitted: 1, permits: 3,"),
+            text.starts_with("Counters { stripes: 1, counts: Counts { admitted: 1, permits: 3,"),
             "{text}"
         );
     }
 
     #[test]
     fn refunds_of_nothing_are_not_counted() {
-        let c = Counters::with_stripes(1);
+        let c = Counters::new();
         c.refunded(0);
         c.refunded(3);
         let counts = c.counts();

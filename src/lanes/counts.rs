@@ -1,33 +1,21 @@
 //! Per-lane counters ([`LaneCounts`]): units granted, requests, pending, delayed, total wait,
-//! cancelled. A grant's two counts (a request, its units) are one `fetch_add` on the current
-//! CPU's stripe (picked as [`Counted`](crate::Counted)'s are); the rest change only with
-//! the queue's lock held.
-//!
-//! # A stripe's word
-//!
-//! Requests in the top 16 bits, units in the low 48. The add that takes the requests to
-//! 2^15 *drains* the stripe: it swaps the word for 0 and adds both fields to the lane's wide
-//! totals. Exactly one add crosses 2^15 between two drains (the adds are totally ordered),
-//! and adds that land after the swap start again from 0. The units cannot overflow: at most
-//! 2^15 requests plus one per thread adding at that moment, of fewer than 2^32 units each,
-//! stay below 2^48 for fewer than 2^15 threads on one stripe.
+//! cancelled. A grant's two counts (a request, its units) are two plain adds on the
+//! calling thread's own tallies ([`tally`](crate::tally): no locked instruction, no shared
+//! line); the rest change only with the queue's lock held.
 //!
 //! # Orderings
 //!
 //! Every counter is a tally or a gauge that no decision reads and that publishes no other
-//! memory, so every access is `Relaxed`: a read-modify-write loses no increment whatever its
-//! ordering (those of one atomic are totally ordered), the gauges are stored only with the
-//! lock held (so their stores are ordered by it), and a reader sums loads of the totals and
-//! the stripes. A read while grants are made can miss a drain in flight (its swap done, its
-//! adds to the totals not yet: at most 2^15 requests of one stripe, for that instant); once
-//! the threads that decided are joined (or synchronised with the reader otherwise), a read
-//! is exact.
+//! memory, so every access is `Relaxed`: the per-thread tallies have one writer each (see
+//! [`tally`](crate::tally)), the slow counts are read-modify-writes (which lose no increment
+//! whatever their ordering), the gauges are stored only with the lock held (so their stores
+//! are ordered by it), and a reader sums loads. Once the threads that decided are joined (or
+//! synchronised with the reader otherwise), a read is exact.
 
-use crate::sync::{self, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
+use crate::tally::{PerThread, Tally};
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::time::Duration;
-use crossbeam_utils::CachePadded;
 
 /// What one lane of a [`Lanes`](super::Lanes) limiter did, since it was built.
 ///
@@ -62,25 +50,16 @@ pub struct LaneCounts {
     pub wait: Duration,
 }
 
-/// The counts of one lane on one CPU: requests (top 16 bits) and units (low 48 bits) in one
-/// word (the module's "A stripe's word").
+/// One lane's grant counts on one thread.
 #[derive(Debug, Default)]
 struct Fast {
-    packed: AtomicU64,
+    requests: Tally,
+    units: Tally,
 }
 
-/// The requests field's shift.
-const REQUESTS: u32 = 48;
-/// The units field.
-const UNITS: u64 = (1 << REQUESTS) - 1;
-/// The requests at which a stripe drains.
-const DRAIN: u64 = 1 << 15;
-
-/// The slow-path counts of one lane, and the totals its stripes drain into.
+/// The slow-path counts of one lane.
 #[derive(Debug, Default)]
 struct Slow {
-    requests: AtomicU64,
-    granted: AtomicU64,
     pending: AtomicU64,
     delayed: AtomicU64,
     cancelled: AtomicU64,
@@ -91,11 +70,8 @@ struct Slow {
 #[derive(Debug)]
 pub(crate) struct Counters {
     lanes: usize,
-    /// The number of stripes less one (a power of two less one).
-    mask: usize,
-    /// `stripes × lanes`, stripe-major: the current CPU's stripe's lane `l` is at
-    /// `stripe · lanes + l`.
-    fast: Box<[CachePadded<Fast>]>,
+    /// Each thread's grant counts, one [`Fast`] per lane.
+    fast: PerThread<Box<[Fast]>>,
     slow: Box<[Slow]>,
 }
 
@@ -107,45 +83,24 @@ fn bump(counter: &AtomicU64, v: u64) {
 
 impl Counters {
     pub(crate) fn new(lanes: usize) -> Counters {
-        let stripes = sync::cpus().max(1).next_power_of_two();
         Counters {
             lanes,
-            mask: stripes - 1,
-            fast: (0..stripes * lanes)
-                .map(|_| CachePadded::new(Fast::default()))
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
+            fast: PerThread::new(|| Self::stripe(lanes)),
             slow: (0..lanes).map(|_| Slow::default()).collect(),
         }
     }
 
-    #[inline(always)]
-    fn fast(&self, lane: usize) -> &Fast {
-        let stripe = sync::shard_hint() & self.mask;
-        &self.fast[stripe * self.lanes + lane]
+    /// A thread's grant counts: one per lane.
+    fn stripe(lanes: usize) -> Box<[Fast]> {
+        (0..lanes).map(|_| Fast::default()).collect()
     }
 
-    /// Add `requests` (0 or 1) and `units` to `lane`'s stripe, draining it at 2^15 requests.
+    /// Add `requests` (0 or 1) and `units` to `lane`'s counts on this thread.
     #[inline(always)]
     fn add(&self, lane: usize, requests: u64, units: u32) {
-        let fast = self.fast(lane);
-        let add = requests << REQUESTS | u64::from(units);
-        // Relaxed: a tally (module note).
-        let before = fast.packed.fetch_add(add, Ordering::Relaxed);
-        if requests > 0 && before >> REQUESTS == DRAIN - 1 {
-            self.drain(lane, fast);
-        }
-    }
-
-    /// Move a stripe's counts into the lane's totals (see the module).
-    #[cold]
-    #[inline(never)]
-    fn drain(&self, lane: usize, fast: &Fast) {
-        // Relaxed: RMWs of tallies (module note); the swap takes every add before it.
-        let taken = fast.packed.swap(0, Ordering::Relaxed);
-        let slow = &self.slow[lane];
-        bump(&slow.requests, taken >> REQUESTS);
-        bump(&slow.granted, taken & UNITS);
+        let fast = &self.fast.get(|| Self::stripe(self.lanes))[lane];
+        fast.requests.add(requests);
+        fast.units.add(u64::from(units));
     }
 
     /// A request of `lane` granted `units` at once (on the fast path).
@@ -192,11 +147,10 @@ impl Counters {
         // Relaxed loads: partners of the relaxed tallies above (module note).
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let slow = &self.slow[lane];
-        let (mut requests, mut granted) = (load(&slow.requests), load(&slow.granted));
-        for fast in self.fast.iter().skip(lane).step_by(self.lanes) {
-            let packed = load(&fast.packed);
-            requests = requests.wrapping_add(packed >> REQUESTS);
-            granted = granted.wrapping_add(packed & UNITS);
+        let (mut requests, mut granted) = (0u64, 0u64);
+        for stripe in self.fast.iter() {
+            requests = requests.wrapping_add(stripe[lane].requests.get());
+            granted = granted.wrapping_add(stripe[lane].units.get());
         }
         LaneCounts {
             granted,
@@ -214,19 +168,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stripe_drains_into_the_totals_and_loses_nothing() {
+    fn every_thread_counts_apart_and_nothing_is_lost() {
         let c = Counters::new(2);
-        // Past several drains: 3 × 2^15 + 5 requests of u32::MAX units on one stripe.
-        let n = 3 * DRAIN + 5;
-        for _ in 0..n {
-            c.fast_grant(1, u32::MAX);
-        }
-        c.piece(1, 7);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        c.fast_grant(1, u32::MAX);
+                    }
+                    c.piece(1, 7);
+                });
+            }
+        });
         let counts = c.counts(1);
-        assert_eq!(counts.requests, n);
-        assert_eq!(counts.granted, n * u64::from(u32::MAX) + 7);
-        // Drains happened (with 2 stripes, at least one held 2^15 requests at some point).
-        assert!(c.slow[1].requests.load(Ordering::Relaxed) >= DRAIN);
+        assert_eq!(counts.requests, 30_000);
+        assert_eq!(counts.granted, 30_000 * u64::from(u32::MAX) + 21);
         assert_eq!(c.counts(0), LaneCounts::default());
     }
 }

@@ -104,6 +104,14 @@ fn blockers(lane: usize) -> u64 {
     }
 }
 
+/// A fast path's refusal as a lane's: held back by a waiting lane (`None`), or the
+/// budget's refusal.
+#[cold]
+#[inline(never)]
+fn lane_refusal(refused: Option<Denied>) -> LaneError {
+    refused.map_or(LaneError::WouldWait { retry_after: None }, lane_error)
+}
+
 /// A budget refusal as a lane's.
 fn lane_error(denied: Denied) -> LaneError {
     match denied {
@@ -256,18 +264,21 @@ impl<C: Clock> Lanes<C> {
     /// a grant does not fit after it, so what it decided still holds (its timer may only be
     /// early, and is served again).
     #[inline(always)]
-    fn fast<T>(
+    fn fast<T, E>(
         &self,
         lane: usize,
-        transition: impl Fn(&mut u64) -> Result<T, LaneError>,
-    ) -> Result<T, LaneError> {
-        self.budget.update(|word| {
-            fence(Ordering::Acquire);
-            if !self.clear(lane) {
-                return Err(LaneError::WouldWait { retry_after: None });
-            }
-            transition(word)
-        })
+        transition: impl Fn(&mut u64) -> Result<T, Option<E>>,
+    ) -> Result<T, Option<E>> {
+        self.budget.update(
+            #[inline(always)]
+            move |word| {
+                fence(Ordering::Acquire);
+                if !self.clear(lane) {
+                    return Err(None);
+                }
+                transition(word)
+            },
+        )
     }
 
     /// Take `n` units for `lane` now if they fit at once and nobody who goes first waits,
@@ -313,9 +324,20 @@ impl<C: Clock> Lanes<C> {
         }
         self.tune_if_due(now);
         let rule = self.budget.rule();
-        self.fast(l, |word| rule.take(word, now, n).map_err(lane_error))?;
-        self.counters.fast_grant(l, n);
-        Ok(())
+        // The budget's refusal (or `None`: held back by a waiting lane) leaves the loop as
+        // it is, and becomes a lane's error out of the decision's line.
+        let taken = self.fast(
+            l,
+            #[inline(always)]
+            move |word| rule.take(word, now, n).map(drop).map_err(Some),
+        );
+        match taken {
+            Ok(()) => {
+                self.counters.fast_grant(l, n);
+                Ok(())
+            }
+            Err(refused) => Err(lane_refusal(refused)),
+        }
     }
 
     /// Take up to `n` units for `lane` now, never waiting. See [`Lanes::take_up_to_at`].
@@ -350,10 +372,14 @@ impl<C: Clock> Lanes<C> {
             return 0;
         }
         let rule = self.budget.rule();
-        self.fast(lane, |word| match rule.take_up_to(word, now, n) {
-            (0, _) => Err(LaneError::WouldWait { retry_after: None }),
-            (taken, _) => Ok(taken),
-        })
+        self.fast(
+            lane,
+            #[inline(always)]
+            move |word| match rule.take_up_to(word, now, n) {
+                (0, _) => Err(None::<()>),
+                (taken, _) => Ok(taken),
+            },
+        )
         .unwrap_or(0)
     }
 

@@ -95,7 +95,11 @@ impl<R: Rule> RuleCell<R> {
             return Ok(());
         }
         let rule = &self.rule;
-        R::State::update(&self.state, move |s| rule.take(s, now, n).map(|_| ()))
+        R::State::update(
+            &self.state,
+            #[inline(always)]
+            move |s| rule.take(s, now, n).map(|_| ()),
+        )
     }
 
     /// Decide `n` permits at `now`, with the state the decision left (read in the same
