@@ -59,7 +59,7 @@ pub(crate) const SLOTS: usize = 4;
 const EMPTY: u64 = u64::MAX;
 
 /// Words per slot (see [`encode`]): the hot ones first.
-const FIELDS: usize = 17;
+const FIELDS: usize = 18;
 
 /// The flags word's bit for "a unit is 1 ns".
 const NS: u64 = 1 << 10;
@@ -67,7 +67,7 @@ const NS: u64 = 1 << 10;
 /// The current configuration's hot numbers, in one cache line (see the module): the tag
 /// (`EMPTY` while written), the flags word (tag, mode, "a unit is 1 ns", capacity), `K`,
 /// `S`, `A`, `D`; then, on the next line and read only when a unit is not 1 ns, the
-/// scale's `m, p, a, b, r`.
+/// scale's `m, p, a, b` and `R`'s two words.
 #[derive(Debug)]
 #[repr(align(64))]
 struct HotLine {
@@ -75,8 +75,8 @@ struct HotLine {
     fields: [AtomicU64; HOT_FIELDS],
 }
 
-/// Words of the hot line: flags, `K`, `S`, `A`, `D`, `m`, `p`, `a`, `b`, `r`.
-const HOT_FIELDS: usize = 10;
+/// Words of the hot line: flags, `K`, `S`, `A`, `D`, `m`, `p`, `a`, `b`, `R` (two words).
+const HOT_FIELDS: usize = 11;
 
 impl HotLine {
     fn new(params: &Params) -> HotLine {
@@ -115,9 +115,17 @@ impl HotLine {
         let flags = field(0);
         let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
         let scale = if flags & NS != 0 {
-            Scale::from_words([per_permit, 1, 1, 1, 0, 0])
+            Scale::ns(per_permit)
         } else {
-            Scale::from_words([per_permit, field(5), field(6), field(7), field(8), field(9)])
+            Scale::from_words([
+                per_permit,
+                field(5),
+                field(6),
+                field(7),
+                field(8),
+                field(9),
+                field(10),
+            ])
         };
         // Acquire fence: as in `Slot::load`.
         fence(Ordering::Acquire);
@@ -199,9 +207,17 @@ impl Slot {
         let flags = field(0);
         let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
         let scale = if flags & NS != 0 {
-            Scale::from_words([per_permit, 1, 1, 1, 0, 0])
+            Scale::ns(per_permit)
         } else {
-            Scale::from_words([per_permit, field(5), field(6), field(7), field(8), field(9)])
+            Scale::from_words([
+                per_permit,
+                field(5),
+                field(6),
+                field(7),
+                field(8),
+                field(9),
+                field(10),
+            ])
         };
         // Acquire fence: as in `load`.
         fence(Ordering::Acquire);
@@ -477,7 +493,7 @@ fn slot(gen: u64) -> usize {
 }
 
 /// `params` as a slot's words: the hot ones first (flags, `K`, `S`, `A`, `D`, then the
-/// scale's `m, p, a, b, r`, read only when a unit is not 1 ns; [`Slot::load_hot`]; the
+/// scale's `m, p, a, b` and `R`'s two words, read only when a unit is not 1 ns; [`Slot::load_hot`]; the
 /// hot line keeps the first [`HOT_FIELDS`]).
 fn encode(p: &Params) -> [u64; FIELDS] {
     let s = p.scale.to_words();
@@ -494,6 +510,7 @@ fn encode(p: &Params) -> [u64; FIELDS] {
         s[3],
         s[4],
         s[5],
+        s[6],
         p.queue,
         p.since,
         p.max_debt,
@@ -510,9 +527,9 @@ fn encode(p: &Params) -> [u64; FIELDS] {
 fn decode_hot(w: &[u64; FIELDS]) -> Hot {
     let flags = w[0];
     let scale = if flags & NS != 0 {
-        Scale::from_words([w[1], 1, 1, 1, 0, 0])
+        Scale::ns(w[1])
     } else {
-        Scale::from_words([w[1], w[5], w[6], w[7], w[8], w[9]])
+        Scale::from_words([w[1], w[5], w[6], w[7], w[8], w[9], w[10]])
     };
     Hot {
         gen: flags & 0xff,
@@ -529,9 +546,9 @@ fn decode_hot(w: &[u64; FIELDS]) -> Hot {
 fn decode(w: &[u64; FIELDS]) -> Params {
     Params {
         hot: decode_hot(w),
-        queue: w[10],
-        since: w[11],
-        max_debt: w[12],
-        quota: Quota::from_words([w[13], w[14], w[15], w[16]]),
+        queue: w[11],
+        since: w[12],
+        max_debt: w[13],
+        quota: Quota::from_words([w[14], w[15], w[16], w[17]]),
     }
 }

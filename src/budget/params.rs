@@ -192,7 +192,7 @@ impl Hot {
         let (base, rounded) = if backlog > 0 {
             (word::tat(word), false)
         } else {
-            (at.ceil() & TAT_MASK, at.rem != 0)
+            (at.ceil() & TAT_MASK, at.between)
         };
         let mut receipt = Receipt::new(n, word::pack(self.gen, base));
         if rounded {

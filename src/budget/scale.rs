@@ -19,10 +19,22 @@
 use crate::clock::Nanos;
 use crate::quota::{Quota, QuotaError};
 
+/// `⌈b·2^128 / p⌉` as high and low words (`b < p < 2^63`, so it is below 2^128): two
+/// steps of long division by `p`.
+fn reciprocal(b: u64, p: u64) -> (u64, u64) {
+    let (b, p) = (u128::from(b), u128::from(p));
+    let hi = (b << 64) / p;
+    let r1 = (b << 64) % p;
+    let lo = (r1 << 64) / p;
+    let r2 = (r1 << 64) % p;
+    let r = (hi << 64 | lo) + u128::from(r2 != 0);
+    ((r >> 64) as u64, r as u64)
+}
+
 /// The unit clock of one budget configuration (see the module).
 ///
 /// Invariants: `1 ≤ p < 2^63`, `p ≤ m < 2^64` (a unit is at most 1 ns), `K ≥ 1`,
-/// `a = ⌊m / p⌋ ≥ 1`, `b = m mod p`, `r = ⌊b·2^64 / p⌋`.
+/// `a = ⌊m / p⌋ ≥ 1`, `b = m mod p`, `R = ⌈b·2^128 / p⌉ < 2^128` (in two words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Scale {
     /// Units per permit, `K`.
@@ -34,24 +46,29 @@ pub(crate) struct Scale {
     /// `⌊m / p⌋` and `m mod p`: `t·m/p = t·a + t·b/p`.
     a: u64,
     b: u64,
-    /// `⌊b·2^64 / p⌋`, the reciprocal that estimates `⌊t·b/p⌋` with one multiplication.
-    r: u64,
+    /// `R = ⌈b·2^128 / p⌉`, high and low words: `⌊t·b/p⌋ = ⌊t·R / 2^128⌋` exactly for every
+    /// `t < 2^64` (see [`Scale::units`]).
+    r_hi: u64,
+    r_lo: u64,
 }
 
-/// A clock reading in units: `floor = ⌊t·m/p⌋` modulo 2^64, and whether the reading falls
-/// on a unit boundary (then the ceiling is the floor, else the floor plus one).
+/// A clock reading in units: `floor = ⌊t·m/p⌋` modulo 2^64, whether the reading falls
+/// between two units (then the ceiling is the floor plus one), and the reading itself (for
+/// the exact remainder, which only the conversions back to ns need: [`Scale::rem`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Units {
     pub(crate) floor: u64,
-    /// `t·m − floor·p` (the remainder, in `[0, p)`), for exact conversions back to ns.
-    pub(crate) rem: u64,
+    /// `t·m mod p ≠ 0`: the reading is not on a unit boundary.
+    pub(crate) between: bool,
+    /// The reading, ns.
+    t: Nanos,
 }
 
 impl Units {
     /// `⌈t·m/p⌉` modulo 2^64.
     #[inline(always)]
     pub(crate) fn ceil(&self) -> u64 {
-        self.floor.wrapping_add(u64::from(self.rem != 0))
+        self.floor.wrapping_add(u64::from(self.between))
     }
 }
 
@@ -83,32 +100,49 @@ impl Scale {
             .checked_mul(per_permit)
             .ok_or(QuotaError::PeriodTooLarge)?;
         let (a, b) = (m / p, m % p);
-        let r = ((u128::from(b) << 64) / u128::from(p)) as u64;
+        let (r_hi, r_lo) = reciprocal(b, p);
         Ok(Scale {
             per_permit,
             m,
             p,
             a,
             b,
-            r,
+            r_hi,
+            r_lo,
         })
     }
 
-    /// The scale as six words (for a configuration slot).
-    pub(crate) fn to_words(self) -> [u64; 6] {
-        [self.per_permit, self.m, self.p, self.a, self.b, self.r]
+    /// The scale as seven words (for a configuration slot): `K, m, p, a, b` and `R`'s two.
+    pub(crate) fn to_words(self) -> [u64; 7] {
+        [
+            self.per_permit,
+            self.m,
+            self.p,
+            self.a,
+            self.b,
+            self.r_hi,
+            self.r_lo,
+        ]
     }
 
     /// The scale of [`Scale::to_words`].
-    pub(crate) fn from_words(w: [u64; 6]) -> Scale {
+    #[inline(always)]
+    pub(crate) fn from_words(w: [u64; 7]) -> Scale {
         Scale {
             per_permit: w[0],
             m: w[1],
             p: w[2],
             a: w[3],
             b: w[4],
-            r: w[5],
+            r_hi: w[5],
+            r_lo: w[6],
         }
+    }
+
+    /// The scale of a unit of 1 ns, `K` units a permit (`m = p = a = 1`, `b = R = 0`).
+    #[inline(always)]
+    pub(crate) fn ns(per_permit: u64) -> Scale {
+        Scale::from_words([per_permit, 1, 1, 1, 0, 0, 0])
     }
 
     /// Whether a unit is exactly 1 ns (the interval is a whole number of ns): readings need
@@ -119,22 +153,40 @@ impl Scale {
     }
 
     /// The reading `t` (ns) in units.
+    ///
+    /// `⌊t·b/p⌋ = ⌊t·R / 2^128⌋` with `R = ⌈b·2^128/p⌉ = b·2^128/p + δ` (`0 ≤ δ < 1`): `t·R /
+    /// 2^128 = t·b/p + t·δ/2^128`, and `t·δ/2^128 < 2^-64 < 1/p` (as `p < 2^63`) is less than
+    /// what the fraction of `t·b/p` lacks to the next integer, so the floors agree; and the
+    /// fraction of `t·R/2^128` is below 2^-64 iff that of `t·b/p` is 0 (otherwise it is at
+    /// least `1/p > 2^-63`). So two multiplications give the floor and whether the reading
+    /// lies between two units, exactly.
     #[inline(always)]
     pub(crate) fn units(&self, t: Nanos) -> Units {
         if self.is_ns() {
-            return Units { floor: t, rem: 0 };
+            return Units {
+                floor: t,
+                between: false,
+                t,
+            };
         }
-        // ⌊t·b/p⌋ ≥ q ≥ ⌊t·b/p⌋ − 1 (the reciprocal is rounded down), then corrected exactly.
-        let mut q = ((u128::from(t) * u128::from(self.r)) >> 64) as u64;
-        let mut rem = u128::from(t) * u128::from(self.b) - u128::from(q) * u128::from(self.p);
-        while rem >= u128::from(self.p) {
-            q += 1;
-            rem -= u128::from(self.p);
-        }
+        // t·R = t·r_hi·2^64 + t·r_lo: `y` holds bits 64.. of it.
+        let x = u128::from(t) * u128::from(self.r_lo);
+        let y = u128::from(t) * u128::from(self.r_hi) + (x >> 64);
         Units {
-            floor: t.wrapping_mul(self.a).wrapping_add(q),
-            rem: rem as u64,
+            floor: t.wrapping_mul(self.a).wrapping_add((y >> 64) as u64),
+            between: y as u64 != 0,
+            t,
         }
+    }
+
+    /// `t·m − ⌊t·m/p⌋·p` for the reading of `at`: the remainder, in `[0, p)`.
+    #[inline]
+    pub(crate) fn rem(&self, at: &Units) -> u64 {
+        if self.is_ns() {
+            return 0;
+        }
+        let q = at.floor.wrapping_sub(at.t.wrapping_mul(self.a));
+        (u128::from(at.t) * u128::from(self.b) - u128::from(q) * u128::from(self.p)) as u64
     }
 
     /// The ns to wait from a reading `at` (in units) until the units have advanced `d` more
@@ -149,7 +201,7 @@ impl Scale {
             return Some(d);
         }
         // (t + w)·m ≥ (floor + d)·p ⟺ w·m ≥ d·p − rem (with t·m = floor·p + rem).
-        let need = u128::from(d) * u128::from(self.p) - u128::from(at.rem);
+        let need = u128::from(d) * u128::from(self.p) - u128::from(self.rem(at));
         u64::try_from(need.div_ceil(u128::from(self.m))).ok()
     }
 
@@ -220,7 +272,11 @@ mod tests {
                 let (floor, rem) = exact(&s, t);
                 let got = s.units(t);
                 assert_eq!(got.floor, floor as u64, "{s:?} t={t}");
-                assert_eq!(got.rem, rem, "{s:?} t={t}");
+                assert_eq!(s.rem(&got), rem, "{s:?} t={t}");
+                assert_eq!(got.between, rem != 0, "{s:?} t={t}");
+                // As a slot keeps it (`R`'s low word made again when read).
+                let kept = Scale::from_words(s.to_words());
+                assert_eq!(kept.units(t), got, "{s:?} t={t}");
                 // The wait back to a later unit is exact: one ns earlier falls short.
                 for d in [1u64, 2, 1_000, 1 << 40] {
                     let w = s.wait_ns(&got, d).unwrap();
