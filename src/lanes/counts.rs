@@ -12,6 +12,7 @@
 //! are ordered by it), and a reader sums loads. Once the threads that decided are joined (or
 //! synchronised with the reader otherwise), a read is exact.
 
+use super::config::MAX_LANES;
 use crate::sync::{AtomicU64, Ordering};
 use crate::tally::{PerThread, Tally};
 use alloc::boxed::Box;
@@ -69,9 +70,8 @@ struct Slow {
 /// Every lane's counters.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    lanes: usize,
-    /// Each thread's grant counts, one [`Fast`] per lane.
-    fast: PerThread<Box<[Fast]>>,
+    /// Each thread's grant counts, one [`Fast`] per lane (inline: no pointer to follow).
+    fast: PerThread<[Fast; MAX_LANES]>,
     slow: Box<[Slow]>,
 }
 
@@ -84,21 +84,15 @@ fn bump(counter: &AtomicU64, v: u64) {
 impl Counters {
     pub(crate) fn new(lanes: usize) -> Counters {
         Counters {
-            lanes,
-            fast: PerThread::new(|| Self::stripe(lanes)),
+            fast: PerThread::new(Default::default),
             slow: (0..lanes).map(|_| Slow::default()).collect(),
         }
-    }
-
-    /// A thread's grant counts: one per lane.
-    fn stripe(lanes: usize) -> Box<[Fast]> {
-        (0..lanes).map(|_| Fast::default()).collect()
     }
 
     /// Add `requests` (0 or 1) and `units` to `lane`'s counts on this thread.
     #[inline(always)]
     fn add(&self, lane: usize, requests: u64, units: u32) {
-        let fast = &self.fast.get(|| Self::stripe(self.lanes))[lane];
+        let fast = &self.fast.get(Default::default)[lane % MAX_LANES];
         fast.requests.add(requests);
         fast.units.add(u64::from(units));
     }
