@@ -303,6 +303,7 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     }
 
     /// Charge `n` permits now, never refused (see [`Budget::charge_at`]).
+    #[inline]
     pub fn charge(&self, n: u32) -> Charged {
         self.charge_at(n, self.now())
     }
@@ -311,6 +312,7 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     /// backlog grows by `n` permits up to the burst plus the maximum debt; what would pass
     /// it is not charged and is reported as [`Charged::shortfall`]. Returns the wait a
     /// request for one permit now faces. Disabled, nothing is charged.
+    #[inline]
     pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         let rule = self.rule();
         let charged = self.update(
@@ -325,6 +327,7 @@ impl<C: Clock> Limiter<BudgetRule, C> {
 
     /// Take up to `n` permits now: as many as conform (0 when none). See
     /// [`Budget::take_up_to_at`].
+    #[inline]
     pub fn take_up_to(&self, n: u32) -> u32 {
         self.take_up_to_at(n, self.now())
     }
@@ -332,6 +335,7 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     /// Take as many of `n` permits as conform at `now` (0 when none), exactly: `k` is taken
     /// iff `k` permits would be admitted and `k + 1` would not (or `k = n`). Disabled: all
     /// `n`; paused: none.
+    #[inline]
     pub fn take_up_to_at(&self, n: u32, now: Nanos) -> u32 {
         let rule = self.rule();
         self.update(
