@@ -146,9 +146,9 @@ fn fit_in(room: u64, per_permit: u64, n: u32) -> u32 {
     u32::try_from(room / per_permit).map_or(n, |fit| fit.min(n))
 }
 
-/// [`Hot::wait`] off the decision's line, for a scale whose unit is not 1 ns.
-#[cold]
-#[inline(never)]
+/// [`Hot::wait`] for a scale whose unit is not 1 ns: an exact division, inlined so that a
+/// caller that only asks whether it was admitted (and drops the refusal) never makes it.
+#[inline]
 fn wait_units(scale: Scale, at: Units, d: u64) -> Denied {
     scale
         .wait_ns(&at, d)

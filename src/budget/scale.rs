@@ -180,7 +180,7 @@ impl Scale {
     }
 
     /// `t·m − ⌊t·m/p⌋·p` for the reading of `at`: the remainder, in `[0, p)`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn rem(&self, at: &Units) -> u64 {
         if self.is_ns() {
             return 0;
@@ -192,7 +192,7 @@ impl Scale {
     /// The ns to wait from a reading `at` (in units) until the units have advanced `d` more
     /// past its floor: the least `w` with `⌊(t + w)·m/p⌋ ≥ at.floor + d`. Exact; `None` if
     /// it does not fit `u64` ns.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn wait_ns(&self, at: &Units, d: u64) -> Option<Nanos> {
         if d == 0 {
             return Some(0);
