@@ -85,7 +85,7 @@ fn waiters_that_arrive_during_a_pause_keep_their_order() {
                         while let Ok(i) = task_rx.recv() {
                             let (b, served, clock) = (b.clone(), served.clone(), clock.clone());
                             tasks.push(tokio::task::spawn_local(async move {
-                                b.acquire_n_async(1).await.unwrap();
+                                b.acquire_n(1).await.unwrap();
                                 served.lock().unwrap().push((i, clock.now()));
                             }));
                             // Let the task take its place before the next arrives.
