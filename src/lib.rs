@@ -176,11 +176,15 @@ pub use decision::{Decision, Denied, Receipt, Snapshot};
 #[cfg(all(feature = "keyed", limitcore_loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
-pub use keyed::{DashMapStore, Global, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store};
+pub use keyed::{
+    DashMapStore, Global, KeyConfig, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store,
+};
+#[cfg(feature = "std")]
+#[allow(deprecated)]
+pub use lanes::LanesError;
 #[cfg(feature = "std")]
 pub use lanes::{
-    AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesError, Progress, Ticket,
-    DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
+    AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesConfigError, Progress, Ticket,
 };
 pub use limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 #[cfg(feature = "std")]

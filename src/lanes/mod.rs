@@ -170,8 +170,10 @@ mod shared;
 mod tune;
 mod wait;
 
+#[allow(deprecated)]
+pub use config::LanesError;
 pub use config::{
-    Lane, LaneError, LanesConfig, LanesError, DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
+    Lane, LaneError, LanesConfig, LanesConfigError, DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
 };
 pub use counts::LaneCounts;
 pub use shared::Lanes;
