@@ -1,7 +1,6 @@
 //! Keyed concurrency limits (`KeyedPermits`) and partitions (`Partitioned`) on real
 //! threads: per-key limits under eviction races, bounded memory, pinned limits, and the
 //! partitioned bound.
-#![cfg(feature = "keyed")]
 
 use limitcore::concurrency::{AcquireError, KeyedPermits, Partitioned};
 use limitcore::PapayaStore;

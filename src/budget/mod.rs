@@ -76,7 +76,7 @@ mod word;
 mod wait;
 
 pub use rule::BudgetRule;
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", feature = "io"))]
 pub(crate) use wait::Waiter;
 
 use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};

@@ -121,6 +121,7 @@ pub use adaptive::{
 pub use error::{AcquireError, LimitError};
 pub use feedback::{Adaptive, Feedback, Fixed};
 #[cfg(feature = "keyed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub use keyed::KeyedPermits;
 pub use partition::Partitioned;
 #[allow(deprecated)]

@@ -22,6 +22,7 @@ const LIMIT: u64 = (MAX_LIMIT as u64) << LIMIT_SHIFT;
 const PINNED: u64 = 1 << 62;
 /// Bit 63: never set in a live word. The one word with it set is the retired keyed state,
 /// `u64::MAX` (see `crate::cell`'s "Orderings of the retirement protocol").
+#[cfg(any(feature = "keyed", test))]
 const DEAD: u64 = 1 << 63;
 
 /// The word of a retired keyed state (`crate::cell::RETIRED`, all ones): its in-flight field
@@ -146,6 +147,7 @@ impl PermitWord {
 
     /// Whether the word is indistinguishable from a fresh one under its default limit:
     /// nothing in flight, nobody waiting, no limit of its own (what keyed eviction asks).
+    #[cfg(any(feature = "keyed", test))]
     pub(crate) const fn is_idle(self) -> bool {
         self.0 & (IN_FLIGHT | WAITING | PINNED | DEAD) == 0
     }

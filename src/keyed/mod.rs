@@ -79,6 +79,7 @@
 //! [`Keyed::len`] and against `max_keys`; `quotas` keeps the key and its rule for good in
 //! any case.
 
+#[cfg(feature = "budget")]
 mod budget;
 mod global;
 mod per_key;

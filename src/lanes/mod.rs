@@ -178,5 +178,6 @@ pub use config::{
 pub use counts::LaneCounts;
 pub use shared::Lanes;
 pub use tune::AutoTune;
+#[cfg(feature = "io")]
 pub(crate) use wait::Waiter;
 pub use wait::{Progress, Ticket};
