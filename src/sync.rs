@@ -89,7 +89,7 @@ pub(crate) fn park_timeout(_timeout: core::time::Duration) {
     loom::thread::park();
 }
 
-/// A value set once: `Keyed`'s side maps, built by the first `set_quota`. Std's under loom
+/// A value set once: `Keyed`'s side maps, built by the first `reconfigure_key`. Std's under loom
 /// too, where `Keyed` builds them before any model thread can look (see `Keyed::with_store`).
 #[cfg(feature = "keyed")]
 pub(crate) use std::sync::OnceLock;

@@ -26,7 +26,7 @@
 //!   units (a sixteenth of the burst, at most 64 KiB, by default), each when it fits whole,
 //!   so requests of any size are granted (RocksDB's and TiKV's partial grants), and a
 //!   large request of a low lane never holds the budget for long.
-//! - **Waits**: blocking ([`Lanes::acquire_blocking`]), async (`Lanes::acquire_async`,
+//! - **Waits**: blocking ([`Lanes::acquire_blocking`]), async (`Lanes::acquire`,
 //!   feature `tokio`), or at explicit times ([`Lanes::submit_at`], [`Ticket`]).
 //!   Cancellation-safe: see [`Ticket`]'s "Cancellation".
 //! - **Live reconfiguration** ([`Lanes::reconfigure`]) of the rate, burst, mode, weights and

@@ -1,6 +1,6 @@
 //! Waiting for a lane's grant (layer 3): [`Ticket`] at explicit times, blocking waits
 //! ([`Lanes::acquire_blocking`]), and async waits on tokio's timer
-//! ([`Lanes::acquire_async`], feature `tokio`).
+//! ([`Lanes::acquire`], feature `tokio`).
 //!
 //! Every wait is the same poll (`Lanes::poll_acquire`), run blocking or async by the waiting
 //! layer's driver: submit (the fast path, then the queue), then look at the request until
