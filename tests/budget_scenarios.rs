@@ -265,8 +265,8 @@ fn reconfiguring_keys_under_real_threads_loses_and_creates_nothing() {
         start.wait();
         let same = BudgetConfig::new(q);
         if round % 2 == 0 {
-            keyed.reconfigure_key_at(7, &same, 0).unwrap();
-            keyed.reconfigure_key_at(7, &same, 0).unwrap();
+            keyed.reconfigure_key_at(7, same, 0).unwrap();
+            keyed.reconfigure_key_at(7, same, 0).unwrap();
         } else {
             keyed.reconfigure_at(&same, 0).unwrap();
             keyed.reconfigure_at(&same, 0).unwrap();
@@ -292,7 +292,7 @@ fn a_budget_key_given_a_quota_keeps_its_debt_and_mode_and_later_changes_reach_it
         Keyed::with_clock("10/s burst 10".parse().unwrap(), ManualClock::new()).unwrap();
     // Key 7: 1 s of debt of its own; 15 permits at once (5 of them debt): busy until 1.5 s.
     keyed
-        .reconfigure_key_at(7, &config("10/s burst 10", Duration::from_secs(1)), 0)
+        .reconfigure_key_at(7, config("10/s burst 10", Duration::from_secs(1)), 0)
         .unwrap();
     keyed.try_acquire_n_at(&7, 15, 0).unwrap();
     // A quota alone, on the busy key: at once, the 15 permits it owes re-timed at 20/s.
@@ -309,7 +309,7 @@ fn a_budget_key_given_a_quota_keeps_its_debt_and_mode_and_later_changes_reach_it
     keyed
         .reconfigure_key_at(
             8,
-            &config("10/s burst 10", Duration::ZERO).mode(Mode::Paused),
+            config("10/s burst 10", Duration::ZERO).mode(Mode::Paused),
             0,
         )
         .unwrap();
@@ -322,7 +322,7 @@ fn a_budget_key_given_a_quota_keeps_its_debt_and_mode_and_later_changes_reach_it
     // A whole configuration on busy key 7 (15 permits owed at 20/s: busy until 1.5 s)
     // reaches its decisions at once: 15 permits at 1000/s owe 15 ms.
     keyed
-        .reconfigure_key_at(7, &config("1000/s burst 10", Duration::ZERO), ms(750))
+        .reconfigure_key_at(7, config("1000/s burst 10", Duration::ZERO), ms(750))
         .unwrap();
     assert_eq!(
         keyed.snapshot_at(&7, ms(750)).full_after,

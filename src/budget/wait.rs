@@ -209,6 +209,7 @@ impl<C: Clock> Budget<C> {
 
     /// One look at the wait in `waiter` for `n` permits by `deadline`, with the waiters
     /// locked.
+    #[allow(clippy::too_many_arguments)] // the wait's state, borrowed apart under the lock
     fn look(
         &self,
         waiters: &mut Waiters,
@@ -294,7 +295,7 @@ impl<C: Clock> Budget<C> {
         };
         if let Some(end) = end {
             waiter.key = None;
-            let place = waiters.remove(key).err().expect("waiting");
+            let place = waiters.remove(key).expect_err("waiting");
             return Look::Done(match end {
                 Ok(()) => Ok(place.receipt.unwrap_or(Receipt::NOTHING)),
                 Err(denied) => {

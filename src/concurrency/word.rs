@@ -4,7 +4,7 @@
 
 use super::error::{AcquireError, LimitError};
 
-/// The largest concurrency limit: 2^30 − 1 permits (30 bits of [`PermitWord`]).
+/// The largest concurrency limit: 2^30 − 1 permits (the 30 bits of the limit's word).
 pub const MAX_LIMIT: u32 = (1 << 30) - 1;
 
 /// Mask of the in-flight count, bits 0–30.

@@ -72,7 +72,7 @@ where
     ///     Keyed::with_clock("10/s burst 10".parse()?, ManualClock::new())?;
     /// tenants.try_acquire_n_at("busy", 10, 0)?;             // never idle: 1 s of backlog
     /// let gold = BudgetConfig::new("100/s burst 10".parse()?).max_debt(Duration::from_secs(1));
-    /// tenants.reconfigure_key_at("busy".to_owned(), &gold, 0)?;
+    /// tenants.reconfigure_key_at("busy".to_owned(), gold, 0)?;
     /// // At once, with the 10 permits it owes re-timed: 100 ms.
     /// assert_eq!(tenants.snapshot_at("busy", 0).full_after, Duration::from_millis(100));
     /// assert_eq!(tenants.snapshot_at("other", 0).remaining, 10);

@@ -1,7 +1,7 @@
 //! One key's configuration: [`Keyed::reconfigure_key`], the one per-key verb for every rule,
 //! and what it takes ([`KeyConfig`]).
 //!
-//! | rule | `reconfigure_key(key, quota)` | `reconfigure_key(key, &config)` | when it applies |
+//! | rule | `reconfigure_key(key, quota)` | `reconfigure_key(key, config)` | when it applies |
 //! |---|---|---|---|
 //! | a [`QuotaRule`] (GCRA, leaky bucket, token bucket, the windows, the sliding log, a rule of your own) | the key's rule for this quota | — (a quota is the whole configuration) | the key's next fresh state: at once if it is idle, else once it goes idle |
 //! | [`BudgetRule`](crate::budget::BudgetRule) | this quota, the key's debt and mode kept | this [`BudgetConfig`](crate::budget::BudgetConfig) | at once, the key's state converted (busy keys included) |
