@@ -104,11 +104,11 @@ pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
 ///
 /// let permits = Permits::new(2)?.with_backlog(8)?;
 /// let a = permits.try_acquire(1)?;
-/// let b = permits.acquire_blocking(1, Some(Duration::from_millis(10)))?;
+/// let b = permits.acquire_blocking_within(1, Duration::from_millis(10))?;
 /// assert_eq!(permits.in_flight(), 2);
 /// // Full: a wait times out with nothing taken.
 /// assert_eq!(
-///     permits.acquire_blocking(1, Some(Duration::from_millis(1))).unwrap_err(),
+///     permits.acquire_blocking_within(1, Duration::from_millis(1)).unwrap_err(),
 ///     AcquireError::TimedOut
 /// );
 /// permits.reconfigure(1)?;        // a cut: both permits stay valid

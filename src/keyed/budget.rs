@@ -64,7 +64,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// use limitcore::{BudgetConfig, BudgetRule, Keyed, Mode};
+    /// use limitcore::{BudgetConfig, BudgetRule, Keyed, Quota};
     /// use limitcore::clock::ManualClock;
     /// use std::time::Duration;
     ///
@@ -76,10 +76,11 @@ where
     /// // At once, with the 10 permits it owes re-timed: 100 ms.
     /// assert_eq!(tenants.snapshot_at("busy", 0).full_after, Duration::from_millis(100));
     /// assert_eq!(tenants.snapshot_at("other", 0).remaining, 10);
-    /// // A quota alone: the key keeps its 1 s of debt (and its mode).
-    /// tenants.reconfigure_key_at("busy".to_owned(), "200/s burst 10".parse()?, 0)?;
-    /// assert!(tenants.try_acquire_n_at("busy", 100, 0).is_ok()); // above the burst: debt
-    /// assert_eq!(tenants.config().mode, Mode::Enabled);
+    /// // A quota alone: the key keeps its 1 s of debt (and its mode), at once.
+    /// tenants.reconfigure_key_at("busy".to_owned(), "200/s burst 10".parse::<Quota>()?, 0)?;
+    /// assert_eq!(tenants.snapshot_at("busy", 0).full_after, Duration::from_millis(50));
+    /// // Full at 50 ms: 100 permits, ten times the burst, go into debt.
+    /// assert!(tenants.try_acquire_n_at("busy", 100, 50_000_000).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn config(&self) -> BudgetConfig {

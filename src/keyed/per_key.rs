@@ -97,15 +97,15 @@ where
     /// use limitcore::clock::ManualClock;
     /// use limitcore::rules::GcraRule;
     ///
-    /// let tenants: Keyed<&str, GcraRule, ManualClock> =
-    ///     Keyed::with_clock(Quota::per_second(10)?, ManualClock::new())?;
+    /// let tenants: Keyed<String, GcraRule, ManualClock> =
+    ///     Keyed::with_clock(Quota::per_second(10)?.with_burst(10)?, ManualClock::new())?;
     /// tenants.try_acquire_n_at("busy", 10, 0)?;                 // limited until 1 s
-    /// tenants.reconfigure_key_at("busy", Quota::per_second(100)?, 0)?;
+    /// tenants.reconfigure_key_at("busy".to_owned(), Quota::per_second(100)?.with_burst(100)?, 0)?;
     /// assert!(tenants.try_acquire_n_at("busy", 1, 0).is_err()); // still its old state
     /// let idle = 3_000_000_000;                                 // idle, evictable
     /// tenants.evict_idle_at(idle);
     /// assert!(tenants.try_acquire_n_at("busy", 100, idle).is_ok()); // the new quota
-    /// # Ok::<(), limitcore::QuotaError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reconfigure_key_at(
         &self,
