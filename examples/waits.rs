@@ -52,7 +52,7 @@ fn main() {
             let (ops, wall) = two_threads(seconds, |_, stop| {
                 let mut ops = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    let permit = permits.acquire_blocking(1, None).unwrap();
+                    let permit = permits.acquire_blocking(1).unwrap();
                     for _ in 0..50 {
                         std::hint::spin_loop();
                     }

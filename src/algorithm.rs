@@ -3,7 +3,7 @@
 
 use crate::quota::Quota;
 use crate::rules::{
-    FixedWindowRule, GcraRule, LeakyBucketRule, Rule, SlidingWindowRule, TokenBucketRule,
+    FixedWindowRule, GcraRule, LeakyBucketRule, QuotaRule, SlidingWindowRule, TokenBucketRule,
 };
 use alloc::string::String;
 #[cfg(feature = "keyed")]
@@ -271,7 +271,7 @@ impl Algorithm {
             C: Clock + 'static,
         {
             type Output = Result<Box<dyn KeyedRefund<Q>>, QuotaError>;
-            fn run<R: Rule>(self) -> Self::Output {
+            fn run<R: QuotaRule>(self) -> Self::Output {
                 let keyed = Keyed::<Q::Owned, R, C>::with_clock(self.quota, self.clock)?;
                 Ok(Box::new(match self.max_keys {
                     Some(max) => keyed.with_max_keys(max),
@@ -314,8 +314,9 @@ pub trait WithRule {
     /// What the generic code returns.
     type Output;
 
-    /// The code, for the rule `R`.
-    fn run<R: Rule>(self) -> Self::Output;
+    /// The code, for the rule `R` (every algorithm's rule is a [`QuotaRule`]: an
+    /// implementation may ask for [`Rule`](crate::rules::Rule) only).
+    fn run<R: QuotaRule>(self) -> Self::Output;
 }
 
 impl fmt::Display for Algorithm {

@@ -129,17 +129,17 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     }
 }
 
-#[cfg(feature = "std")]
+#[cfg(any(all(feature = "std", feature = "budget"), feature = "throttler"))]
 use crate::notify::driver::Nap;
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", feature = "throttler"))]
 use crate::notify::driver::Wait;
-#[cfg(feature = "std")]
+#[cfg(any(all(feature = "std", feature = "budget"), feature = "throttler"))]
 use core::task::{Context, Poll};
 
 /// One poll of a wait for `clock` to reach `at` (ns): `Ready` once it has; otherwise the
 /// clock's answer is followed (a nap on the OS timer, or `cx`'s waker registered with a
 /// clock that wakes its waiters itself, such as a [`ManualClock`](crate::clock::ManualClock)).
-#[cfg(feature = "std")]
+#[cfg(any(all(feature = "std", feature = "budget"), feature = "throttler"))]
 #[inline]
 pub(crate) fn poll_clock<C: Clock + ?Sized>(
     clock: &C,
@@ -158,14 +158,14 @@ pub(crate) fn poll_clock<C: Clock + ?Sized>(
 }
 
 /// A wait for `clock` to reach `at` (ns), to run async (the throttler's `run`).
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", feature = "throttler"))]
 #[derive(Debug)]
 pub(crate) struct Until<'a, C: ?Sized> {
     pub(crate) clock: &'a C,
     pub(crate) at: Nanos,
 }
 
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", feature = "throttler"))]
 impl<C: Clock + ?Sized> Wait for Until<'_, C> {
     type Output = ();
 

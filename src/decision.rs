@@ -81,6 +81,7 @@ impl Receipt {
 
     /// The bits of [`Receipt::tag`](Receipt#structfield.tag) a rule may use; the others
     /// belong to the limiter that hands the rule's receipt on.
+    #[cfg(any(feature = "keyed", feature = "budget"))]
     pub(crate) const RULE_TAG: u8 = 0x0f;
 
     /// The receipt of a request that took nothing (`n = 0`): its refund is a no-op.

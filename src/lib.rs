@@ -43,6 +43,27 @@
 //! ([`Decision`]); the keyed ones implement [`KeyedRateLimiter`]. [`Algorithm`] names
 //! them all and builds one from text.
 //!
+//! # Verbs
+//!
+//! One verb per operation, named the same way in every area: decide now (`try_…`, never
+//! waits); wait (tokio's scheme: the async wait takes the plain name, the blocking one ends
+//! in `_blocking`, with a timeout `_within(max_wait)`, with a deadline
+//! `_until(Option<Instant>)`, a permit that owns its limit `_owned`); change a limit
+//! (`reconfigure`, per key `reconfigure_key`); look (`snapshot`). Every decision and
+//! change that reads the clock has an `_at(…, now)` form at an explicit time.
+//!
+//! | area (feature) | decide | wait (async / blocking) | reconfigure | inspect |
+//! |---|---|---|---|---|
+//! | single-word limiters: [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`], [`SlidingWindow`], [`SlidingLog`] ([`RateLimiter`]) | `try_acquire_n(n)`, `decide_n(n)`; `reserve_n(n, max_wait)` ([`Reserve`]) | `retry_acquire_n(n)` / `retry_acquire_n_blocking(n)`, `_within`, `_until` ([`wait::Async`], [`wait::Blocking`]: sleep and retry, unordered) | none: a limiter's rule is fixed (build a new one; per key, [`Keyed::reconfigure_key`]) | `snapshot()`, `quota()` |
+//! | keyed limits: [`Keyed`], [`KeyedSketch`], [`Global`], [`All`] (`keyed`; [`KeyedRateLimiter`]) | `try_acquire_n(key, n)`, `decide_n(key, n)`; `reserve_n(key, n, max_wait)` ([`KeyedReserve`]) | none of their own: a [`Reservation`] says when to go | [`Keyed::reconfigure_key`]`(key, config)` (a [`Quota`], for a budget a [`BudgetConfig`] too: [`KeyConfig`]); keyed budgets' default `reconfigure(&config)` | `snapshot(key)`, `len()` |
+//! | [`Budget`] (`budget`) | `try_acquire_n(n)`, `take_up_to(n)`, `charge(n)` | `acquire_n(n)` / `acquire_n_blocking(n)`, `_within`, `_until` (first come, first served) | `reconfigure(&config)`, `set_mode(mode)` | `snapshot()`, `config()`, `waiting()` |
+//! | [`Lanes`] (`lanes`) | `try_acquire(lane, n)`, `take_up_to(lane, n)`, `submit(lane, n)` | `acquire(lane, n)` / `acquire_blocking(lane, n)`, `_within`, `_until` (in the lanes' order) | `reconfigure(&config)`, `set_weights(weights)` | `snapshot()`, `config()`, `counts(lane)` |
+//! | [`Permits`](concurrency::Permits) (`concurrency`) | `try_acquire(n)`, `try_acquire_owned(n)` | `acquire(n)` / `acquire_blocking(n)`, `_within`, `_owned` (FIFO or LIFO) | `reconfigure(limit)` (an adaptive rule sets it too) | `snapshot()`: [`PermitsSnapshot`](concurrency::PermitsSnapshot) `{ limit, in_flight, waiting }` |
+//! | [`KeyedPermits`](concurrency::KeyedPermits) (`concurrency`, `keyed`) | `try_acquire(key, n)` | `acquire(key, n)` / `acquire_blocking(key, n)`, `_within` | `reconfigure_key(key, limit)`, `reset_limit(key)` | `limit(key)`, `in_flight(key)`, `len()` |
+//! | [`Partitioned`](concurrency::Partitioned) (`concurrency`) | `try_acquire(i, n)`, `try_acquire_owned(i, n)` | none: a partition never queues (its share is guaranteed, the rest borrowed) | `reconfigure(limit)` (every share follows) | `limit()`, `partition_limit(i)`, `partition_in_flight(i)` |
+//! | [`Throttler`] (`throttler`) | `reserve(channel)` | `submit(channel, task)` (a task started in submission order), async `run(channel, future)` | none: its limits are fixed (build a new one) | `TaskHandle::start()`, `is_finished()` |
+//! | [`Counted`] (`counters`) | the wrapped limiter's | the wrapped limiter's | the wrapped limiter's (`inner()`) | `counts()`: [`Counts`] |
+//!
 //! # Layers
 //!
 //! The crate is built in layers, each using only the ones below it (within a layer, its
@@ -97,22 +118,32 @@
 //!
 //! # Features
 //!
-//! Features are additive: turning one on only adds items.
+//! Each area is a feature, so that a user compiles only what it uses (a crate that wants
+//! `Gcra` builds neither budgets, nor lanes, nor concurrency limits). Features are
+//! additive: turning one on only adds items. docs.rs shows every item with the feature it
+//! needs.
 //!
-//! - `std` (default): the OS clocks, [`SlidingLog`], [`Throttler`], [`Lanes`], [`wait`],
-//!   the budgets' waits, [`concurrency`], [`io`], and [`Algorithm::limiter`]. Without it the crate is `no_std` + `alloc`: every limiter
-//!   takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own), and the
-//!   default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
-//! - `keyed` (default; implies `std`): [`Keyed`] (on dashmap by default, [`DashMapStore`], or
-//!   on papaya, [`PapayaStore`]; both hash with [`KeyHasher`] unless told), [`KeyedSketch`],
-//!   [`Global`], [`Algorithm::keyed`]. Without it, `Gcra` and the other limiters pull in no
-//!   map.
-//! - `tokio`: [`wait::Async`], waits on tokio's timer, and [`io::AsyncPaced`], tokio's
-//!   `AsyncRead` and `AsyncWrite` paced.
-//! - `dashmap`: the same as `keyed` (it used to add `DashMapStore`, now `keyed`'s default
-//!   store); kept so that builds naming it keep working.
+//! | feature | adds | needs |
+//! |---|---|---|
+//! | `std` (default) | the OS clocks ([`MonotonicClock`](clock::MonotonicClock), the default), [`SlidingLog`], the waits ([`wait`], [`notify`]), [`Algorithm::limiter`] | |
+//! | `keyed` (default) | [`Keyed`] (on dashmap, [`DashMapStore`], or papaya, [`PapayaStore`]; hashing with [`KeyHasher`]), [`KeyedSketch`], [`Global`], [`Algorithm::keyed`]; keyed budgets with `budget`, [`KeyedPermits`](concurrency::KeyedPermits) with `concurrency` | `std` |
+//! | `tokio` | the async waits' timers on tokio ([`wait::Async`], the budgets', lanes' and permits' `_within` / `_until` futures), [`io::AsyncPaced`] with `io` | `std` |
+//! | `budget` | [`Budget`], [`BudgetConfig`], [`BudgetRule`] ([`budget`]); their ordered waits with `std` | |
+//! | `lanes` | [`Lanes`] ([`lanes`]) | `budget`, `std` |
+//! | `concurrency` | [`concurrency`]: [`Permits`](concurrency::Permits), adaptive rules, [`Partitioned`](concurrency::Partitioned) | `std` |
+//! | `io` | [`io`]: readers and writers paced through a limiter (a budget with `budget`, a lane with `lanes`) | `std` |
+//! | `counters` | [`Counted`], [`Counts`] | |
+//! | `throttler` | [`Throttler`] | `std` |
+//! | `reference` | [`reference`](mod@reference): the plain models ([`BudgetModel`](reference::BudgetModel) with `budget`, [`LanesModel`](reference::LanesModel) with `lanes`) | |
+//! | `full` | all of the above | |
+//! | `dashmap` | the same as `keyed` (it used to add `DashMapStore`, now `keyed`'s default store); kept so that builds naming it keep working | |
 //!
-//! # Checking
+//! The default set, `std` and `keyed`, is the common user's: the single-word limiters,
+//! keyed limits and the waits. Without `std` the crate is `no_std` + `alloc`: every
+//! limiter takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own),
+//! and the default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
+//!
+//! //! # Checking
 //!
 //! `--cfg limitcore_loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
 //! differential targets against [`reference`](mod@reference).
@@ -129,6 +160,7 @@ pub mod clock;
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod notify;
 mod sync;
+#[cfg(any(feature = "counters", feature = "lanes"))]
 mod tally;
 
 // Layer 1: the vocabulary.
@@ -148,49 +180,66 @@ pub mod wait;
 
 // Layer 4: the composites.
 mod all;
+#[cfg(feature = "budget")]
+#[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
 pub mod budget;
-#[cfg(feature = "std")]
-#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+#[cfg(feature = "concurrency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub mod concurrency;
+#[cfg(feature = "counters")]
 mod counters;
 #[cfg(feature = "keyed")]
 mod keyed;
-#[cfg(feature = "std")]
-#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+#[cfg(feature = "lanes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lanes")))]
 pub mod lanes;
-#[cfg(feature = "std")]
+#[cfg(feature = "throttler")]
 mod throttler;
 
 // Layer 5: on top.
 mod algorithm;
-#[cfg(feature = "std")]
-#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+#[cfg(feature = "io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "io")))]
 pub mod io;
+#[cfg(feature = "reference")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reference")))]
 pub mod reference;
 
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
+#[cfg(feature = "budget")]
+#[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
 pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
 pub use clock::DefaultClock;
+#[cfg(feature = "counters")]
+#[cfg_attr(docsrs, doc(cfg(feature = "counters")))]
 pub use counters::{Counted, Counts};
 pub use decision::{Decision, Denied, Receipt, Snapshot};
 #[cfg(all(feature = "keyed", limitcore_loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]
-pub use keyed::{DashMapStore, Global, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store};
-#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
+pub use keyed::{
+    DashMapStore, Global, KeyConfig, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store,
+};
+#[cfg(feature = "lanes")]
+#[allow(deprecated)]
+pub use lanes::LanesError;
+#[cfg(feature = "lanes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lanes")))]
 pub use lanes::{
-    AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesError, Progress, Ticket,
-    DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
+    AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesConfigError, Progress, Ticket,
 };
 pub use limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub use limiters::SlidingLog;
 pub use limiters::{
     FixedWindow, Gcra, KeyedReserve, LeakyBucket, Limiter, Reservation, Reserve, RuleCell,
     SlidingWindow, TokenBucket,
 };
 pub use quota::{Quota, QuotaError};
-#[cfg(feature = "std")]
+#[cfg(feature = "throttler")]
+#[cfg_attr(docsrs, doc(cfg(feature = "throttler")))]
 pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};

@@ -258,6 +258,7 @@ impl Quota {
 
     /// The quota as four words (for a budget's configuration slots, which keep everything
     /// in atomics): count and burst, period, interval, scale.
+    #[cfg(feature = "budget")]
     pub(crate) fn to_words(self) -> [u64; 4] {
         [
             u64::from(self.count) | u64::from(self.burst) << 32,
@@ -268,6 +269,7 @@ impl Quota {
     }
 
     /// The quota of [`Quota::to_words`].
+    #[cfg(feature = "budget")]
     pub(crate) fn from_words(words: [u64; 4]) -> Quota {
         Quota {
             count: words[0] as u32,

@@ -18,7 +18,7 @@ pub(crate) use loom::sync::atomic::AtomicBool;
 pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Only the budget's writer flag, without `std` (with it, a lock).
-#[cfg(all(not(limitcore_loom), not(feature = "std")))]
+#[cfg(all(not(limitcore_loom), not(feature = "std"), feature = "budget"))]
 pub(crate) use core::sync::atomic::AtomicBool;
 
 /// Exponential back-off for a CAS retry loop.
@@ -89,27 +89,27 @@ pub(crate) fn park_timeout(_timeout: core::time::Duration) {
     loom::thread::park();
 }
 
-/// A value set once: `Keyed`'s side maps, built by the first `set_quota`. Std's under loom
+/// A value set once: `Keyed`'s side maps, built by the first `reconfigure_key`. Std's under loom
 /// too, where `Keyed` builds them before any model thread can look (see `Keyed::with_store`).
 #[cfg(feature = "keyed")]
 pub(crate) use std::sync::OnceLock;
 
 /// Thread identifiers, to tell whether a call comes from the [`Throttler`](crate::Throttler)'s
 /// own worker: loom's under loom, where every model thread runs on one OS thread.
-#[cfg(all(feature = "std", not(limitcore_loom)))]
+#[cfg(all(feature = "throttler", not(limitcore_loom)))]
 pub(crate) use std::thread::ThreadId;
 
-#[cfg(all(feature = "std", limitcore_loom))]
+#[cfg(all(feature = "throttler", limitcore_loom))]
 pub(crate) use loom::thread::ThreadId;
 
 /// The current thread's [`ThreadId`].
-#[cfg(all(feature = "std", not(limitcore_loom)))]
+#[cfg(all(feature = "throttler", not(limitcore_loom)))]
 pub(crate) fn current_thread_id() -> ThreadId {
     std::thread::current().id()
 }
 
 /// See the version without loom.
-#[cfg(all(feature = "std", limitcore_loom))]
+#[cfg(all(feature = "throttler", limitcore_loom))]
 pub(crate) fn current_thread_id() -> ThreadId {
     loom::thread::current().id()
 }

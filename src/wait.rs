@@ -11,8 +11,8 @@
 //! The names say how they wait: `retry_acquire…`. Waiters are **not queued**: when several
 //! wait on one limiter, whichever asks first after a permit becomes available gets it. The
 //! waits that are first come, first served are the queues' own: a
-//! [`Budget`](crate::Budget)'s `acquire_n_blocking` / `acquire_n_async`, a
-//! [`Lanes`](crate::lanes::Lanes)' `acquire_blocking` / `acquire_async`, and
+//! [`Budget`](crate::Budget)'s `acquire_n_blocking` / `acquire_n`, a
+//! [`Lanes`](crate::lanes::Lanes)' `acquire_blocking` / `acquire`, and
 //! [`Permits`](crate::concurrency::Permits)' `acquire_blocking` / `acquire`; or take a
 //! [`Reservation`](crate::Reservation) and sleep until its start.
 //!
@@ -229,8 +229,8 @@ pub trait Blocking: RateLimiter {
 impl<L: RateLimiter + ?Sized> Blocking for L {}
 
 /// Async sleep-and-retry waits for any [`RateLimiter`] (feature `tokio`: on an OS clock
-/// they sleep on tokio's timer). The method names end in `_async` and [`Blocking`]'s in
-/// `_blocking`, so both traits can be in scope at once. Cancellation-safe: a wait takes
+/// they sleep on tokio's timer). The async waits take the plain names and [`Blocking`]'s end
+/// in `_blocking` (tokio's scheme), so both traits can be in scope at once. Cancellation-safe: a wait takes
 /// nothing until it completes.
 ///
 /// # Errors (for every method)
@@ -247,9 +247,9 @@ impl<L: RateLimiter + ?Sized> Blocking for L {}
 /// use std::time::Duration;
 ///
 /// let limiter = Gcra::new(Quota::per_second(1_000)?.with_burst(1)?)?;
-/// limiter.retry_acquire_async().await?;
-/// limiter.retry_acquire_n_async(1).await?; // about 1 ms later
-/// assert!(limiter.retry_acquire_n_async_within(1, Duration::ZERO).await.is_err());
+/// limiter.retry_acquire().await?;
+/// limiter.retry_acquire_n(1).await?; // about 1 ms later
+/// assert!(limiter.retry_acquire_n_within(1, Duration::ZERO).await.is_err());
 /// # Ok(())
 /// # }
 /// ```
@@ -261,7 +261,7 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn retry_acquire_n_async(
+    fn retry_acquire_n(
         &self,
         n: u32,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
@@ -273,7 +273,7 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn retry_acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
+    fn retry_acquire(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
         WaitFuture::new(Retry::new(self, 1, None))
     }
 
@@ -282,7 +282,7 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn retry_acquire_n_async_within(
+    fn retry_acquire_n_within(
         &self,
         n: u32,
         max_wait: Duration,
@@ -295,7 +295,7 @@ pub trait Async: RateLimiter {
     /// # Errors
     ///
     /// See the trait.
-    fn retry_acquire_n_async_until(
+    fn retry_acquire_n_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
@@ -303,55 +303,55 @@ pub trait Async: RateLimiter {
         WaitFuture::new(Retry::new(self, n, deadline_at(self, deadline)))
     }
 
-    /// Renamed [`Async::retry_acquire_n_async`].
+    /// Renamed [`Async::retry_acquire_n`].
     ///
     /// # Errors
     ///
     /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_async`")]
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n`")]
     fn acquire_n_async(
         &self,
         n: u32,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_n_async(n)
+        self.retry_acquire_n(n)
     }
 
-    /// Renamed [`Async::retry_acquire_async`].
+    /// Renamed [`Async::retry_acquire`].
     ///
     /// # Errors
     ///
     /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_async`")]
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire`")]
     fn acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_async()
+        self.retry_acquire()
     }
 
-    /// Renamed [`Async::retry_acquire_n_async_within`].
+    /// Renamed [`Async::retry_acquire_n_within`].
     ///
     /// # Errors
     ///
     /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_async_within`")]
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_within`")]
     fn acquire_n_async_within(
         &self,
         n: u32,
         max_wait: Duration,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_n_async_within(n, max_wait)
+        self.retry_acquire_n_within(n, max_wait)
     }
 
-    /// Renamed [`Async::retry_acquire_n_async_until`].
+    /// Renamed [`Async::retry_acquire_n_until`].
     ///
     /// # Errors
     ///
     /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_async_until`")]
+    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_until`")]
     fn acquire_n_async_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_n_async_until(n, deadline)
+        self.retry_acquire_n_until(n, deadline)
     }
 }
 

@@ -89,13 +89,13 @@ async fn both_wait_traits_can_be_imported_together() {
     let limiter = Gcra::new(Quota::per_second(1_000).unwrap()).unwrap();
     limiter.retry_acquire_n_blocking(1).unwrap();
     limiter.retry_acquire_blocking().unwrap();
-    limiter.retry_acquire_n_async(1).await.unwrap();
-    limiter.retry_acquire_async().await.unwrap();
+    limiter.retry_acquire_n(1).await.unwrap();
+    limiter.retry_acquire().await.unwrap();
     assert!(limiter
         .retry_acquire_n_blocking_within(5_000, Duration::ZERO)
         .is_err());
     assert!(limiter
-        .retry_acquire_n_async_within(5_000, Duration::ZERO)
+        .retry_acquire_n_within(5_000, Duration::ZERO)
         .await
         .is_err());
 }

@@ -265,8 +265,8 @@ fn reconfiguring_keys_under_real_threads_loses_and_creates_nothing() {
         start.wait();
         let same = BudgetConfig::new(q);
         if round % 2 == 0 {
-            keyed.reconfigure_key_at(7, &same, 0).unwrap();
-            keyed.reconfigure_key_at(7, &same, 0).unwrap();
+            keyed.reconfigure_key_at(7, same, 0).unwrap();
+            keyed.reconfigure_key_at(7, same, 0).unwrap();
         } else {
             keyed.reconfigure_at(&same, 0).unwrap();
             keyed.reconfigure_at(&same, 0).unwrap();
@@ -277,4 +277,60 @@ fn reconfiguring_keys_under_real_threads_loses_and_creates_nothing() {
         assert_eq!(admitted.load(Ordering::SeqCst), 1_000, "round {round}");
         assert!(keyed.try_acquire_n_at(&7, 1, 0).is_err());
     }
+}
+
+/// Issue 30: one per-key verb keeps every setting of the rule. A budget key given a quota
+/// alone keeps its debt and its mode, takes the quota at once (busy or not), and a later
+/// whole configuration reaches the rule its decisions read. With the old `set_quota`, the
+/// quota built a fresh rule (no debt, enabled) that a busy key's state never read, and the
+/// next `reconfigure_key` published to that rule while the key went on deciding under the
+/// old one: every assertion below failed.
+#[test]
+fn a_budget_key_given_a_quota_keeps_its_debt_and_mode_and_later_changes_reach_it() {
+    let ms = |m: u64| m * 1_000_000;
+    let keyed: Keyed<u32, BudgetRule, ManualClock> =
+        Keyed::with_clock("10/s burst 10".parse().unwrap(), ManualClock::new()).unwrap();
+    // Key 7: 1 s of debt of its own; 15 permits at once (5 of them debt): busy until 1.5 s.
+    keyed
+        .reconfigure_key_at(7, config("10/s burst 10", Duration::from_secs(1)), 0)
+        .unwrap();
+    keyed.try_acquire_n_at(&7, 15, 0).unwrap();
+    // A quota alone, on the busy key: at once, the 15 permits it owes re-timed at 20/s.
+    let faster: Quota = "20/s burst 10".parse().unwrap();
+    keyed.reconfigure_key_at(7, faster, 0).unwrap();
+    assert_eq!(
+        keyed.snapshot_at(&7, 0).full_after,
+        Duration::from_millis(750),
+        "the quota applies at once to the busy key"
+    );
+    // Its debt is kept: once full (750 ms), 15 permits above the burst of 10 go again.
+    assert_eq!(keyed.try_acquire_n_at(&7, 15, ms(750)), Ok(()), "debt kept");
+    // Key 8: paused on a configuration of its own; a quota alone keeps it paused.
+    keyed
+        .reconfigure_key_at(
+            8,
+            config("10/s burst 10", Duration::ZERO).mode(Mode::Paused),
+            0,
+        )
+        .unwrap();
+    keyed.reconfigure_key_at(8, faster, 0).unwrap();
+    assert_eq!(
+        keyed.try_acquire_n_at(&8, 1, 0),
+        Err(Denied::Paused),
+        "mode kept"
+    );
+    // A whole configuration on busy key 7 (15 permits owed at 20/s: busy until 1.5 s)
+    // reaches its decisions at once: 15 permits at 1000/s owe 15 ms.
+    keyed
+        .reconfigure_key_at(7, config("1000/s burst 10", Duration::ZERO), ms(750))
+        .unwrap();
+    assert_eq!(
+        keyed.snapshot_at(&7, ms(750)).full_after,
+        Duration::from_millis(15),
+        "a later reconfiguration reaches the rule the key's decisions read"
+    );
+    assert_eq!(keyed.try_acquire_n_at(&7, 10, ms(765)), Ok(()));
+    // Every other key still decides by the default.
+    assert_eq!(keyed.snapshot_at(&9, 0).remaining, 10);
+    assert!(keyed.try_acquire_n_at(&9, 11, 0).is_err());
 }

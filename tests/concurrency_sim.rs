@@ -218,12 +218,13 @@ fn run<R: AdaptiveRule>(rule: R, scenario: &Scenario, seed: u64) -> Stats {
             flying.insert(next_id, (permit, fails));
             schedule(&mut events, now + latency, Event::Done(next_id));
         }
-        let word = permits.word();
-        limit_max = limit_max.max(word.limit());
-        in_flight_max = in_flight_max.max(word.in_flight());
+        let now_seen = permits.snapshot();
+        limit_max = limit_max.max(now_seen.limit);
+        in_flight_max = in_flight_max.max(now_seen.in_flight);
         assert!(
-            word.in_flight() <= word.limit() || word.in_flight() <= in_flight_before_cut(&flying),
-            "{word:?}"
+            now_seen.in_flight <= now_seen.limit
+                || now_seen.in_flight <= in_flight_before_cut(&flying),
+            "{now_seen:?}"
         );
         let Some(Reverse((at, _, event))) = events.pop() else {
             break;
@@ -231,8 +232,8 @@ fn run<R: AdaptiveRule>(rule: R, scenario: &Scenario, seed: u64) -> Stats {
         if at > scenario.length {
             break;
         }
-        limit_area += f64::from(word.limit()) * (at - last) as f64;
-        flight_area += f64::from(word.in_flight()) * (at - last) as f64;
+        limit_area += f64::from(now_seen.limit) * (at - last) as f64;
+        flight_area += f64::from(now_seen.in_flight) * (at - last) as f64;
         last = at;
         now = at;
         clock.set_nanos(now);

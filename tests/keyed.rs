@@ -3,7 +3,9 @@
 
 use limitcore::clock::{ManualClock, Nanos};
 use limitcore::reference::{self, Model};
-use limitcore::rules::{FixedWindowRule, GcraRule, Rule, SlidingWindowRule, TokenBucketRule};
+use limitcore::rules::{
+    FixedWindowRule, GcraRule, QuotaRule, Rule, SlidingWindowRule, TokenBucketRule,
+};
 use limitcore::DashMapStore;
 use limitcore::{Algorithm, Denied, Keyed, PapayaStore, Quota, RateLimiter, Store, TokenBucket};
 use limitcore_testkit::cases;
@@ -247,11 +249,11 @@ fn a_busy_token_bucket_is_not_evicted_by_a_stale_sweep() {
 /// Per-key quotas: a tenant with its own allowance applies at once to a new or idle key,
 /// and to a limited key only once it has gone idle (a quota change never resets it).
 #[test]
-fn set_quota_gives_a_key_its_own_allowance() {
+fn reconfigure_key_gives_a_key_its_own_allowance() {
     let keyed: Keyed<&str, GcraRule, ManualClock> =
         Keyed::with_clock(Quota::per_second(1).unwrap(), ManualClock::new()).unwrap();
     keyed
-        .set_quota_at("big", Quota::per_second(100).unwrap(), 0)
+        .reconfigure_key_at("big", Quota::per_second(100).unwrap(), 0)
         .unwrap();
     assert!(keyed.try_acquire_n_at(&"big", 100, 0).is_ok());
     assert_eq!(
@@ -265,7 +267,7 @@ fn set_quota_gives_a_key_its_own_allowance() {
     // A limited key keeps its state and its old quota...
     keyed.try_acquire_n_at(&"late", 1, 0).unwrap();
     keyed
-        .set_quota_at("late", Quota::per_second(100).unwrap(), 0)
+        .reconfigure_key_at("late", Quota::per_second(100).unwrap(), 0)
         .unwrap();
     assert_eq!(
         keyed
@@ -277,7 +279,7 @@ fn set_quota_gives_a_key_its_own_allowance() {
     // ...until it has been idle for the grace: then the override applies.
     let later = 1_000_000_000 + EVICTION_GRACE_NS;
     keyed
-        .set_quota_at("late", Quota::per_second(100).unwrap(), later)
+        .reconfigure_key_at("late", Quota::per_second(100).unwrap(), later)
         .unwrap();
     assert!(keyed.try_acquire_n_at(&"late", 100, later).is_ok());
 }
@@ -403,7 +405,9 @@ fn eviction_races(store: impl Store<u32> + Sync, overrides: bool) {
     let burst = |key: usize| if overrides && key % 2 == 1 { 3 } else { 2 };
     if overrides {
         for key in (1..KEYS).step_by(2) {
-            keyed.set_quota(key, q.with_burst(3).unwrap()).unwrap();
+            keyed
+                .reconfigure_key(key, q.with_burst(3).unwrap())
+                .unwrap();
         }
     }
     let admitted: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
@@ -456,20 +460,20 @@ fn eviction_races(store: impl Store<u32> + Sync, overrides: bool) {
     assert!(evicted.load(Ordering::Relaxed) > 0);
 }
 
-/// `set_quota` racing the first requests for the same keys (frozen clock, no sweeps): every
+/// `reconfigure_key` racing the first requests for the same keys (frozen clock, no sweeps): every
 /// key admits exactly one state's burst in all, the default's (a state was created before
 /// the quota and stays, under its old quota) or its own quota's, never the two added up.
 #[test]
-fn set_quota_racing_first_requests_gives_each_key_one_state() {
-    set_quota_races(PapayaStore::new());
+fn reconfigure_key_racing_first_requests_gives_each_key_one_state() {
+    reconfigure_key_races(PapayaStore::new());
 }
 
 #[test]
-fn set_quota_on_dashmap_racing_first_requests_gives_each_key_one_state() {
-    set_quota_races(DashMapStore::new());
+fn reconfigure_key_on_dashmap_racing_first_requests_gives_each_key_one_state() {
+    reconfigure_key_races(DashMapStore::new());
 }
 
-fn set_quota_races(store: impl Store<u32> + Sync) {
+fn reconfigure_key_races(store: impl Store<u32> + Sync) {
     const KEYS: u32 = 20_000;
     let q = Quota::per_hour(1).unwrap().with_burst(2).unwrap();
     let own = q.with_burst(5).unwrap();
@@ -480,7 +484,7 @@ fn set_quota_races(store: impl Store<u32> + Sync) {
     std::thread::scope(|s| {
         s.spawn(|| {
             for key in 0..KEYS {
-                keyed.set_quota(key, own).unwrap();
+                keyed.reconfigure_key(key, own).unwrap();
             }
         });
         for t in 0..2u32 {
@@ -517,7 +521,7 @@ fn set_quota_races(store: impl Store<u32> + Sync) {
 /// and gets a fresh state under its quota again; on the sliding log's locked slots too.
 #[test]
 fn redirected_keys_are_evicted_and_come_back_under_their_quota() {
-    fn check<R: Rule>(window: bool) {
+    fn check<R: QuotaRule>(window: bool) {
         let q = Quota::per_second(2).unwrap();
         let own = if window {
             Quota::per_second(4).unwrap()
@@ -525,7 +529,7 @@ fn redirected_keys_are_evicted_and_come_back_under_their_quota() {
             q.with_burst(4).unwrap()
         };
         let keyed: Keyed<u8, R, ManualClock> = Keyed::with_clock(q, ManualClock::new()).unwrap();
-        keyed.set_quota_at(1, own, 0).unwrap();
+        keyed.reconfigure_key_at(1, own, 0).unwrap();
         assert_eq!(keyed.len(), 0);
         assert!(keyed.try_acquire_n_at(&1, 4, 0).is_ok());
         assert!(keyed.try_acquire_n_at(&1, 1, 0).is_err());
@@ -550,7 +554,7 @@ fn redirected_keys_are_evicted_and_come_back_under_their_quota() {
         } else {
             q.with_burst(6).unwrap()
         };
-        keyed.set_quota_at(1, bigger, much_later).unwrap();
+        keyed.reconfigure_key_at(1, bigger, much_later).unwrap();
         assert!(keyed.try_acquire_n_at(&1, 6, much_later).is_ok());
         assert_eq!(keyed.len(), 1);
     }

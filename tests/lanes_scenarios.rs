@@ -555,7 +555,7 @@ mod asynchronous {
         let config = LanesConfig::new(q("100KiB/s burst 10KiB")).with_piece(1024);
         let lanes = Lanes::new(config).unwrap();
         lanes.try_acquire(Lane::MID, 10 << 10).unwrap();
-        let mut first = Box::pin(lanes.acquire_async(Lane::MID, 20 << 10));
+        let mut first = Box::pin(lanes.acquire(Lane::MID, 20 << 10));
         // Its first poll queues it; then a second request queues behind it.
         assert!(tokio::time::timeout(Duration::from_millis(1), &mut first)
             .await
@@ -584,13 +584,13 @@ mod asynchronous {
         let low = tokio::spawn({
             let lanes = lanes.clone();
             async move {
-                lanes.acquire_async(Lane::LOW, 40 << 10).await.unwrap();
+                lanes.acquire(Lane::LOW, 40 << 10).await.unwrap();
                 Instant::now()
             }
         });
         tokio::time::sleep(Duration::from_millis(5)).await;
         let t0 = Instant::now();
-        lanes.acquire_async(Lane::USER, 8 << 10).await.unwrap();
+        lanes.acquire(Lane::USER, 8 << 10).await.unwrap();
         let user = t0.elapsed();
         // 8 KiB at 200 KiB/s: 40 ms, plus scheduling; the low lane's 40 KiB take 200 ms.
         assert!(user < Duration::from_millis(120), "{user:?}");

@@ -95,16 +95,16 @@ fn resizes_under_load_cap_every_grant() {
         })
         .collect();
     for round in 0..2_000 {
-        permits.resize([1, 6, 2, 4][round % 4]).unwrap();
+        permits.reconfigure([1, 6, 2, 4][round % 4]).unwrap();
     }
     // A cut to 1: once the holders that were in are out, at most 1 at a time.
-    permits.resize(1).unwrap();
+    permits.reconfigure(1).unwrap();
     let until = Instant::now() + Duration::from_millis(200);
     while permits.in_flight() > 1 && Instant::now() < until {
         thread::yield_now();
     }
     for _ in 0..2_000 {
-        assert!(permits.in_flight() <= 1, "{:?}", permits.word());
+        assert!(permits.in_flight() <= 1, "{:?}", permits.snapshot());
     }
     stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -124,7 +124,7 @@ fn blocked_threads_are_all_served_without_exceeding_the_limit() {
             let (permits, shadow) = (permits.clone(), shadow.clone());
             thread::spawn(move || {
                 for _ in 0..200 {
-                    let permit = permits.acquire_blocking(1, None).unwrap();
+                    let permit = permits.acquire_blocking(1).unwrap();
                     assert!(shadow.enter(1) <= 2);
                     thread::yield_now();
                     shadow.leave(1);
@@ -136,8 +136,11 @@ fn blocked_threads_are_all_served_without_exceeding_the_limit() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(permits.word().in_flight(), 0);
-    assert!(!permits.word().waiting());
+    assert_eq!(permits.in_flight(), 0);
+    // Nobody queued and the waiting bit clear: every permit is available to a request that
+    // does not wait (`available` is 0 while the bit is set).
+    assert_eq!(permits.snapshot().waiting, 0);
+    assert_eq!(permits.available(), permits.limit());
     assert_eq!(shadow.peak(), 2);
 }
 
@@ -149,7 +152,7 @@ fn waiter(
 ) -> thread::JoinHandle<()> {
     let (shared, log) = (permits.clone(), log.clone());
     let handle = thread::spawn(move || {
-        let permit = shared.acquire_blocking(1, None).unwrap();
+        let permit = shared.acquire_blocking(1).unwrap();
         log.lock().unwrap().push(label);
         drop(permit);
     });
@@ -188,7 +191,7 @@ fn a_full_backlog_refuses_and_a_timeout_takes_nothing() {
     let held = permits.try_acquire(1).unwrap();
     let queued = waiter(&permits, 1, &log);
     assert_eq!(
-        permits.acquire_blocking(1, None).unwrap_err(),
+        permits.acquire_blocking(1).unwrap_err(),
         AcquireError::BacklogFull { backlog: 1 }
     );
     drop(held);
@@ -196,15 +199,13 @@ fn a_full_backlog_refuses_and_a_timeout_takes_nothing() {
 
     let held = permits.try_acquire(1).unwrap();
     let t0 = Instant::now();
-    let timed_out = permits.acquire_blocking(1, Some(Duration::from_millis(30)));
+    let timed_out = permits.acquire_blocking_within(1, Duration::from_millis(30));
     assert_eq!(timed_out.unwrap_err(), AcquireError::TimedOut);
     assert!(t0.elapsed() >= Duration::from_millis(30));
     assert_eq!((permits.waiters(), permits.in_flight()), (0, 1));
-    assert!(
-        !permits.word().waiting(),
-        "the last waiter's exit clears the bit"
-    );
+    assert_eq!(permits.snapshot().waiting, 0);
     drop(held);
+    // Refused if the last waiter's exit had left the waiting bit set.
     assert!(permits.try_acquire(1).is_ok());
 }
 
@@ -214,13 +215,13 @@ fn a_growth_serves_waiters_and_a_cut_refuses_the_too_large() {
     let held = permits.try_acquire(2).unwrap();
     let big = {
         let permits = permits.clone();
-        thread::spawn(move || permits.acquire_blocking(2, None).map(|p| p.n()))
+        thread::spawn(move || permits.acquire_blocking(2).map(|p| p.n()))
     };
     while permits.waiters() < 1 {
         thread::yield_now();
     }
     // The cut refuses the request for 2 at once: it could never be granted under 1.
-    permits.resize(1).unwrap();
+    permits.reconfigure(1).unwrap();
     assert_eq!(
         big.join().unwrap(),
         Err(AcquireError::ExceedsLimit {
@@ -230,17 +231,13 @@ fn a_growth_serves_waiters_and_a_cut_refuses_the_too_large() {
     );
     let small = {
         let permits = permits.clone();
-        thread::spawn(move || {
-            permits
-                .acquire_blocking(1, None)
-                .map(|p| p.limit_at_grant())
-        })
+        thread::spawn(move || permits.acquire_blocking(1).map(|p| p.limit_at_grant()))
     };
     while permits.waiters() < 1 {
         thread::yield_now();
     }
     // 2 in flight under 1, then 3: one free, granted by the resize itself.
-    permits.resize(3).unwrap();
+    permits.reconfigure(3).unwrap();
     assert_eq!(small.join().unwrap(), Ok(3));
     drop(held);
     assert_eq!(permits.in_flight(), 0);
@@ -254,7 +251,7 @@ fn bad_input_is_an_error_not_a_panic() {
         Err(LimitError::LimitTooLarge { .. })
     ));
     let permits = Permits::new(4).unwrap();
-    assert_eq!(permits.resize(0), Err(LimitError::ZeroLimit));
+    assert_eq!(permits.reconfigure(0), Err(LimitError::ZeroLimit));
     assert_eq!(permits.limit(), 4, "a refused resize changes nothing");
     assert_eq!(
         Permits::new(4).unwrap().with_backlog(0).unwrap_err(),
@@ -268,7 +265,7 @@ fn bad_input_is_an_error_not_a_panic() {
         }
     );
     assert_eq!(
-        permits.acquire_blocking(u32::MAX, None).unwrap_err(),
+        permits.acquire_blocking(u32::MAX).unwrap_err(),
         AcquireError::ExceedsLimit {
             requested: u32::MAX,
             limit: 4
@@ -340,7 +337,8 @@ async fn dropped_and_timed_out_waits_take_nothing() {
         tokio::task::yield_now().await;
     }
     assert_eq!((permits.in_flight(), permits.waiters()), (0, 0));
-    assert!(!permits.word().waiting());
+    // The waiting bit clear: `available` is 0 while it is set.
+    assert_eq!(permits.available(), permits.limit());
     assert_eq!(permits.acquire(2).await.unwrap().n(), 2);
 }
 
@@ -369,7 +367,7 @@ async fn a_select_that_loses_gives_the_grant_back() {
 #[test]
 fn an_adaptive_limit_learns_from_outcomes_on_its_clock() {
     use limitcore::clock::ManualClock;
-    use limitcore::concurrency::{Aimd, Outcome};
+    use limitcore::concurrency::{Aimd, Completion};
 
     let clock = ManualClock::new();
     let rule = Aimd::new()
@@ -394,7 +392,7 @@ fn an_adaptive_limit_learns_from_outcomes_on_its_clock() {
     // A latency the caller measured: a plain success, granted at 3 in flight (≥ 2 / 2): + 1.
     held.next()
         .unwrap()
-        .complete(Outcome::SuccessAfter(Duration::from_millis(5)));
+        .complete(Completion::SuccessAfter(Duration::from_millis(5)));
     assert_eq!((permits.limit(), permits.in_flight()), (3, 0));
     assert_eq!(permits.feedback().state(), 3);
 }

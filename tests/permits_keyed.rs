@@ -1,7 +1,6 @@
 //! Keyed concurrency limits (`KeyedPermits`) and partitions (`Partitioned`) on real
 //! threads: per-key limits under eviction races, bounded memory, pinned limits, and the
 //! partitioned bound.
-#![cfg(feature = "keyed")]
 
 use limitcore::concurrency::{AcquireError, KeyedPermits, Partitioned};
 use limitcore::PapayaStore;
@@ -39,17 +38,17 @@ fn keys_are_isolated_and_idle_keys_evicted() {
 #[test]
 fn a_key_limit_is_pinned_until_reset() {
     let keyed: KeyedPermits<u64> = KeyedPermits::new(2).unwrap();
-    keyed.set_limit(7, 5).unwrap();
+    keyed.reconfigure_key(7, 5).unwrap();
     assert_eq!(keyed.evict_idle(), 0, "pinned: never evicted");
     assert_eq!(keyed.limit(&7), 5);
     let held = keyed.try_acquire(&7, 5).unwrap();
     // A cut takes effect as permits come back.
-    keyed.set_limit(7, 1).unwrap();
+    keyed.reconfigure_key(7, 1).unwrap();
     assert_eq!(keyed.limit(&7), 1);
     assert!(keyed.try_acquire(&7, 1).is_err());
     drop(held);
     assert!(keyed.try_acquire(&7, 1).is_ok());
-    assert!(keyed.set_limit(7, 0).is_err());
+    assert!(keyed.reconfigure_key(7, 0).is_err());
     keyed.reset_limit(&7);
     assert_eq!(keyed.limit(&7), 2);
     assert_eq!(keyed.evict_idle(), 1);
@@ -80,7 +79,7 @@ fn blocking_and_async_waits_per_key() {
     let held = keyed.try_acquire(&1, 1).unwrap();
     let waiter = {
         let keyed = keyed.clone();
-        thread::spawn(move || keyed.acquire_blocking(&1, 1, None).map(|p| p.n()))
+        thread::spawn(move || keyed.acquire_blocking(&1, 1).map(|p| p.n()))
     };
     thread::sleep(Duration::from_millis(20));
     // Another key is not held up by key 1's waiter.
@@ -88,7 +87,7 @@ fn blocking_and_async_waits_per_key() {
     drop(held);
     assert_eq!(waiter.join().unwrap(), Ok(1));
     assert_eq!(
-        keyed.acquire_blocking(&1, 2, None).unwrap_err(),
+        keyed.acquire_blocking(&1, 2).unwrap_err(),
         AcquireError::ExceedsLimit {
             requested: 2,
             limit: 1

@@ -85,7 +85,7 @@ fn waiters_that_arrive_during_a_pause_keep_their_order() {
                         while let Ok(i) = task_rx.recv() {
                             let (b, served, clock) = (b.clone(), served.clone(), clock.clone());
                             tasks.push(tokio::task::spawn_local(async move {
-                                b.acquire_n_async(1).await.unwrap();
+                                b.acquire_n(1).await.unwrap();
                                 served.lock().unwrap().push((i, clock.now()));
                             }));
                             // Let the task take its place before the next arrives.
@@ -258,7 +258,7 @@ fn a_panic_while_reconfiguring_leaves_no_lock_held() {
     let gold = BudgetConfig::new("100/s burst 10".parse().unwrap());
     PANIC_ON_HASH.store(true, Ordering::Relaxed);
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        tenants.reconfigure_key(Touchy(1), &gold)
+        tenants.reconfigure_key(Touchy(1), gold)
     }));
     PANIC_ON_HASH.store(false, Ordering::Relaxed);
     assert!(
@@ -271,7 +271,7 @@ fn a_panic_while_reconfiguring_leaves_no_lock_held() {
     {
         let (tenants, gold) = (tenants.clone(), gold);
         std::thread::spawn(move || {
-            tx.send(tenants.reconfigure_key(Touchy(1), &gold)).unwrap();
+            tx.send(tenants.reconfigure_key(Touchy(1), gold)).unwrap();
         });
     }
     let done = rx.recv_timeout(Duration::from_secs(10));

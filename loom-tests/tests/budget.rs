@@ -106,7 +106,7 @@ fn moving_a_busy_key_loses_and_creates_nothing() {
             })
         };
         keyed
-            .reconfigure_key_at(7, &BudgetConfig::new(q), NOW)
+            .reconfigure_key_at(7, BudgetConfig::new(q), NOW)
             .unwrap();
         let admitted = decider.join().unwrap();
         // Exactly the one permit left, whichever side of the move each request fell on, and

@@ -1,6 +1,6 @@
 //! Loom models of `Keyed`'s eviction protocol and per-key quotas (README, model 9):
 //! acquirers racing the evictor on one key, slots re-created after eviction, keys
-//! redirected to a state under their own quota, `set_quota` racing requests.
+//! redirected to a state under their own quota, `reconfigure_key` racing requests.
 //!
 //! # Two stores
 //!
@@ -23,7 +23,7 @@
 //! `Arc`ed slots: loom sees every map operation (a critical section, a point where it can
 //! switch threads) and the publication of every slot. On it the models let acquirers create
 //! a key's next slot after meeting `RETIRED`, follow a redirect into the side map, and race
-//! `set_quota`; the checks are the same (every decision is some sequential order's from one
+//! `reconfigure_key`; the checks are the same (every decision is some sequential order's from one
 //! fresh state, every charge lands once on the key's one live state).
 //!
 //! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`). The models were also run with
@@ -228,7 +228,7 @@ fn race<S: Store<u8>>(
 // ---- papaya under loom's threads. ----
 
 /// papaya works from loom threads: two threads insert a key each (a first acquisition)
-/// and read it back, one of them removes its key (`set_quota_at` a time the key is idle:
+/// and read it back, one of them removes its key (`reconfigure_key_at` a time the key is idle:
 /// retire and remove), misses it, and inserts it again under its new quota, while both
 /// race on a key the main thread inserted. No thread reaches a slot another spawned thread
 /// created (see the module note). The map must stay consistent and the shared key must
@@ -264,7 +264,9 @@ fn papaya_from_two_loom_threads() {
                 loom::thread::spawn(move || {
                     let own = keyed.try_acquire_n_at(&2, 1, NOW);
                     let before = keyed.snapshot_at(&2, NOW);
-                    keyed.set_quota_at(2, quota(1), late).expect("valid quota");
+                    keyed
+                        .reconfigure_key_at(2, quota(1), late)
+                        .expect("valid quota");
                     let gone = keyed.snapshot_at(&2, NOW);
                     let again = keyed.try_acquire_n_at(&2, 1, NOW);
                     (
@@ -461,7 +463,7 @@ fn two_acquirers_of_different_sizes_race_eviction_map_full() {
     outcomes.assert_exactly(&["NYNN", "NYNY", "NYYN", "YNNN", "YNNY", "YNYN"]);
 }
 
-// ---- On the loom-visible store: slots re-created, keys redirected, `set_quota` racing. ----
+// ---- On the loom-visible store: slots re-created, keys redirected, `reconfigure_key` racing. ----
 //
 // `LoomStore` puts every map operation in a loom critical section, so loom sees a slot's
 // publication (the lock's release/acquire) and can switch threads between any two map
@@ -511,7 +513,7 @@ fn check_eviction_race(
         let keyed = if redirected {
             let keyed = loom_keyed(burst + 1);
             keyed
-                .set_quota_at(KEY, quota(burst), NOW)
+                .reconfigure_key_at(KEY, quota(burst), NOW)
                 .expect("valid quota");
             keyed
         } else {
@@ -606,7 +608,7 @@ fn two_acquirers_race_eviction_of_a_redirected_key() {
     outcomes.assert_exactly(&["NYN", "NYY", "YNN", "YNY"]);
 }
 
-/// `set_quota_at(KEY, burst 1, NOW)` racing the first requests for [`KEY`] (one loom thread
+/// `reconfigure_key_at(KEY, burst 1, NOW)` racing the first requests for [`KEY`] (one loom thread
 /// per entry of `asks`, at [`NOW`]) on a fresh map whose default quota has burst 2. Checks,
 /// in every execution, that the key ended with one state and every charge on it: some
 /// interleaving of the asks, run sequentially on a fresh `Gcra` of the burst of the quota
@@ -616,14 +618,14 @@ fn two_acquirers_race_eviction_of_a_redirected_key() {
 /// quota (burst 1) and the key is redirected (`len()` 1 after a late sweep).
 ///
 /// Records each ask's admission, then "the state is under the key's own quota".
-fn check_set_quota_race(name: &str, asks: &'static [&'static [u32]]) -> Outcomes {
+fn check_reconfigure_key_race(name: &str, asks: &'static [&'static [u32]]) -> Outcomes {
     let outcomes = Outcomes::default();
     let seen = outcomes.clone();
     model(name, move || {
         let keyed = loom::sync::Arc::new(loom_keyed(2));
         let setter = {
             let keyed = keyed.clone();
-            loom::thread::spawn(move || keyed.set_quota_at(KEY, quota(1), NOW))
+            loom::thread::spawn(move || keyed.reconfigure_key_at(KEY, quota(1), NOW))
         };
         let acquirers: Vec<_> = asks
             .iter()
@@ -680,17 +682,20 @@ fn check_set_quota_race(name: &str, asks: &'static [&'static [u32]]) -> Outcomes
 }
 
 #[test]
-fn set_quota_races_a_first_request() {
-    let outcomes = check_set_quota_race("keyed set_quota vs first requests [1,1]", &[&[1, 1]]);
+fn reconfigure_key_races_a_first_request() {
+    let outcomes =
+        check_reconfigure_key_race("keyed reconfigure_key vs first requests [1,1]", &[&[1, 1]]);
     // Both on a default state (created first: the quota waits for it to go idle), or the
     // first on the key's own state of burst 1.
     outcomes.assert_exactly(&["YNY", "YYN"]);
 }
 
 #[test]
-fn set_quota_races_two_first_requests() {
-    let outcomes =
-        check_set_quota_race("keyed set_quota vs 2 first requests [1] [1]", &[&[1], &[1]]);
+fn reconfigure_key_races_two_first_requests() {
+    let outcomes = check_reconfigure_key_race(
+        "keyed reconfigure_key vs 2 first requests [1] [1]",
+        &[&[1], &[1]],
+    );
     outcomes.assert_exactly(&["NYY", "YNY", "YYN"]);
 }
 
@@ -698,18 +703,20 @@ fn set_quota_races_two_first_requests() {
 /// (burst 1) and its state, charged at [`NOW`], is idle at `race_time(1)`. One thread sets a
 /// quota of burst 2 at the race time (retiring the idle state, so the new quota applies at
 /// once); another acquires `[1, 1]` at the race time. Either the acquirer's first charge
-/// lands on the old state (which is then busy, so `set_quota` leaves it: burst 1, `YN`) or
+/// lands on the old state (which is then busy, so `reconfigure_key` leaves it: burst 1, `YN`) or
 /// the state is retired first and the acquirer creates the next one under burst 2 (`YY`);
 /// the decisions and the final state are one fresh state's of that burst.
 #[test]
-fn set_quota_races_a_request_through_the_redirect() {
+fn reconfigure_key_races_a_request_through_the_redirect() {
     let outcomes = Outcomes::default();
     let seen = outcomes.clone();
     model(
-        "keyed set_quota vs acquire [1,1] through the redirect",
+        "keyed reconfigure_key vs acquire [1,1] through the redirect",
         move || {
             let keyed = loom_keyed(3);
-            keyed.set_quota_at(KEY, quota(1), NOW).expect("valid quota");
+            keyed
+                .reconfigure_key_at(KEY, quota(1), NOW)
+                .expect("valid quota");
             keyed
                 .try_acquire_n_at(&KEY, 1, NOW)
                 .expect("setup is admitted");
@@ -717,7 +724,7 @@ fn set_quota_races_a_request_through_the_redirect() {
             let keyed = loom::sync::Arc::new(keyed);
             let setter = {
                 let keyed = keyed.clone();
-                loom::thread::spawn(move || keyed.set_quota_at(KEY, quota(2), at))
+                loom::thread::spawn(move || keyed.reconfigure_key_at(KEY, quota(2), at))
             };
             let acquirer = {
                 let keyed = keyed.clone();
@@ -757,17 +764,17 @@ fn set_quota_races_a_request_through_the_redirect() {
 }
 
 /// The same race on the sliding log, whose slot is a state behind a lock (`Held`: a live
-/// log, `Retired` or `Redirect`): `set_quota_at(KEY, 1 per period, NOW)` against an
+/// log, `Retired` or `Redirect`): `reconfigure_key_at(KEY, 1 per period, NOW)` against an
 /// acquirer asking `[1, 1]` at [`NOW`] on a fresh map whose default quota is 2 per period.
 /// Both requests land on one log: the default's (both admitted) or the key's own (one
 /// admitted); `quota_for` names it, and the log is full (`remaining` 0) either way.
 #[test]
-fn set_quota_races_a_first_request_on_a_sliding_log() {
+fn reconfigure_key_races_a_first_request_on_a_sliding_log() {
     use limitcore::rules::SlidingLogRule;
     let outcomes = Outcomes::default();
     let seen = outcomes.clone();
     model(
-        "keyed sliding log: set_quota vs first requests [1,1]",
+        "keyed sliding log: reconfigure_key vs first requests [1,1]",
         move || {
             let per = |count| Quota::new(count, Duration::from_nanos(10 * T)).expect("valid quota");
             let keyed: Keyed<u8, SlidingLogRule, ManualClock, LoomStore<u8>> =
@@ -777,7 +784,7 @@ fn set_quota_races_a_first_request_on_a_sliding_log() {
             let keyed = loom::sync::Arc::new(keyed);
             let setter = {
                 let keyed = keyed.clone();
-                loom::thread::spawn(move || keyed.set_quota_at(KEY, per(1), NOW))
+                loom::thread::spawn(move || keyed.reconfigure_key_at(KEY, per(1), NOW))
             };
             let results = [
                 keyed.try_acquire_n_at(&KEY, 1, NOW),

@@ -59,11 +59,12 @@ fn check_refusal(e: AcquireError) {
 
 /// Nothing held, nobody waiting, the limit as expected.
 fn check_quiet(permits: &Permits, limit: u32) {
-    let word = permits.word();
-    assert_eq!(word.in_flight(), 0, "{word:?}");
-    assert!(!word.waiting(), "{word:?}");
-    assert_eq!(word.limit(), limit, "{word:?}");
-    assert_eq!(permits.waiters(), 0);
+    let snapshot = permits.snapshot();
+    assert_eq!(snapshot.in_flight, 0, "{snapshot:?}");
+    assert_eq!(snapshot.limit, limit, "{snapshot:?}");
+    assert_eq!(snapshot.waiting, 0, "{snapshot:?}");
+    // The waiting bit clear: `available` is 0 while it is set.
+    assert_eq!(permits.available(), limit, "{snapshot:?}");
 }
 
 /// `try_acquire(1)`, checked, released at once; whether it was granted.
@@ -115,7 +116,7 @@ fn resize_races_acquire_and_release() {
     let outcomes = Outcomes::default();
     let seen = outcomes.clone();
     model(
-        "permits: resize(1) vs release vs try_acquire(1)",
+        "permits: reconfigure(1) vs release vs try_acquire(1)",
         move || {
             // Limit 2, one permit held by the main thread and released by a thread of its own.
             let permits = Arc::new(Permits::new(2).unwrap());
@@ -127,7 +128,7 @@ fn resize_races_acquire_and_release() {
             let releaser = loom::thread::spawn(move || drop(held));
             let resizer = {
                 let permits = permits.clone();
-                loom::thread::spawn(move || permits.resize(1).unwrap())
+                loom::thread::spawn(move || permits.reconfigure(1).unwrap())
             };
             let result = acquirer.join().unwrap();
             releaser.join().unwrap();
@@ -145,7 +146,7 @@ fn a_cut_holds_until_permits_come_back() {
     let outcomes = Outcomes::default();
     let seen = outcomes.clone();
     model(
-        "permits: 2 of 2 held, resize(1) vs one release vs try_acquire(1)",
+        "permits: 2 of 2 held, reconfigure(1) vs one release vs try_acquire(1)",
         move || {
             let permits = Arc::new(Permits::new(2).unwrap());
             let kept = permits.try_acquire_owned(1).unwrap();
@@ -157,7 +158,7 @@ fn a_cut_holds_until_permits_come_back() {
             let releaser = loom::thread::spawn(move || drop(returned));
             let resizer = {
                 let permits = permits.clone();
-                loom::thread::spawn(move || permits.resize(1).unwrap())
+                loom::thread::spawn(move || permits.reconfigure(1).unwrap())
             };
             let result = acquirer.join().unwrap();
             releaser.join().unwrap();
@@ -183,7 +184,7 @@ fn a_release_wakes_a_blocked_waiter() {
             let waiter = {
                 let permits = permits.clone();
                 loom::thread::spawn(move || {
-                    let permit = permits.acquire_blocking(1, None).unwrap();
+                    let permit = permits.acquire_blocking(1).unwrap();
                     check_grant(&permit);
                 })
             };
@@ -219,20 +220,20 @@ fn a_release_wakes_an_async_waiter() {
 
 #[test]
 fn a_growth_wakes_a_blocked_waiter() {
-    model("permits: acquire_blocking(1) vs resize(2)", || {
+    model("permits: acquire_blocking(1) vs reconfigure(2)", || {
         let permits = Arc::new(Permits::new(1).unwrap());
         let held = permits.try_acquire(1).unwrap();
         let waiter = {
             let permits = permits.clone();
             loom::thread::spawn(move || {
-                let permit = permits.acquire_blocking(1, None).unwrap();
+                let permit = permits.acquire_blocking(1).unwrap();
                 check_grant(&permit);
                 assert_eq!(permit.limit_at_grant(), 2);
             })
         };
         let resizer = {
             let permits = permits.clone();
-            loom::thread::spawn(move || permits.resize(2).unwrap())
+            loom::thread::spawn(move || permits.reconfigure(2).unwrap())
         };
         waiter.join().unwrap();
         resizer.join().unwrap();
@@ -243,16 +244,16 @@ fn a_growth_wakes_a_blocked_waiter() {
 
 #[test]
 fn a_cut_refuses_a_waiter_asking_for_more() {
-    model("permits: acquire_blocking(2) vs resize(1)", || {
+    model("permits: acquire_blocking(2) vs reconfigure(1)", || {
         let permits = Arc::new(Permits::new(2).unwrap());
         let held = permits.try_acquire(1).unwrap();
         let waiter = {
             let permits = permits.clone();
-            loom::thread::spawn(move || permits.acquire_blocking(2, None).map(|p| p.n()))
+            loom::thread::spawn(move || permits.acquire_blocking(2).map(|p| p.n()))
         };
         let resizer = {
             let permits = permits.clone();
-            loom::thread::spawn(move || permits.resize(1).unwrap())
+            loom::thread::spawn(move || permits.reconfigure(1).unwrap())
         };
         let refused = AcquireError::ExceedsLimit {
             requested: 2,
@@ -346,7 +347,7 @@ fn a_serve_grants_only_what_fits() {
             let waiter = {
                 let permits = permits.clone();
                 loom::thread::spawn(move || {
-                    let permit = permits.acquire_blocking(2, None).unwrap();
+                    let permit = permits.acquire_blocking(2).unwrap();
                     check_grant(&permit);
                     assert_eq!(permit.in_flight_at_grant(), 2);
                 })

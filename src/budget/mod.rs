@@ -26,7 +26,7 @@
 //!   everything and charges nothing (TiKV's limit of 0); [`Mode::Paused`] admits nothing and
 //!   its waiters wake when it ends (RisingWave's `Pause`; the refusal is
 //!   [`Paused`](crate::Denied::Paused)).
-//! - **Waits in order** (`Budget::acquire_n_blocking`, `Budget::acquire_n_async`): a
+//! - **Waits in order** (`Budget::acquire_n_blocking`, `Budget::acquire_n`): a
 //!   waiter takes its place in the schedule first and then sleeps until it, so a large
 //!   request is never overtaken by small ones, and waiters that arrive during a pause keep
 //!   their order when it ends; a change of configuration re-times every place (and fails a
@@ -76,7 +76,7 @@ mod word;
 mod wait;
 
 pub use rule::BudgetRule;
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", feature = "io"))]
 pub(crate) use wait::Waiter;
 
 use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};

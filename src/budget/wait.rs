@@ -209,6 +209,7 @@ impl<C: Clock> Budget<C> {
 
     /// One look at the wait in `waiter` for `n` permits by `deadline`, with the waiters
     /// locked.
+    #[allow(clippy::too_many_arguments)] // the wait's state, borrowed apart under the lock
     fn look(
         &self,
         waiters: &mut Waiters,
@@ -294,7 +295,7 @@ impl<C: Clock> Budget<C> {
         };
         if let Some(end) = end {
             waiter.key = None;
-            let place = waiters.remove(key).err().expect("waiting");
+            let place = waiters.remove(key).expect_err("waiting");
             return Look::Done(match end {
                 Ok(()) => Ok(place.receipt.unwrap_or(Receipt::NOTHING)),
                 Err(denied) => {
@@ -545,7 +546,7 @@ impl<C: Clock> Budget<C> {
     /// As [`Budget::acquire_n_blocking_until`].
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn acquire_n_async(&self, n: u32) -> Result<(), Denied> {
+    pub async fn acquire_n(&self, n: u32) -> Result<(), Denied> {
         WaitFuture::new(self.acquire_wait(n, None)).await.map(drop)
     }
 
@@ -556,7 +557,7 @@ impl<C: Clock> Budget<C> {
     /// As [`Budget::acquire_n_blocking_until`].
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn acquire_n_async_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
+    pub async fn acquire_n_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
         let deadline = self.deadline_within(max_wait);
         WaitFuture::new(self.acquire_wait(n, deadline))
             .await
@@ -580,9 +581,9 @@ impl<C: Clock> Budget<C> {
     /// use std::time::Duration;
     ///
     /// let budget = Budget::new("100/s burst 1".parse()?)?;
-    /// budget.acquire_n_async(1).await?;
+    /// budget.acquire_n(1).await?;
     /// // A waiter dropped before its turn gives its place back:
-    /// let waiting = budget.acquire_n_async(1);
+    /// let waiting = budget.acquire_n(1);
     /// assert!(tokio::time::timeout(Duration::from_millis(1), waiting).await.is_err());
     /// assert!(budget.snapshot().full_after <= Duration::from_millis(10));
     /// # Ok(())
@@ -590,15 +591,52 @@ impl<C: Clock> Budget<C> {
     /// ```
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn acquire_n_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
+        let deadline = self.deadline_at(deadline);
+        WaitFuture::new(self.acquire_wait(n, deadline))
+            .await
+            .map(drop)
+    }
+
+    /// Renamed [`Budget::acquire_n`] (async waits take the plain name, blocking ones end in
+    /// `_blocking`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`].
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[deprecated(since = "0.2.0", note = "renamed `acquire_n`")]
+    pub async fn acquire_n_async(&self, n: u32) -> Result<(), Denied> {
+        self.acquire_n(n).await
+    }
+
+    /// Renamed [`Budget::acquire_n_within`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`].
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[deprecated(since = "0.2.0", note = "renamed `acquire_n_within`")]
+    pub async fn acquire_n_async_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
+        self.acquire_n_within(n, max_wait).await
+    }
+
+    /// Renamed [`Budget::acquire_n_until`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`].
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[deprecated(since = "0.2.0", note = "renamed `acquire_n_until`")]
     pub async fn acquire_n_async_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), Denied> {
-        let deadline = self.deadline_at(deadline);
-        WaitFuture::new(self.acquire_wait(n, deadline))
-            .await
-            .map(drop)
+        self.acquire_n_until(n, deadline).await
     }
 }
 

@@ -41,6 +41,15 @@ pub enum LimitError {
         /// The maximum limit.
         max: u32,
     },
+    /// An adaptive rule's initial limit outside its minimum and maximum limits.
+    InitialOutsideLimits {
+        /// The initial limit.
+        initial: u32,
+        /// The minimum limit.
+        min: u32,
+        /// The maximum limit.
+        max: u32,
+    },
     /// A rule's or a partition's parameter outside the range it is defined on.
     Parameter {
         /// The parameter's name, as the rule's builder method spells it.
@@ -71,6 +80,11 @@ impl fmt::Display for LimitError {
                     "invalid limits: the minimum {min} is above the maximum {max}"
                 )
             }
+            LimitError::InitialOutsideLimits { initial, min, max } => write!(
+                f,
+                "invalid initial limit: {initial} is outside the rule's limits {min}..={max} \
+                 (set the limits first, then the initial limit)"
+            ),
             LimitError::Parameter {
                 name,
                 value,

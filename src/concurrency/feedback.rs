@@ -8,7 +8,7 @@ use crate::sync::{lock, Mutex};
 use core::fmt;
 
 /// What a concurrency limit learns from its permits' outcomes: [`Fixed`] (nothing; the
-/// limit only changes by [`Permits::resize`](super::Permits::resize)) or [`Adaptive`] (a
+/// limit only changes by [`Permits::reconfigure`](super::Permits::reconfigure)) or [`Adaptive`] (a
 /// rule sets it). Sealed.
 ///
 /// # Examples
@@ -51,7 +51,7 @@ pub(crate) mod sealed {
 }
 
 /// A fixed limit: outcomes are not looked at and no clock is read; the limit changes only
-/// when [`Permits::resize`](super::Permits::resize) changes it.
+/// when [`Permits::reconfigure`](super::Permits::reconfigure) changes it.
 ///
 /// # Examples
 ///
@@ -89,7 +89,7 @@ impl sealed::Feedback for Fixed {
 ///
 /// Each outcome costs a clock read and one critical section on the controller's lock (the
 /// sample's accumulation; at a window's close the rule's update and the resize too).
-/// Outcomes that are not samples ([`Outcome::Ignored`](super::Outcome::Ignored)) cost
+/// Outcomes that are not samples ([`Completion::Ignored`](super::Completion::Ignored)) cost
 /// neither. Sources: Netflix concurrency-limits' `AbstractLimiter` (a sample per outcome:
 /// latency since the grant, in flight at the grant, dropped or not) and `WindowedLimit`.
 ///

@@ -13,6 +13,7 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::hash::Hash;
 use core::time::Duration;
+use std::time::Instant;
 
 /// A key's state in the map: its own limit, shared with the permits it gave out.
 type Slot = Arc<Permits>;
@@ -42,8 +43,8 @@ type Slot = Arc<Permits>;
 ///   **overflow** limit with the default limit instead of getting their own (a flood of new
 ///   keys is limited as one client; no existing key is dropped to make room). The bound is
 ///   soft by at most the number of threads inserting at the same instant.
-/// - **Per-key limits.** [`KeyedPermits::set_limit`] resizes the key's state (with
-///   [`Permits::resize`]' semantics) and pins it: it is never evicted, so the limit is never
+/// - **Per-key limits.** [`KeyedPermits::reconfigure_key`] changes the key's limit (with
+///   [`Permits::reconfigure`]'s semantics) and pins it: it is never evicted, so the limit is never
 ///   forgotten, and it always gets an entry (the key bound does not apply to it).
 ///   [`KeyedPermits::reset_limit`] gives it back the default limit and unpins it.
 ///
@@ -224,23 +225,67 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         }
     }
 
-    /// Take `n` permits for `key`, blocking until they are granted or `max_wait` has passed
-    /// (`None`: no bound).
+    /// Take `n` permits for `key`, blocking until they are granted.
     ///
     /// # Errors
     ///
     /// As [`Permits::acquire_blocking`], for the key's limit.
-    pub fn acquire_blocking<Q>(
+    pub fn acquire_blocking<Q>(&self, key: &Q, n: u32) -> Result<OwnedPermit, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.acquire_blocking_until(key, n, None)
+    }
+
+    /// Take `n` permits for `key`, blocking until they are granted or `max_wait` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::acquire_blocking_within`], for the key's limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::{AcquireError, KeyedPermits};
+    /// use std::time::Duration;
+    ///
+    /// let per_client: KeyedPermits<u64> = KeyedPermits::new(1)?;
+    /// let _held = per_client.acquire_blocking(&7, 1)?;
+    /// let late = per_client.acquire_blocking_within(&7, 1, Duration::from_millis(5));
+    /// assert_eq!(late.unwrap_err(), AcquireError::TimedOut);
+    /// assert!(per_client.acquire_blocking_within(&8, 1, Duration::ZERO).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_within<Q>(
         &self,
         key: &Q,
         n: u32,
-        max_wait: Option<Duration>,
+        max_wait: Duration,
     ) -> Result<OwnedPermit, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let deadline = deadline(max_wait);
+        self.acquire_blocking_until(key, n, deadline(max_wait))
+    }
+
+    /// Take `n` permits for `key`, blocking until they are granted or `deadline` passes
+    /// (`None`: no deadline).
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::acquire_blocking_within`], for the key's limit.
+    pub fn acquire_blocking_until<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<OwnedPermit, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         loop {
             let slot = self.slot(key);
             match slot.wait_blocking(n, deadline) {
@@ -287,13 +332,24 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         }
     }
 
-    /// Give `key` a limit of its own (see "Per-key limits"): its state is resized, at once
-    /// if it has one, and pinned.
+    /// Give `key` a limit of its own (see "Per-key limits"): its state takes it at once if
+    /// it has one (as [`Permits::reconfigure`]), and is pinned.
     ///
     /// # Errors
     ///
-    /// As [`Permits::resize`].
-    pub fn set_limit(&self, key: K, limit: u32) -> Result<(), LimitError>
+    /// As [`Permits::reconfigure`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::KeyedPermits;
+    ///
+    /// let per_client: KeyedPermits<u64> = KeyedPermits::new(1)?;
+    /// per_client.reconfigure_key(7, 3)?;
+    /// assert_eq!((per_client.limit(&7), per_client.limit(&8)), (3, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reconfigure_key(&self, key: K, limit: u32) -> Result<(), LimitError>
     where
         K: Clone,
     {
@@ -305,6 +361,20 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
                 Err(_) => self.remove_retired(&key),
             }
         }
+    }
+
+    /// Renamed [`KeyedPermits::reconfigure_key`] (one verb changes a limit across the
+    /// crate).
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::reconfigure`].
+    #[deprecated(since = "0.2.0", note = "renamed `reconfigure_key`")]
+    pub fn set_limit(&self, key: K, limit: u32) -> Result<(), LimitError>
+    where
+        K: Clone,
+    {
+        self.reconfigure_key(key, limit)
     }
 
     /// Give `key` the default limit back and unpin it (it is evicted once idle).

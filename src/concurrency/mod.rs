@@ -2,14 +2,14 @@
 //! `std`).
 //!
 //! - [`Permits`]: the limit. Its in-flight count and its limit share one `AtomicU64`
-//!   ([`PermitWord`]), changed only through the crate's compare-and-swap loop, so a grant is
+//!   (the crate's `PermitWord`; read it with [`Permits::snapshot`]), changed only through the crate's compare-and-swap loop, so a grant is
 //!   one CAS when nobody waits. [`Permits::try_acquire`] never waits;
 //!   [`Permits::acquire_blocking`] and [`Permits::acquire`] (a runtime-agnostic future;
 //!   [`Permits::acquire_within`] adds tokio's timer, feature `tokio`) wait in a bounded
-//!   FIFO or LIFO queue ([`Order`]). [`Permits::resize`] changes the limit at any time: a
+//!   FIFO or LIFO queue ([`Order`]). [`Permits::reconfigure`] changes the limit at any time: a
 //!   cut takes effect as permits come back, nothing is revoked.
 //! - [`Permit`] / [`OwnedPermit`]: permits held, given back on drop or completed with an
-//!   [`Outcome`] (success with its latency, dropped, ignored). An [`OwnedPermit`] can move
+//!   [`Completion`] (success with its latency, dropped, ignored). An [`OwnedPermit`] can move
 //!   into a response body's future and be completed when the body ends.
 //! - Adaptive limits: [`Permits::adaptive`] is a limit set by an [`AdaptiveRule`] fed by its
 //!   permits' outcomes ([`Adaptive`]), windowed ([`Window`]): [`Aimd`], [`Vegas`] and
@@ -26,7 +26,7 @@
 //!
 //! # Layers
 //!
-//! As the rate limiters: the rule ([`PermitWord`]'s transitions: old word and request in,
+//! As the rate limiters: the rule (`PermitWord`'s transitions: old word and request in,
 //! new word or refusal out), then the shell ([`Permits`]: the word in one `AtomicU64`, the
 //! queue behind a mutex), then the composites ([`KeyedPermits`], [`Partitioned`]). The
 //! adaptive rules are pure too ([`AdaptiveRule`]), and [`Adaptive`] is their shell.
@@ -110,21 +110,25 @@ mod partition;
 mod permit;
 mod permits;
 mod queue;
+mod snapshot;
 mod wait;
 mod window;
 mod word;
 
 pub use adaptive::{
-    log10_root, AdaptiveRule, Aimd, EnvoyGradient, EnvoyState, Gradient2, Gradient2State, Vegas,
-    VegasState,
+    AdaptiveRule, Aimd, EnvoyGradient, EnvoyState, Gradient2, Gradient2State, Vegas, VegasState,
 };
 pub use error::{AcquireError, LimitError};
 pub use feedback::{Adaptive, Feedback, Fixed};
 #[cfg(feature = "keyed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub use keyed::KeyedPermits;
 pub use partition::Partitioned;
-pub use permit::{Outcome, Permit, Release};
+#[allow(deprecated)]
+pub use permit::Outcome;
+pub use permit::{Completion, Permit, Release};
 pub use permits::{Order, OwnedPermit, Permits};
+pub use snapshot::PermitsSnapshot;
 pub use wait::{Acquire, AcquireOwned};
 pub use window::{Aggregate, Observation, Sample, Window};
-pub use word::{PermitWord, MAX_LIMIT};
+pub use word::MAX_LIMIT;

@@ -4,7 +4,7 @@
 
 use super::error::{AcquireError, LimitError, Refusal};
 use super::feedback::{Adaptive, Feedback, Fixed};
-use super::permit::{sealed, Outcome, Permit, Token};
+use super::permit::{sealed, Completion, Permit, Token};
 use super::permits::Permits;
 use super::AdaptiveRule;
 use crate::cas;
@@ -94,13 +94,24 @@ impl Partitioned<Fixed> {
         Partitioned::build(Permits::new(limit)?, shares)
     }
 
-    /// Change the limit (every share follows it).
+    /// Change the limit (every share follows it), with [`Permits::reconfigure`]'s
+    /// semantics.
     ///
     /// # Errors
     ///
-    /// As [`Permits::resize`].
+    /// As [`Permits::reconfigure`].
+    pub fn reconfigure(&self, limit: u32) -> Result<(), LimitError> {
+        self.total.reconfigure(limit)
+    }
+
+    /// Renamed [`Partitioned::reconfigure`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::reconfigure`].
+    #[deprecated(since = "0.2.0", note = "renamed `reconfigure`")]
     pub fn resize(&self, limit: u32) -> Result<(), LimitError> {
-        self.total.resize(limit)
+        self.reconfigure(limit)
     }
 }
 
@@ -279,7 +290,7 @@ impl<F: Feedback> Partitioned<F> {
 }
 
 impl<F: Feedback> sealed::Release for Partitioned<F> {
-    fn release(&self, token: &Token, outcome: Outcome) {
+    fn release(&self, token: &Token, outcome: Completion) {
         if token.n == 0 {
             return;
         }
@@ -315,7 +326,7 @@ mod tests {
             (0..4).map(|i| p.partition_limit(i)).collect::<Vec<_>>(),
             [8, 3, 1, 0]
         );
-        p.resize(3).unwrap();
+        p.reconfigure(3).unwrap();
         assert_eq!(p.partition_limit(0), 3);
         assert_eq!(p.partition_limit(1), 1);
     }

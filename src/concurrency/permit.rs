@@ -1,4 +1,4 @@
-//! [`Permit`]: permits held, given back when dropped or completed with an [`Outcome`].
+//! [`Permit`]: permits held, given back when dropped or completed with a [`Completion`].
 
 use super::word::PermitWord;
 use crate::clock::Nanos;
@@ -15,18 +15,18 @@ use sealed::Release as _;
 /// # Examples
 ///
 /// ```
-/// use limitcore::concurrency::{Outcome, Permits};
+/// use limitcore::concurrency::{Completion, Permits};
 /// use std::time::Duration;
 ///
 /// let permits = Permits::new(4)?;
 /// let permit = permits.try_acquire(1)?;
-/// permit.complete(Outcome::SuccessAfter(Duration::from_millis(12)));
+/// permit.complete(Completion::SuccessAfter(Duration::from_millis(12)));
 /// assert_eq!(permits.in_flight(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum Completion {
     /// The work succeeded; its latency is the time since the permit was granted, on the
     /// limit's clock.
     Success,
@@ -40,6 +40,10 @@ pub enum Outcome {
     /// the permits come back and nothing is learnt. What dropping a permit does.
     Ignored,
 }
+
+/// Renamed [`Completion`] (the crate's HTTP layer has a rate-limit `Outcome` of its own).
+#[deprecated(since = "0.2.0", note = "renamed `Completion`")]
+pub type Outcome = Completion;
 
 /// What a holder of permits gave out: how many, and what an adaptive limit needs to learn
 /// from their outcome.
@@ -96,19 +100,19 @@ pub trait Release: sealed::Release {}
 impl<T: sealed::Release + ?Sized> Release for T {}
 
 pub(crate) mod sealed {
-    use super::{Outcome, Token};
+    use super::{Completion, Token};
     use crate::clock::Nanos;
 
     /// The crate's side of [`Release`](super::Release); not callable outside the crate.
     pub trait Release: Send + Sync {
         /// Take back what `token` gave out, and learn from `outcome`.
-        fn release(&self, token: &Token, outcome: Outcome);
+        fn release(&self, token: &Token, outcome: Completion);
         /// The time on the limit's clock (0 if it reads none).
         fn now(&self) -> Nanos;
     }
 }
 
-/// Permits held: given back when the permit is dropped, or completed with an [`Outcome`]
+/// Permits held: given back when the permit is dropped, or completed with a [`Completion`]
 /// that an adaptive limit learns from.
 ///
 /// `P` is how the permit reaches its limit: `&Permits<F>` for a permit borrowed from a limit
@@ -116,7 +120,7 @@ pub(crate) mod sealed {
 /// owns a reference and can move anywhere, into a response body's future say
 /// ([`OwnedPermit`](super::OwnedPermit)); `&Partitioned` and `Arc<Partitioned>` likewise.
 ///
-/// Dropping a permit gives its permits back with [`Outcome::Ignored`]: a permit is never
+/// Dropping a permit gives its permits back with [`Completion::Ignored`]: a permit is never
 /// lost, not by a panic, not by a cancelled future. There is no way to forget one.
 ///
 /// # Examples
@@ -193,29 +197,29 @@ where
     }
 
     /// Give the permits back, with `outcome` for an adaptive limit to learn from.
-    pub fn complete(mut self, outcome: Outcome) {
+    pub fn complete(mut self, outcome: Completion) {
         self.live = false;
         self.holder.release(&self.token, outcome);
     }
 
     /// Give the permits back: the work succeeded, after the time since the grant.
     pub fn success(self) {
-        self.complete(Outcome::Success);
+        self.complete(Completion::Success);
     }
 
     /// Give the permits back: the work succeeded after `latency` (measured by the caller).
     pub fn success_after(self, latency: Duration) {
-        self.complete(Outcome::SuccessAfter(latency));
+        self.complete(Completion::SuccessAfter(latency));
     }
 
     /// Give the permits back: the work was dropped (timed out, shed downstream, a 5xx).
     pub fn dropped(self) {
-        self.complete(Outcome::Dropped);
+        self.complete(Completion::Dropped);
     }
 
     /// Give the permits back without a sample (what dropping the permit does).
     pub fn ignore(self) {
-        self.complete(Outcome::Ignored);
+        self.complete(Completion::Ignored);
     }
 }
 
@@ -227,7 +231,7 @@ where
     fn drop(&mut self) {
         if self.live {
             self.live = false;
-            self.holder.release(&self.token, Outcome::Ignored);
+            self.holder.release(&self.token, Completion::Ignored);
         }
     }
 }

@@ -1,10 +1,10 @@
-//! [`Permits`]: the shell of a concurrency limit: its [`PermitWord`] in one `AtomicU64`,
+//! [`Permits`]: the shell of a concurrency limit: its `PermitWord` in one `AtomicU64`,
 //! changed only through the crate's compare-and-swap loop, and the queue of waiters behind
 //! a mutex, used only when a request must wait.
 
 use super::error::{AcquireError, LimitError, Refusal};
 use super::feedback::{sealed::Feedback as _, Adaptive, Feedback, Fixed};
-use super::permit::{sealed, Outcome, Permit, Token};
+use super::permit::{sealed, Completion, Permit, Token};
 use super::queue::Queue;
 use super::window::Observation;
 use super::word::{check_limit, PermitWord, MAX_LIMIT, RETIRED};
@@ -65,7 +65,7 @@ pub enum Order {
 pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
 
 /// A concurrency limit: at most `limit` permits in flight, the count and the limit in one
-/// `AtomicU64` ([`PermitWord`]), resizable at any time, with a bounded queue of waiters.
+/// `AtomicU64`, reconfigurable at any time, with a bounded queue of waiters.
 ///
 /// `F` says what the limit learns from its permits' outcomes: nothing ([`Fixed`], the
 /// default), or an adaptive rule that sets the limit ([`Adaptive`]; see
@@ -104,20 +104,20 @@ pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
 ///
 /// let permits = Permits::new(2)?.with_backlog(8)?;
 /// let a = permits.try_acquire(1)?;
-/// let b = permits.acquire_blocking(1, Some(Duration::from_millis(10)))?;
+/// let b = permits.acquire_blocking_within(1, Duration::from_millis(10))?;
 /// assert_eq!(permits.in_flight(), 2);
 /// // Full: a wait times out with nothing taken.
 /// assert_eq!(
-///     permits.acquire_blocking(1, Some(Duration::from_millis(1))).unwrap_err(),
+///     permits.acquire_blocking_within(1, Duration::from_millis(1)).unwrap_err(),
 ///     AcquireError::TimedOut
 /// );
-/// permits.resize(1)?;             // a cut: both permits stay valid
+/// permits.reconfigure(1)?;        // a cut: both permits stay valid
 /// drop((a, b));
 /// assert_eq!((permits.in_flight(), permits.limit()), (0, 1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Permits<F: Feedback = Fixed> {
-    /// The limit's state, a [`PermitWord`]: in flight (bits 0–30), the queue is not empty
+    /// The limit's state, a `PermitWord`: in flight (bits 0–30), the queue is not empty
     /// (bit 31), the limit (bits 32–61), pinned (bit 62, keyed states); see its "Layout".
     pub(super) word: AtomicU64,
     pub(super) waiters: Mutex<Queue>,
@@ -235,8 +235,9 @@ impl<F: Feedback> Permits<F> {
         self
     }
 
-    /// The limit's word as it is now (a snapshot: it may change at once).
-    pub fn word(&self) -> PermitWord {
+    /// The limit's word as it is now (it may change at once). Users read
+    /// [`Permits::snapshot`].
+    pub(crate) fn word(&self) -> PermitWord {
         // Relaxed: an observation of the one word, no decision rests on it (`cas`'s
         // "Orderings"); its partners are the RMWs of `cas::apply`.
         PermitWord::from_bits(self.word.load(Ordering::Relaxed))
@@ -325,12 +326,36 @@ impl<F: Feedback> Permits<F> {
     ///
     /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
     /// [`MAX_LIMIT`](super::MAX_LIMIT).
-    pub fn resize(&self, limit: u32) -> Result<(), LimitError> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::Permits;
+    ///
+    /// let permits = Permits::new(2)?;
+    /// let held = permits.try_acquire(2)?;
+    /// permits.reconfigure(1)?;                    // a cut: the 2 held stay valid
+    /// assert_eq!((permits.limit(), permits.in_flight()), (1, 2));
+    /// drop(held);
+    /// assert!(permits.try_acquire(1).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reconfigure(&self, limit: u32) -> Result<(), LimitError> {
         let limit = check_limit(limit)?;
         // An unkeyed word is never retired; a keyed state's `Permits` is not reachable
         // from outside the crate.
         let _ = self.set_limit(limit, None);
         Ok(())
+    }
+
+    /// Renamed [`Permits::reconfigure`] (one verb changes a limit across the crate).
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::reconfigure`].
+    #[deprecated(since = "0.2.0", note = "renamed `reconfigure`")]
+    pub fn resize(&self, limit: u32) -> Result<(), LimitError> {
+        self.reconfigure(limit)
     }
 
     // ---- The protocol (see the module's "No lost wake-up"). ----
@@ -375,7 +400,7 @@ impl<F: Feedback> Permits<F> {
     ///
     /// The holder owns `n` of the in-flight count, the word's low field, so the subtraction
     /// never borrows into the fields above it (the limit, the waiting bit): it is exactly
-    /// [`PermitWord::release`], applied as one read-modify-write instead of a CAS loop. A
+    /// `PermitWord::release`, applied as one read-modify-write instead of a CAS loop. A
     /// keyed word with permits in flight is never retired (eviction retires idle words
     /// only), so the word is a live one.
     #[inline]
@@ -416,15 +441,15 @@ impl<F: Feedback> Permits<F> {
     }
 
     /// What an outcome teaches the feedback (only for a limit that times its permits).
-    fn learn(&self, token: &Token, outcome: Outcome) {
+    fn learn(&self, token: &Token, outcome: Completion) {
         let (end, dropped) = match outcome {
-            Outcome::Success => (self.feedback.now(), false),
-            Outcome::SuccessAfter(latency) => (
+            Completion::Success => (self.feedback.now(), false),
+            Completion::SuccessAfter(latency) => (
                 token.start.saturating_add(duration_to_nanos(latency)),
                 false,
             ),
-            Outcome::Dropped => (self.feedback.now(), true),
-            Outcome::Ignored => return,
+            Completion::Dropped => (self.feedback.now(), true),
+            Completion::Ignored => return,
         };
         let observation = Observation {
             start: token.start,
@@ -445,7 +470,7 @@ impl<F: Feedback> Permits<F> {
 
 impl<F: Feedback> sealed::Release for Permits<F> {
     #[inline]
-    fn release(&self, token: &Token, outcome: Outcome) {
+    fn release(&self, token: &Token, outcome: Completion) {
         if token.n == 0 {
             return;
         }

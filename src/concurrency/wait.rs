@@ -1,6 +1,6 @@
-//! Waiting for permits: blocking ([`Permits::acquire_blocking`]) and async
-//! ([`Permits::acquire`], the futures [`Acquire`] and [`AcquireOwned`]; with a timeout on
-//! tokio's timer, feature `tokio`).
+//! Waiting for permits: blocking ([`Permits::acquire_blocking`], with a timeout
+//! [`Permits::acquire_blocking_within`]) and async ([`Permits::acquire`], the futures
+//! [`Acquire`] and [`AcquireOwned`]; with a timeout on tokio's timer, feature `tokio`).
 //!
 //! Both first try the one-CAS grant, then queue (see the module's "No lost wake-up"). A
 //! blocking waiter parks its thread; an async one leaves its waker. The futures are
@@ -10,7 +10,7 @@
 use super::error::{AcquireError, Refusal};
 use super::feedback::{Feedback, Fixed};
 use super::handoff::Enqueued;
-use super::permit::{sealed::Release as _, Outcome, Permit, Token};
+use super::permit::{sealed::Release as _, Completion, Permit, Token};
 use super::permits::{OwnedPermit, Permits};
 use super::queue::Polled;
 use crate::notify::driver::{block_on, Nap, Wait};
@@ -23,15 +23,14 @@ use core::time::Duration;
 use std::time::Instant;
 
 impl<F: Feedback> Permits<F> {
-    /// Take `n` permits, blocking the thread until they are granted or `max_wait` has passed
-    /// (`None`: no bound). `n = 0` succeeds at once.
+    /// Take `n` permits, blocking the thread until they are granted. `n = 0` succeeds at
+    /// once.
     ///
     /// # Errors
     ///
     /// [`AcquireError::ExceedsLimit`] at once if `n` is above the limit (or later, if the
     /// limit is cut below `n` while it waits); [`AcquireError::BacklogFull`] at once if the
-    /// queue is full; [`AcquireError::TimedOut`] when `max_wait` has passed, with nothing
-    /// taken.
+    /// queue is full.
     ///
     /// # Examples
     ///
@@ -44,19 +43,55 @@ impl<F: Feedback> Permits<F> {
     /// let held = permits.try_acquire_owned(1)?;
     /// let waiter = {
     ///     let permits = permits.clone();
-    ///     std::thread::spawn(move || permits.acquire_blocking(1, None).map(|p| p.n()))
+    ///     std::thread::spawn(move || permits.acquire_blocking(1).map(|p| p.n()))
     /// };
     /// std::thread::sleep(Duration::from_millis(20));
     /// drop(held);                                 // the waiter is granted and woken
     /// assert_eq!(waiter.join().unwrap()?, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn acquire_blocking(
+    pub fn acquire_blocking(&self, n: u32) -> Result<Permit<&Self>, AcquireError> {
+        self.acquire_blocking_until(n, None)
+    }
+
+    /// As [`Permits::acquire_blocking`], giving up once `max_wait` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::acquire_blocking`], and [`AcquireError::TimedOut`] when `max_wait` has
+    /// passed, with nothing taken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::{AcquireError, Permits};
+    /// use std::time::Duration;
+    ///
+    /// let permits = Permits::new(1)?;
+    /// let _held = permits.try_acquire(1)?;
+    /// let late = permits.acquire_blocking_within(1, Duration::from_millis(5));
+    /// assert_eq!(late.unwrap_err(), AcquireError::TimedOut);
+    /// assert_eq!(permits.waiters(), 0);           // the timed-out waiter left the queue
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_within(
         &self,
         n: u32,
-        max_wait: Option<Duration>,
+        max_wait: Duration,
     ) -> Result<Permit<&Self>, AcquireError> {
-        let deadline = deadline(max_wait);
+        self.acquire_blocking_until(n, deadline(max_wait))
+    }
+
+    /// As [`Permits::acquire_blocking`], giving up at `deadline` (`None`: no deadline).
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::acquire_blocking_within`].
+    pub fn acquire_blocking_until(
+        &self,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Permit<&Self>, AcquireError> {
         match self.wait_blocking(n, deadline) {
             Ok(token) => Ok(Permit::new(self, token)),
             Err(refusal) => Err(refusal.into_error()),
@@ -71,9 +106,35 @@ impl<F: Feedback> Permits<F> {
     pub fn acquire_owned_blocking(
         self: &Arc<Self>,
         n: u32,
-        max_wait: Option<Duration>,
     ) -> Result<OwnedPermit<F>, AcquireError> {
-        let deadline = deadline(max_wait);
+        self.acquire_owned_blocking_until(n, None)
+    }
+
+    /// As [`Permits::acquire_blocking_within`], with a permit that owns a reference to the
+    /// limit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::acquire_blocking_within`].
+    pub fn acquire_owned_blocking_within(
+        self: &Arc<Self>,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<OwnedPermit<F>, AcquireError> {
+        self.acquire_owned_blocking_until(n, deadline(max_wait))
+    }
+
+    /// As [`Permits::acquire_blocking_until`], with a permit that owns a reference to the
+    /// limit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Permits::acquire_blocking_within`].
+    pub fn acquire_owned_blocking_until(
+        self: &Arc<Self>,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<OwnedPermit<F>, AcquireError> {
         match self.wait_blocking(n, deadline) {
             Ok(token) => Ok(Permit::new(self.clone(), token)),
             Err(refusal) => Err(refusal.into_error()),
@@ -192,9 +253,9 @@ impl<F: Feedback> Permits<F> {
     }
 }
 
-/// The deadline `max_wait` from now (`None` for no bound, or past the clock's range).
-pub(crate) fn deadline(max_wait: Option<Duration>) -> Option<Instant> {
-    max_wait.and_then(|wait| Instant::now().checked_add(wait))
+/// The deadline `max_wait` from now (`None` past the clock's range: no bound).
+pub(crate) fn deadline(max_wait: Duration) -> Option<Instant> {
+    Instant::now().checked_add(max_wait)
 }
 
 /// Where an async wait is.
@@ -301,7 +362,7 @@ impl<F: Feedback> Drop for Blocked<'_, F> {
 fn abandon<F: Feedback>(permits: &Permits<F>, n: u32, state: State) {
     if let State::Queued(key) = state {
         if let Polled::Granted { word } = permits.cancel_waiter(key) {
-            permits.release(&permits.token(n, word), Outcome::Ignored);
+            permits.release(&permits.token(n, word), Completion::Ignored);
         }
     }
 }

@@ -27,7 +27,7 @@ pub struct Observation {
     pub end: Nanos,
     /// Permits in flight just after the grant, its own included.
     pub in_flight: u32,
-    /// Whether it was dropped ([`Outcome::Dropped`](super::Outcome::Dropped)).
+    /// Whether it was dropped ([`Completion::Dropped`](super::Completion::Dropped)).
     pub dropped: bool,
 }
 

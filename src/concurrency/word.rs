@@ -1,9 +1,10 @@
 //! [`PermitWord`]: a concurrency limit's whole shared state in one `u64`, and its pure
 //! transitions (layer 1 of the concurrency limits: no atomics, no lock, testable by hand).
+//! The crate's own: users read a limit through [`Permits::snapshot`](super::Permits::snapshot).
 
 use super::error::{AcquireError, LimitError};
 
-/// The largest concurrency limit: 2^30 − 1 permits (30 bits of [`PermitWord`]).
+/// The largest concurrency limit: 2^30 − 1 permits (the 30 bits of the limit's word).
 pub const MAX_LIMIT: u32 = (1 << 30) - 1;
 
 /// Mask of the in-flight count, bits 0–30.
@@ -21,6 +22,7 @@ const LIMIT: u64 = (MAX_LIMIT as u64) << LIMIT_SHIFT;
 const PINNED: u64 = 1 << 62;
 /// Bit 63: never set in a live word. The one word with it set is the retired keyed state,
 /// `u64::MAX` (see `crate::cell`'s "Orderings of the retirement protocol").
+#[cfg(any(feature = "keyed", test))]
 const DEAD: u64 = 1 << 63;
 
 /// The word of a retired keyed state (`crate::cell::RETIRED`, all ones): its in-flight field
@@ -51,7 +53,7 @@ pub(crate) const RETIRED: u64 = crate::cell::RETIRED;
 ///   wait is refused (it never overtakes a waiter), and a release hands permits to the queue.
 /// - **limit** (bits 32–61): 1 to [`MAX_LIMIT`] = 2^30 − 1.
 /// - **P** (bit 62): a keyed state given a limit of its own, never evicted
-///   ([`KeyedPermits::set_limit`][set_limit]).
+///   ([`KeyedPermits::reconfigure_key`][reconfigure_key]).
 /// - bit 63: 0 in every live word; the all-ones word marks a keyed state retired by eviction.
 ///
 /// # Rule
@@ -61,25 +63,11 @@ pub(crate) const RETIRED: u64 = crate::cell::RETIRED;
 /// granted under the current limit ([`AcquireError::ExceedsLimit`]). A release lowers in
 /// flight by what was granted; a resize changes only the limit.
 ///
-/// # Examples
+/// (`cuts_take_effect_as_permits_come_back` below shows the rule on a word.)
 ///
-/// ```
-/// use limitcore::concurrency::{AcquireError, PermitWord};
-///
-/// let word = PermitWord::new(3)?;
-/// let word = word.acquire(2)?;                      // 2 of 3 in flight
-/// assert_eq!((word.in_flight(), word.available()), (2, 1));
-/// assert_eq!(word.acquire(2), Err(AcquireError::Full { limit: 3, in_flight: 2 }));
-/// let word = word.resize(1)?;                       // a cut: nothing is revoked
-/// assert_eq!((word.in_flight(), word.limit(), word.available()), (2, 1, 0));
-/// let word = word.release(2);                       // the cut holds once they are back
-/// assert_eq!(word.acquire(1)?.in_flight(), 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-///
-/// [set_limit]: super::KeyedPermits::set_limit
+/// [reconfigure_key]: super::KeyedPermits::reconfigure_key
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PermitWord(u64);
+pub(crate) struct PermitWord(u64);
 
 impl core::fmt::Debug for PermitWord {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -113,53 +101,54 @@ impl PermitWord {
     /// # Errors
     ///
     /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above [`MAX_LIMIT`].
-    pub fn new(limit: u32) -> Result<Self, LimitError> {
+    pub(crate) fn new(limit: u32) -> Result<Self, LimitError> {
         Ok(PermitWord(u64::from(check_limit(limit)?) << LIMIT_SHIFT))
     }
 
     /// The word with these bits (any bits: a word read from a [`Permits`](super::Permits),
     /// say; see the layout).
-    pub const fn from_bits(bits: u64) -> Self {
+    pub(crate) const fn from_bits(bits: u64) -> Self {
         PermitWord(bits)
     }
 
     /// The raw bits.
-    pub const fn bits(self) -> u64 {
+    pub(crate) const fn bits(self) -> u64 {
         self.0
     }
 
     /// The limit, in permits.
     #[inline]
-    pub const fn limit(self) -> u32 {
+    pub(crate) const fn limit(self) -> u32 {
         ((self.0 & LIMIT) >> LIMIT_SHIFT) as u32
     }
 
     /// Permits in flight (held).
     #[inline]
-    pub const fn in_flight(self) -> u32 {
+    pub(crate) const fn in_flight(self) -> u32 {
         (self.0 & IN_FLIGHT) as u32
     }
 
     /// Whether the queue of waiters is not empty.
     #[inline]
-    pub const fn waiting(self) -> bool {
+    pub(crate) const fn waiting(self) -> bool {
         self.0 & WAITING != 0
     }
 
     /// Whether this is a keyed state with a limit of its own (never evicted).
-    pub const fn pinned(self) -> bool {
+    pub(crate) const fn pinned(self) -> bool {
         self.0 & PINNED != 0
     }
 
     /// Permits a request could take now: `limit − in flight`, 0 while a cut is pending.
     #[inline]
-    pub const fn available(self) -> u32 {
+    pub(crate) const fn available(self) -> u32 {
         self.limit().saturating_sub(self.in_flight())
     }
 
     /// Whether the word is indistinguishable from a fresh one under its default limit:
     /// nothing in flight, nobody waiting, no limit of its own (what keyed eviction asks).
-    pub const fn is_idle(self) -> bool {
+    #[cfg(any(feature = "keyed", test))]
+    pub(crate) const fn is_idle(self) -> bool {
         self.0 & (IN_FLIGHT | WAITING | PINNED | DEAD) == 0
     }
 
@@ -171,7 +160,7 @@ impl PermitWord {
     /// [`AcquireError::ExceedsLimit`] if `n > limit`; [`AcquireError::Full`] if they do
     /// not fit now or someone is queued. The word is unchanged.
     #[inline]
-    pub fn acquire(self, n: u32) -> Result<Self, AcquireError> {
+    pub(crate) fn acquire(self, n: u32) -> Result<Self, AcquireError> {
         // The `WAITING` bit is tested with the count: a queued waiter is never overtaken.
         if self.0 & WAITING == 0 && n <= self.available() {
             // ≤ limit ≤ 2^30 − 1 after the sum: the field cannot carry into bit 31.
@@ -208,7 +197,7 @@ impl PermitWord {
     ///
     /// [`AcquireError::ExceedsLimit`] if `n > limit` (no wait can help);
     /// [`AcquireError::BacklogFull`] if it would wait and `full` is set.
-    pub fn enqueue(
+    pub(crate) fn enqueue(
         self,
         n: u32,
         may_take: bool,
@@ -230,7 +219,7 @@ impl PermitWord {
     /// `last`: it is the only waiter, so the queue is empty afterwards (the waiting bit is
     /// cleared in the same step). `None` if they do not fit: the waiter stays first.
     #[inline]
-    pub fn grant(self, n: u32, last: bool) -> Option<Self> {
+    pub(crate) fn grant(self, n: u32, last: bool) -> Option<Self> {
         (n <= self.available()).then(|| {
             let taken = self.0 + u64::from(n);
             PermitWord(if last { taken & !WAITING } else { taken })
@@ -240,8 +229,9 @@ impl PermitWord {
     /// Give back `n` permits (what a grant took). Saturates at 0 in flight: a release of
     /// more than is held is a bug in the caller, and it must not borrow from the limit's
     /// field.
+    #[cfg(test)]
     #[inline]
-    pub fn release(self, n: u32) -> Self {
+    pub(crate) fn release(self, n: u32) -> Self {
         debug_assert!(n <= self.in_flight(), "released {n} of {self:?}");
         PermitWord(self.0 - u64::from(n.min(self.in_flight())))
     }
@@ -252,7 +242,8 @@ impl PermitWord {
     /// # Errors
     ///
     /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above [`MAX_LIMIT`].
-    pub fn resize(self, limit: u32) -> Result<Self, LimitError> {
+    #[cfg(test)]
+    pub(crate) fn resize(self, limit: u32) -> Result<Self, LimitError> {
         Ok(self.with_limit(check_limit(limit)?))
     }
 
@@ -268,7 +259,7 @@ impl PermitWord {
     /// # Errors
     ///
     /// [`AcquireError::Full`] if in flight would pass 2^31 − 1.
-    pub fn force(self, n: u32) -> Result<Self, AcquireError> {
+    pub(crate) fn force(self, n: u32) -> Result<Self, AcquireError> {
         if n <= MAX_IN_FLIGHT - self.in_flight() {
             Ok(PermitWord(self.0 + u64::from(n)))
         } else {
@@ -281,7 +272,7 @@ impl PermitWord {
 
     /// The word with the waiting bit set or cleared (under the queue's lock, as the queue
     /// becomes non-empty or empty).
-    pub const fn with_waiting(self, waiting: bool) -> Self {
+    pub(crate) const fn with_waiting(self, waiting: bool) -> Self {
         PermitWord(if waiting {
             self.0 | WAITING
         } else {
@@ -290,7 +281,7 @@ impl PermitWord {
     }
 
     /// The word with the pinned bit set or cleared (a keyed state's own limit).
-    pub const fn with_pinned(self, pinned: bool) -> Self {
+    pub(crate) const fn with_pinned(self, pinned: bool) -> Self {
         PermitWord(if pinned {
             self.0 | PINNED
         } else {
@@ -302,6 +293,27 @@ impl PermitWord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuts_take_effect_as_permits_come_back() {
+        let word = PermitWord::new(3).unwrap();
+        let word = word.acquire(2).unwrap(); // 2 of 3 in flight
+        assert_eq!((word.in_flight(), word.available()), (2, 1));
+        assert_eq!(
+            word.acquire(2),
+            Err(AcquireError::Full {
+                limit: 3,
+                in_flight: 2
+            })
+        );
+        let word = word.resize(1).unwrap(); // a cut: nothing is revoked
+        assert_eq!(
+            (word.in_flight(), word.limit(), word.available()),
+            (2, 1, 0)
+        );
+        let word = word.release(2); // the cut holds once they are back
+        assert_eq!(word.acquire(1).unwrap().in_flight(), 1);
+    }
 
     #[test]
     fn layout_is_as_documented() {

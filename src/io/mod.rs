@@ -106,6 +106,7 @@
 #[cfg(feature = "tokio")]
 mod async_paced;
 mod blocking;
+#[cfg(feature = "lanes")]
 mod lane;
 mod pace;
 
@@ -113,6 +114,8 @@ mod pace;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_paced::AsyncPaced;
 pub use blocking::Paced;
+#[cfg(feature = "lanes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lanes")))]
 pub use lane::InLane;
 pub use pace::{Charge, Pace, Retry};
 
@@ -239,12 +242,12 @@ fn settle<P: Pacing + ?Sized>(pacer: &P, strategy: Strategy, grant: Grant, moved
             if rest == 0 {
                 return 0;
             }
-            pacer.charge(rest).map_or(rest, |charged| charged.shortfall)
+            pacer.charge(rest).unwrap_or(rest)
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "budget"))]
 mod tests;
-#[cfg(all(test, feature = "tokio"))]
+#[cfg(all(test, feature = "budget", feature = "tokio"))]
 mod tests_async;

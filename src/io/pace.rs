@@ -2,7 +2,8 @@
 //! permit), [`Charge`] (budgets, which also take forced charges) and [`Retry`] (any other
 //! refundable limiter).
 
-use crate::budget::{Budget, Charged};
+#[cfg(feature = "budget")]
+use crate::budget::Budget;
 use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
@@ -121,8 +122,10 @@ pub(crate) mod sealed {
     #[derive(Debug, Default)]
     pub struct Waiting {
         pub(crate) n: Option<u32>,
+        #[cfg(feature = "budget")]
         pub(crate) budget: crate::budget::Waiter,
         /// A lane's request ([`InLane`](crate::io::InLane)).
+        #[cfg(feature = "lanes")]
         pub(crate) lane: crate::lanes::Waiter,
         /// A retrying limiter's next try, ns of its clock.
         pub(crate) again_at: Option<Nanos>,
@@ -151,9 +154,9 @@ pub(crate) mod sealed {
         /// Of the permits `grant` took, keep `used` and give the rest back.
         fn keep(&self, grant: Grant, used: u32);
 
-        /// Charge `n` permits, never refused (a budget); `None` for a limiter without
-        /// forced charges.
-        fn charge(&self, n: u32) -> Option<Charged> {
+        /// Charge `n` permits, never refused (a budget): the permits that did not fit
+        /// (the charge's shortfall); `None` for a limiter without forced charges.
+        fn charge(&self, n: u32) -> Option<u32> {
             let _ = n;
             None
         }
@@ -252,6 +255,7 @@ fn keep_refundable<L: Refund + ?Sized>(limiter: &L, grant: Grant, used: u32) {
     }
 }
 
+#[cfg(feature = "budget")]
 impl<C: Clock> Pacing for Budget<C> {
     fn chunk(&self) -> u32 {
         self.quota().burst()
@@ -294,11 +298,12 @@ impl<C: Clock> Pacing for Budget<C> {
         keep_in_shell(self, grant, used);
     }
 
-    fn charge(&self, n: u32) -> Option<Charged> {
-        Some(Budget::charge(self, n))
+    fn charge(&self, n: u32) -> Option<u32> {
+        Some(Budget::charge(self, n).shortfall)
     }
 }
 
+#[cfg(feature = "budget")]
 impl<C: Clock> Charging for Budget<C> {}
 
 /// [`Pacing`] through `poll_retrying` and the given `keep`.
@@ -402,7 +407,7 @@ macro_rules! forward {
                 (**self).keep(grant, used)
             }
 
-            fn charge(&self, n: u32) -> Option<Charged> {
+            fn charge(&self, n: u32) -> Option<u32> {
                 (**self).charge(n)
             }
         }

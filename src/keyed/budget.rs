@@ -3,7 +3,8 @@
 //!
 //! # Orderings of a move
 //!
-//! [`Keyed::reconfigure_key`] on a key whose state lives in the main map under the default
+//! [`Keyed::reconfigure_key`] (a quota, or a [`BudgetConfig`]) on a key whose state lives
+//! in the main map under the default
 //! configuration moves that state into the key's own entry, converted, with no window in
 //! which a request could charge a state that is then lost, or find a fresh one:
 //!
@@ -23,11 +24,12 @@
 //! reconfigurations of one keyed budget are serialised by its default configuration's
 //! writer.
 
+use super::per_key::sealed;
 use super::{Keyed, Own, Store};
 use crate::budget::{BudgetConfig, BudgetRule};
 use crate::cell::REDIRECT;
 use crate::clock::{Clock, Nanos};
-use crate::quota::QuotaError;
+use crate::quota::{Quota, QuotaError};
 use crate::sync::Ordering;
 use core::hash::Hash;
 
@@ -55,7 +57,32 @@ where
     C: Clock,
     S: Store<K>,
 {
-    /// The default configuration: every key without one of its own decides by it.
+    /// The default configuration: every key without one of its own decides by it. One key
+    /// gets one of its own with [`Keyed::reconfigure_key`]: a whole [`BudgetConfig`], or a
+    /// quota alone (the key's debt and mode kept), at once, busy keys included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{BudgetConfig, BudgetRule, Keyed, Quota};
+    /// use limitcore::clock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let tenants: Keyed<String, BudgetRule, ManualClock> =
+    ///     Keyed::with_clock("10/s burst 10".parse()?, ManualClock::new())?;
+    /// tenants.try_acquire_n_at("busy", 10, 0)?;             // never idle: 1 s of backlog
+    /// let gold = BudgetConfig::new("100/s burst 10".parse()?).max_debt(Duration::from_secs(1));
+    /// tenants.reconfigure_key_at("busy".to_owned(), gold, 0)?;
+    /// // At once, with the 10 permits it owes re-timed: 100 ms.
+    /// assert_eq!(tenants.snapshot_at("busy", 0).full_after, Duration::from_millis(100));
+    /// assert_eq!(tenants.snapshot_at("other", 0).remaining, 10);
+    /// // A quota alone: the key keeps its 1 s of debt (and its mode), at once.
+    /// tenants.reconfigure_key_at("busy".to_owned(), "200/s burst 10".parse::<Quota>()?, 0)?;
+    /// assert_eq!(tenants.snapshot_at("busy", 0).full_after, Duration::from_millis(50));
+    /// // Full at 50 ms: 100 permits, ten times the burst, go into debt.
+    /// assert!(tenants.try_acquire_n_at("busy", 100, 50_000_000).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn config(&self) -> BudgetConfig {
         self.default.config()
     }
@@ -113,53 +140,23 @@ where
         Ok(())
     }
 
-    /// Give `key` the configuration `config` from now on (see [`Keyed::reconfigure_key_at`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`BudgetRule::with_config`]; nothing changes then.
-    pub fn reconfigure_key(&self, key: K, config: &BudgetConfig) -> Result<(), QuotaError> {
-        self.reconfigure_key_at(key, config, self.clock.now())
-    }
-
-    /// Give `key` the configuration `config`, taking effect at `now`: its next decision uses
-    /// it, and its state is kept in permits and re-timed, whether the key was idle or busy,
-    /// on the default configuration or on one of its own (the busy key of
-    /// [`Keyed::set_quota`], which waits for idleness, gets it at once here). The key keeps
-    /// its own configuration for good (as with `set_quota`); a later call changes it.
-    ///
-    /// # Errors
-    ///
-    /// As [`BudgetRule::with_config`]; nothing changes then.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{BudgetConfig, BudgetRule, Keyed};
-    /// use limitcore::clock::ManualClock;
-    /// use std::time::Duration;
-    ///
-    /// let tenants: Keyed<String, BudgetRule, ManualClock> =
-    ///     Keyed::with_clock("10/s burst 10".parse()?, ManualClock::new())?;
-    /// tenants.try_acquire_n_at("busy", 10, 0)?;             // never idle: 1 s of backlog
-    /// let gold = BudgetConfig::new("100/s burst 10".parse()?);
-    /// tenants.reconfigure_key_at("busy".to_owned(), &gold, 0)?;
-    /// // At once, with the 10 permits it owes re-timed: 100 ms.
-    /// assert_eq!(tenants.snapshot_at("busy", 0).full_after, Duration::from_millis(100));
-    /// assert_eq!(tenants.snapshot_at("other", 0).remaining, 10);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn reconfigure_key_at(
+    /// Give `key` the configuration `change` makes of its current one (its own, else the
+    /// default), taking effect at `now`: its next decision uses it, and its state is kept
+    /// in permits and re-timed, whether the key was idle or busy, on the default
+    /// configuration or on one of its own. The key keeps its own configuration for good; a
+    /// later call changes it. [`Keyed::reconfigure_key`]'s path for a budget.
+    fn reconfigure_budget_key_at(
         &self,
         key: K,
-        config: &BudgetConfig,
+        change: impl FnOnce(BudgetConfig) -> BudgetConfig,
         now: Nanos,
     ) -> Result<(), QuotaError> {
         self.default.live.write(|_| {
             let side = self.side();
             if let Some(own_rule) = S::with_slot(&side.quotas, &key, BudgetRule::clone) {
                 // A configuration of its own already: change it, and convert the key's own
-                // state (it has at most one, in `own`).
+                // state (it has at most one, in `own`, decided by this same rule).
+                let config = change(own_rule.config());
                 own_rule.live.write(|writer| {
                     writer.publish(&config.quota, config.max_debt_ns(), config.mode, now)?;
                     S::with_slot(&side.own, &key, |own| convert_slot(&own.rule, &own.state));
@@ -167,7 +164,8 @@ where
                 })?;
                 return Ok(());
             }
-            let rule = BudgetRule::with_config_at(config, now)?;
+            let config = change(self.default.config());
+            let rule = BudgetRule::with_config_at(&config, now)?;
             S::insert(&side.quotas, key.clone(), rule.clone());
             self.move_to_own(&key, &rule);
             Ok(())
@@ -219,5 +217,58 @@ impl BudgetRule {
         let (from, word) = from.resolve(word);
         let to = self.live.current();
         from.convert(word, &to)
+    }
+}
+
+/// A quota for one budget key: the key's configuration with this quota, its debt and mode
+/// kept (its own configuration's, else the default's).
+impl sealed::Apply<BudgetRule> for Quota {
+    fn apply<K, C, S>(
+        self,
+        keyed: &Keyed<K, BudgetRule, C, S>,
+        key: K,
+        now: Nanos,
+    ) -> Result<(), QuotaError>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        C: Clock,
+        S: Store<K>,
+    {
+        keyed.reconfigure_budget_key_at(key, |current| current.quota(self), now)
+    }
+}
+
+/// A whole configuration for one budget key.
+impl sealed::Apply<BudgetRule> for BudgetConfig {
+    fn apply<K, C, S>(
+        self,
+        keyed: &Keyed<K, BudgetRule, C, S>,
+        key: K,
+        now: Nanos,
+    ) -> Result<(), QuotaError>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        C: Clock,
+        S: Store<K>,
+    {
+        keyed.reconfigure_budget_key_at(key, |_| self, now)
+    }
+}
+
+/// A whole configuration for one budget key, by reference (as [`Keyed::reconfigure`] takes
+/// the default).
+impl sealed::Apply<BudgetRule> for &BudgetConfig {
+    fn apply<K, C, S>(
+        self,
+        keyed: &Keyed<K, BudgetRule, C, S>,
+        key: K,
+        now: Nanos,
+    ) -> Result<(), QuotaError>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        C: Clock,
+        S: Store<K>,
+    {
+        keyed.reconfigure_budget_key_at(key, |_| *self, now)
     }
 }

@@ -16,12 +16,12 @@
 //! ## Keys with a quota of their own
 //!
 //! `Keyed` keeps three maps of one kind (`S`; the last two are built by the first
-//! `set_quota`, so a `Keyed` without per-key quotas has only the first):
+//! `reconfigure_key`, so a `Keyed` without per-key quotas has only the first):
 //!
 //! - `map`, the main map: per key, the cell of a state under the *default* rule, or the
 //!   reserved word `REDIRECT` ("this key's state lives in `own`");
-//! - `quotas`: the rule of each key given a quota of its own ([`Keyed::set_quota`]); an
-//!   entry is replaced by a later `set_quota`, never removed;
+//! - `quotas`: the rule of each key given a quota of its own ([`Keyed::reconfigure_key`]); an
+//!   entry is replaced by a later `reconfigure_key`, never removed;
 //! - `own`: for a redirected key, its state's cell and the rule it was created under.
 //!
 //! (For a state behind a lock, the sliding log's, `REDIRECT` is the slot holding
@@ -38,7 +38,7 @@
 //!    insert wins decides, and a loser uses what it finds, as in rule 1.
 //! 3. Eviction retires and removes idle states in `map` and in `own` alike. A `REDIRECT`
 //!    word is **never** retired: once a key is redirected, it stays redirected.
-//! 4. `set_quota` inserts the rule in `quotas` first, then retires and removes the key's
+//! 4. `reconfigure_key` inserts the rule in `quotas` first, then retires and removes the key's
 //!    state (in `map`, or in `own`) if it is idle.
 //!
 //! **Invariant: a key never has a live default-rule state and a live state in `own` at
@@ -60,17 +60,17 @@
 //! `own`, the retirement protocol keeps one live state per key as in `map`. ∎
 //!
 //! The proof uses nothing about how fresh a thread's view of `quotas` is: a request that
-//! read "no quota" just before a `set_quota` creates a default state, which is allowed
-//! (the request is ordered before the `set_quota`), or finds the `REDIRECT` another
+//! read "no quota" just before a `reconfigure_key` creates a default state, which is allowed
+//! (the request is ordered before the `reconfigure_key`), or finds the `REDIRECT` another
 //! request inserted and follows it. Nor about when a thread first sees the side maps
-//! (`quotas` and `own` are built by the first `set_quota`, in a `OnceLock`): not seeing them
+//! (`quotas` and `own` are built by the first `reconfigure_key`, in a `OnceLock`): not seeing them
 //! yet is such a stale "no quota". A request that follows `REDIRECT` finds the side maps and
 //! the key's rule in `quotas`: the `REDIRECT`'s inserter read that entry before inserting,
 //! the map's release/acquire carries it (and the `OnceLock`'s initialisation before it) to
 //! every thread that finds the `REDIRECT`, and entries of `quotas` are never removed.
 //!
 //! Why rule 3 (a first design retired a `REDIRECT` whose key had no state in `own`): a
-//! request `A` reads "no quota" for `k` and is preempted; `set_quota(k)` runs, a request
+//! request `A` reads "no quota" for `k` and is preempted; `reconfigure_key(k, quota)` runs, a request
 //! `B` inserts `REDIRECT` and, while an evictor has just found no `own` state for `k`,
 //! creates one and is charged; the evictor retires and removes the `REDIRECT`; `A` resumes
 //! and inserts a fresh default state. Now `k` has two live states, `B`'s charge sits on
@@ -79,12 +79,15 @@
 //! [`Keyed::len`] and against `max_keys`; `quotas` keeps the key and its rule for good in
 //! any case.
 
+#[cfg(feature = "budget")]
 mod budget;
 mod global;
+mod per_key;
 mod sketch;
 pub(crate) mod store;
 
 pub use global::Global;
+pub use per_key::KeyConfig;
 pub use sketch::KeyedSketch;
 #[cfg(limitcore_loom)]
 pub use store::LoomStore;
@@ -121,7 +124,7 @@ struct Own<R: Rule> {
 }
 
 /// The maps of keys with a quota of their own (module "Orderings"), built by the first
-/// `set_quota`: a `Keyed` that never gets one allocates nothing beside its main map.
+/// `reconfigure_key`: a `Keyed` that never gets one allocates nothing beside its main map.
 struct Side<K, R: Rule, S: Store<K>> {
     /// The rule of each key given a quota of its own; never removed.
     quotas: S::Map<R>,
@@ -178,11 +181,14 @@ impl From<Denied> for Refused {
 ///   state, and a key whose state lives with its own quota) is refused with
 ///   [`Denied::BeyondHorizon`] where the rule alone would admit. It can only happen at
 ///   the very end of the clock's 584-year range.
-/// - **Per-key quotas.** [`Keyed::set_quota`] gives one key its own quota. It applies to
-///   the key's next fresh state: at once for a key that is new or idle, otherwise once its
-///   current state (decided under its old quota) goes idle and is evicted. A quota change
-///   never resets a limited key, a live state is never read under another quota's rule,
-///   and a key never has two live states (even while `set_quota`, eviction and requests
+/// - **Per-key configurations.** [`Keyed::reconfigure_key`] gives one key a configuration
+///   of its own ([`KeyConfig`]). For the rules whose configuration is a quota
+///   ([`QuotaRule`](crate::rules::QuotaRule): every rule but the budget's) it applies to the key's next fresh state:
+///   at once for a key that is new or idle, otherwise once its current state (decided
+///   under its old quota) goes idle and is evicted. A budget ([`BudgetRule`](crate::budget::BudgetRule)) converts the
+///   key's state and applies it at once, keeping every setting not given. A change never
+///   resets a limited key, a live state is never read under another quota's rule, and a
+///   key never has two live states (even while `reconfigure_key`, eviction and requests
 ///   for the key race: the module's "Orderings"). A key given its own quota keeps one entry
 ///   for good once it has been used (it holds the key and a redirect word when its state is
 ///   evicted), counted by [`Keyed::len`] and against `max_keys`; the quota itself is kept
@@ -232,7 +238,7 @@ pub struct Keyed<K, R: Rule = GcraRule, C = DefaultClock, S: Store<K> = DashMapS
     /// Per key: a state under `default`, or the redirect marker (module "Orderings").
     map: S::Map<Cell<R>>,
     default: R,
-    /// Set once, by the first `set_quota` (under loom: at construction, see `with_store`).
+    /// Set once, by the first `reconfigure_key` (under loom: at construction, see `with_store`).
     side: OnceLock<Side<K, R, S>>,
     /// The kind of map, for the side maps.
     store: S,
@@ -364,31 +370,15 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         self.len() == 0
     }
 
-    /// Give `key` its own quota (see "Per-key quotas"), as of the clock's current time.
-    ///
-    /// # Errors
-    ///
-    /// The [`QuotaError`] of `R` for this quota.
-    pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), QuotaError>
+    /// Give `key` the rule `rule` when its current state is idle at `now` (the per-key
+    /// reconfiguration of the rules whose configuration is a quota, [`QuotaRule`]): if it
+    /// is idle (see "Contract"), it is evicted at once, so the new rule applies to the key's
+    /// next request; otherwise the key keeps its state, under its old rule, until it goes
+    /// idle.
+    pub(crate) fn replace_rule_when_idle(&self, key: K, rule: R, now: Nanos)
     where
         K: Clone,
     {
-        self.set_quota_at(key, quota, self.clock.now())
-    }
-
-    /// As [`Keyed::set_quota`], at the explicit time `now`: if the key's current state is
-    /// idle at `now` (see "Contract"), it is evicted at once, so the new quota applies to the
-    /// key's next request; otherwise the key keeps its state, under its old quota, until it
-    /// goes idle.
-    ///
-    /// # Errors
-    ///
-    /// The [`QuotaError`] of `R` for this quota.
-    pub fn set_quota_at(&self, key: K, quota: Quota, now: Nanos) -> Result<(), QuotaError>
-    where
-        K: Clone,
-    {
-        let rule = R::new(&quota)?;
         let side = self.side();
         S::insert(&side.quotas, key.clone(), rule);
         // Only now (rule 4 of the module's "Orderings"): a request that finds the key gone
@@ -406,10 +396,10 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         {
             S::remove_if(&side.own, &key, Self::own_retired);
         }
-        Ok(())
     }
 
-    /// The side maps, built on first use. Every caller but `set_quota_at` and `with_store`
+    /// The side maps, built on first use. Every caller but a per-key reconfiguration and
+    /// `with_store`
     /// comes here through a redirect word, which is inserted only for a key found in
     /// `quotas`, so after the maps were built.
     fn side(&self) -> &Side<K, R, S> {
@@ -436,7 +426,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         K: Borrow<Q>,
     {
         // Not built yet: no key has a quota of its own (module "Orderings": a request that
-        // misses a `set_quota` running meanwhile is ordered before it).
+        // misses a `reconfigure_key` running meanwhile is ordered before it).
         let side = self.side.get()?;
         S::with_slot(&side.quotas, key, R::clone)
     }

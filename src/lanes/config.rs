@@ -1,5 +1,5 @@
 //! What a [`Lanes`](super::Lanes) limiter is configured with ([`LanesConfig`]), the lanes a
-//! request is tagged with ([`Lane`]), and what can be wrong with either ([`LanesError`],
+//! request is tagged with ([`Lane`]), and what can be wrong with either ([`LanesConfigError`],
 //! [`LaneError`]).
 
 use super::tune::AutoTune;
@@ -191,20 +191,20 @@ impl LanesConfig {
     }
 
     /// Check everything but the quota (which the budget checks).
-    pub(crate) fn check(&self) -> Result<(), LanesError> {
+    pub(crate) fn check(&self) -> Result<(), LanesConfigError> {
         if self.lanes() > MAX_LANES {
-            return Err(LanesError::TooManyLanes {
+            return Err(LanesConfigError::TooManyLanes {
                 lanes: self.lanes(),
             });
         }
         if let Some(i) = self.weights.iter().position(|&w| w == 0 || w > MAX_WEIGHT) {
-            return Err(LanesError::Weight {
+            return Err(LanesConfigError::Weight {
                 lane: Lane(i as u8 + 1),
                 weight: self.weights[i],
             });
         }
         if self.piece == Some(0) {
-            return Err(LanesError::ZeroPiece);
+            return Err(LanesConfigError::ZeroPiece);
         }
         if let Some(tune) = &self.auto_tune {
             tune.check()?;
@@ -216,7 +216,7 @@ impl LanesConfig {
 /// A configuration a [`Lanes`](super::Lanes) limiter refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum LanesError {
+pub enum LanesConfigError {
     /// The budget refuses the quota.
     Quota(QuotaError),
     /// More than [`MAX_LANES`] lanes.
@@ -244,35 +244,39 @@ pub enum LanesError {
     AutoTune,
 }
 
-impl From<QuotaError> for LanesError {
+impl From<QuotaError> for LanesConfigError {
     fn from(e: QuotaError) -> Self {
-        LanesError::Quota(e)
+        LanesConfigError::Quota(e)
     }
 }
 
-impl fmt::Display for LanesError {
+impl fmt::Display for LanesConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LanesError::Quota(e) => write!(f, "{e}"),
-            LanesError::TooManyLanes { lanes } => {
+            LanesConfigError::Quota(e) => write!(f, "{e}"),
+            LanesConfigError::TooManyLanes { lanes } => {
                 write!(f, "{lanes} lanes: at most {MAX_LANES}")
             }
-            LanesError::Weight { lane, weight } => {
+            LanesConfigError::Weight { lane, weight } => {
                 write!(f, "{lane} has weight {weight}: 1 to {MAX_WEIGHT}")
             }
-            LanesError::ZeroPiece => f.write_str("a piece of 0 units grants nothing"),
-            LanesError::LaneCount { lanes, asked } => write!(
+            LanesConfigError::ZeroPiece => f.write_str("a piece of 0 units grants nothing"),
+            LanesConfigError::LaneCount { lanes, asked } => write!(
                 f,
                 "the limiter has {lanes} lanes; a reconfiguration cannot make them {asked}"
             ),
-            LanesError::AutoTune => {
+            LanesConfigError::AutoTune => {
                 f.write_str("auto-tuning needs a non-zero period and a divisor of at least 1")
             }
         }
     }
 }
 
-impl std::error::Error for LanesError {}
+impl std::error::Error for LanesConfigError {}
+
+/// Renamed [`LanesConfigError`] (a letter away from [`LaneError`], a request's error).
+#[deprecated(since = "0.2.0", note = "renamed `LanesConfigError`")]
+pub type LanesError = LanesConfigError;
 
 /// Why a request of a [`Lanes`](super::Lanes) limiter was not granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

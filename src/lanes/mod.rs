@@ -26,7 +26,7 @@
 //!   units (a sixteenth of the burst, at most 64 KiB, by default), each when it fits whole,
 //!   so requests of any size are granted (RocksDB's and TiKV's partial grants), and a
 //!   large request of a low lane never holds the budget for long.
-//! - **Waits**: blocking ([`Lanes::acquire_blocking`]), async (`Lanes::acquire_async`,
+//! - **Waits**: blocking ([`Lanes::acquire_blocking`]), async (`Lanes::acquire`,
 //!   feature `tokio`), or at explicit times ([`Lanes::submit_at`], [`Ticket`]).
 //!   Cancellation-safe: see [`Ticket`]'s "Cancellation".
 //! - **Live reconfiguration** ([`Lanes::reconfigure`]) of the rate, burst, mode, weights and
@@ -170,11 +170,14 @@ mod shared;
 mod tune;
 mod wait;
 
+#[allow(deprecated)]
+pub use config::LanesError;
 pub use config::{
-    Lane, LaneError, LanesConfig, LanesError, DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
+    Lane, LaneError, LanesConfig, LanesConfigError, DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
 };
 pub use counts::LaneCounts;
 pub use shared::Lanes;
 pub use tune::AutoTune;
+#[cfg(feature = "io")]
 pub(crate) use wait::Waiter;
 pub use wait::{Progress, Ticket};

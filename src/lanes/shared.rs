@@ -2,7 +2,7 @@
 //! of waiting requests behind a mutex, and the counters; the lock-free fast path and the
 //! queue's steps at explicit times (submit, poll, cancel, reconfigure, retune).
 
-use super::config::{Lane, LaneError, LanesConfig, LanesError};
+use super::config::{Lane, LaneError, LanesConfig, LanesConfigError};
 use super::counts::{Counters, LaneCounts};
 use super::schedule::Schedule;
 use super::tune::Tuner;
@@ -136,7 +136,7 @@ impl Lanes<DefaultClock> {
     /// # Errors
     ///
     /// As [`Lanes::with_clock`].
-    pub fn new(config: LanesConfig) -> Result<Self, LanesError> {
+    pub fn new(config: LanesConfig) -> Result<Self, LanesConfigError> {
         Lanes::with_clock(config, DefaultClock::new())
     }
 }
@@ -147,13 +147,13 @@ impl<C: Clock> Lanes<C> {
     ///
     /// # Errors
     ///
-    /// [`LanesError`] for a configuration out of range (more than [`MAX_LANES`] lanes, a
+    /// [`LanesConfigError`] for a configuration out of range (more than [`MAX_LANES`] lanes, a
     /// weight of 0 or above [`MAX_WEIGHT`], a piece of 0, a bad auto-tuning rule) and
-    /// [`LanesError::Quota`] for a quota a [`Budget`] refuses.
+    /// [`LanesConfigError::Quota`] for a quota a [`Budget`] refuses.
     ///
     /// [`MAX_LANES`]: super::MAX_LANES
     /// [`MAX_WEIGHT`]: super::MAX_WEIGHT
-    pub fn with_clock(config: LanesConfig, clock: C) -> Result<Self, LanesError> {
+    pub fn with_clock(config: LanesConfig, clock: C) -> Result<Self, LanesConfigError> {
         config.check()?;
         let now = clock.now();
         let (quota, tuner) = Self::start(&config, now)?;
@@ -177,7 +177,7 @@ impl<C: Clock> Lanes<C> {
     }
 
     /// The quota to start `config` with at `now`, and its tuner.
-    fn start(config: &LanesConfig, now: Nanos) -> Result<(Quota, Option<Tuner>), LanesError> {
+    fn start(config: &LanesConfig, now: Nanos) -> Result<(Quota, Option<Tuner>), LanesConfigError> {
         Ok(match config.get_auto_tune() {
             None => (config.quota, None),
             Some(rule) => {
@@ -388,7 +388,7 @@ impl<C: Clock> Lanes<C> {
     /// # Errors
     ///
     /// As [`Lanes::reconfigure_at`].
-    pub fn reconfigure(&self, config: &LanesConfig) -> Result<(), LanesError> {
+    pub fn reconfigure(&self, config: &LanesConfig) -> Result<(), LanesConfigError> {
         self.reconfigure_at(config, self.now())
     }
 
@@ -401,7 +401,7 @@ impl<C: Clock> Lanes<C> {
     ///
     /// # Errors
     ///
-    /// [`LanesError::LaneCount`] for another number of lanes, and as [`Lanes::with_clock`];
+    /// [`LanesConfigError::LaneCount`] for another number of lanes, and as [`Lanes::with_clock`];
     /// then nothing changes.
     ///
     /// # Examples
@@ -418,10 +418,10 @@ impl<C: Clock> Lanes<C> {
     /// assert_eq!(lanes.snapshot_at(0).full_after.as_millis(), 50);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reconfigure_at(&self, config: &LanesConfig, now: Nanos) -> Result<(), LanesError> {
+    pub fn reconfigure_at(&self, config: &LanesConfig, now: Nanos) -> Result<(), LanesConfigError> {
         config.check()?;
         if config.lanes() != self.lanes {
-            return Err(LanesError::LaneCount {
+            return Err(LanesConfigError::LaneCount {
                 lanes: self.lanes,
                 asked: config.lanes(),
             });
@@ -450,7 +450,7 @@ impl<C: Clock> Lanes<C> {
     /// # Errors
     ///
     /// As [`Lanes::reconfigure`].
-    pub fn set_weights(&self, weights: &[u32]) -> Result<(), LanesError> {
+    pub fn set_weights(&self, weights: &[u32]) -> Result<(), LanesConfigError> {
         self.reconfigure(&self.config().weights(weights))
     }
 

@@ -10,7 +10,7 @@
 //! time from a request joining an empty queue to the queue emptying again, summed. The
 //! thresholds, step, bounds and start are RocksDB's by default.
 
-use super::config::LanesError;
+use super::config::LanesConfigError;
 use crate::clock::{duration_to_nanos, Nanos};
 use core::time::Duration;
 
@@ -67,13 +67,13 @@ impl Default for AutoTune {
 
 impl AutoTune {
     /// Check the rule: a non-zero period, a divisor of at least 1, `low ≤ high ≤ 100`.
-    pub(crate) fn check(&self) -> Result<(), LanesError> {
+    pub(crate) fn check(&self) -> Result<(), LanesConfigError> {
         if self.period.is_zero()
             || self.divisor == 0
             || self.low_pct > self.high_pct
             || self.high_pct > 100
         {
-            return Err(LanesError::AutoTune);
+            return Err(LanesConfigError::AutoTune);
         }
         Ok(())
     }

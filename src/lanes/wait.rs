@@ -1,6 +1,6 @@
 //! Waiting for a lane's grant (layer 3): [`Ticket`] at explicit times, blocking waits
 //! ([`Lanes::acquire_blocking`]), and async waits on tokio's timer
-//! ([`Lanes::acquire_async`], feature `tokio`).
+//! ([`Lanes::acquire`], feature `tokio`).
 //!
 //! Every wait is the same poll (`Lanes::poll_acquire`), run blocking or async by the waiting
 //! layer's driver: submit (the fast path, then the queue), then look at the request until
@@ -338,7 +338,7 @@ impl<C: Clock> Lanes<C> {
     /// # Errors
     ///
     /// As [`Lanes::acquire_blocking_until`].
-    pub async fn acquire_async(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
+    pub async fn acquire(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
         WaitFuture::new(self.acquire_wait(lane, n, None)?).await
     }
 
@@ -347,7 +347,7 @@ impl<C: Clock> Lanes<C> {
     /// # Errors
     ///
     /// As [`Lanes::acquire_blocking_until`].
-    pub async fn acquire_async_within(
+    pub async fn acquire_within(
         &self,
         lane: Lane,
         n: u32,
@@ -375,13 +375,13 @@ impl<C: Clock> Lanes<C> {
     /// use std::time::Duration;
     ///
     /// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
-    /// lanes.acquire_async(Lane::LOW, 64 << 10).await?;        // the whole burst
-    /// let read = lanes.acquire_async(Lane::USER, 4 << 10);     // 4 ms at 1 MiB/s
+    /// lanes.acquire(Lane::LOW, 64 << 10).await?;        // the whole burst
+    /// let read = lanes.acquire(Lane::USER, 4 << 10);     // 4 ms at 1 MiB/s
     /// assert!(tokio::time::timeout(Duration::from_millis(100), read).await.is_ok());
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_async_until(
+    pub async fn acquire_until(
         &self,
         lane: Lane,
         n: u32,
@@ -389,5 +389,46 @@ impl<C: Clock> Lanes<C> {
     ) -> Result<(), LaneError> {
         let deadline = self.deadline_at(deadline);
         WaitFuture::new(self.acquire_wait(lane, n, deadline)?).await
+    }
+
+    /// Renamed [`Lanes::acquire`] (async waits take the plain name, blocking ones end in
+    /// `_blocking`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_blocking_until`].
+    #[deprecated(since = "0.2.0", note = "renamed `acquire`")]
+    pub async fn acquire_async(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
+        self.acquire(lane, n).await
+    }
+
+    /// Renamed [`Lanes::acquire_within`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_blocking_until`].
+    #[deprecated(since = "0.2.0", note = "renamed `acquire_within`")]
+    pub async fn acquire_async_within(
+        &self,
+        lane: Lane,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<(), LaneError> {
+        self.acquire_within(lane, n, max_wait).await
+    }
+
+    /// Renamed [`Lanes::acquire_until`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_blocking_until`].
+    #[deprecated(since = "0.2.0", note = "renamed `acquire_until`")]
+    pub async fn acquire_async_until(
+        &self,
+        lane: Lane,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<(), LaneError> {
+        self.acquire_until(lane, n, deadline).await
     }
 }

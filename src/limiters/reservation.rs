@@ -49,6 +49,7 @@ impl Reservation {
     }
 
     /// [`Reservation::delay`] in ns, as the limiter decided it.
+    #[cfg(feature = "counters")]
     pub(crate) fn delay_ns(&self) -> Nanos {
         self.delay
     }

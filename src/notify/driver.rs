@@ -17,14 +17,18 @@
 //! queue entry, a reserved place) gives it back in its own `Drop`, so the blocking and async
 //! faces are cancellation-safe the same way.
 
+#[cfg(feature = "throttler")]
 use super::event::{Event, Listener};
 use crate::sync::{current_thread, park, park_timeout, Thread};
 use alloc::sync::Arc;
+#[cfg(any(feature = "throttler", feature = "tokio"))]
 use core::future::Future;
+#[cfg(any(feature = "throttler", feature = "tokio"))]
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::task::Wake;
+#[cfg(feature = "throttler")]
 use std::time::Instant;
 
 /// A wait, written once (see the module).
@@ -50,6 +54,7 @@ impl<W: Wait + ?Sized> Wait for &mut W {
 /// (`pub` only for the I/O adapters' sealed trait, whose polls take it; not nameable
 /// outside the crate.)
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "io"), allow(unreachable_pub))]
 pub struct Nap(Option<Duration>);
 
 impl Nap {
@@ -68,6 +73,7 @@ impl Nap {
 
 /// A wait for `ready` to hold, looked at again at every notification of `event`, or for
 /// `deadline` (the OS clock's) to pass: whether it held.
+#[cfg(feature = "throttler")]
 struct Condition<'a, F> {
     event: &'a Event,
     listener: Option<Listener<'a>>,
@@ -75,6 +81,7 @@ struct Condition<'a, F> {
     ready: F,
 }
 
+#[cfg(feature = "throttler")]
 impl<F: FnMut() -> bool> Wait for Condition<'_, F> {
     type Output = bool;
 
@@ -101,6 +108,7 @@ impl<F: FnMut() -> bool> Wait for Condition<'_, F> {
 
 /// Block the thread until `ready` holds (looked at again at every notification of
 /// `event`) or `deadline` passes (`None`: none); whether it held.
+#[cfg(feature = "throttler")]
 pub(crate) fn block_until(
     event: &Event,
     deadline: Option<Instant>,

@@ -70,6 +70,7 @@ impl<T, R> WaitList<T, R> {
     }
 
     #[inline]
+    #[cfg(any(feature = "concurrency", test))]
     pub(crate) fn is_empty(&self) -> bool {
         self.waiting == 0
     }
@@ -80,6 +81,7 @@ impl<T, R> WaitList<T, R> {
     }
 
     /// Queue `value` first (served before everyone queued before it); its key.
+    #[cfg(any(feature = "concurrency", all(test, not(limitcore_loom))))]
     pub(crate) fn push_front(&mut self, value: T, waker: Option<Waker>) -> usize {
         self.link(value, waker, None, self.head)
     }
@@ -140,6 +142,7 @@ impl<T, R> WaitList<T, R> {
 
     /// The request of a waiting entry, mutably.
     #[inline]
+    #[cfg(feature = "budget")]
     pub(crate) fn get_mut(&mut self, key: usize) -> Option<&mut T> {
         match self.slots.get_mut(key) {
             Some(Slot::Waiting { value, .. }) => Some(value),
@@ -169,6 +172,7 @@ impl<T, R> WaitList<T, R> {
 
     /// Take a waiting entry's waker without resolving it (the waiter should look again:
     /// its request was changed in place, or the conditions it waits on).
+    #[cfg(any(feature = "budget", all(test, not(limitcore_loom))))]
     pub(crate) fn take_waker(&mut self, key: usize) -> Option<Waker> {
         match self.slots.get_mut(key) {
             Some(Slot::Waiting { waker, .. }) => waker.take(),
@@ -198,6 +202,7 @@ impl<T, R> WaitList<T, R> {
     }
 
     /// The waker kept for a waiting entry.
+    #[cfg(feature = "lanes")]
     pub(crate) fn waker(&self, key: usize) -> Option<&Waker> {
         match self.slots.get(key) {
             Some(Slot::Waiting { waker, .. }) => waker.as_ref(),

@@ -39,6 +39,7 @@
 
 pub(crate) mod driver;
 mod event;
+#[cfg(any(feature = "budget", feature = "concurrency", all(test, limitcore_loom)))]
 pub(crate) mod list;
 pub(crate) mod wake;
 

@@ -7,12 +7,16 @@
 //! checks, so that a shared mistake is unlikely. They are public so that users can check
 //! their own integrations the same way.
 
+#[cfg(feature = "budget")]
 mod budget;
-#[cfg(feature = "std")]
+#[cfg(feature = "lanes")]
 mod lanes;
 
+#[cfg(feature = "budget")]
+#[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
 pub use budget::BudgetModel;
-#[cfg(feature = "std")]
+#[cfg(feature = "lanes")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lanes")))]
 pub use lanes::LanesModel;
 
 use crate::algorithm::Algorithm;

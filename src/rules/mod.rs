@@ -171,6 +171,39 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     fn fresh_since(&self, state: &Self::State, since: Nanos, now: Nanos) -> bool;
 }
 
+/// A rule whose whole configuration is its [`Quota`]: every rule of this module (not a
+/// budget's, which has a debt and a mode too). The algorithms by name
+/// ([`Algorithm`](crate::Algorithm)) are these rules, and
+/// [`Keyed::reconfigure_key`](crate::Keyed::reconfigure_key) gives a key of one a new rule
+/// for a quota, from the key's next fresh state on (at once if the key is idle, else once
+/// it goes idle: a live state is never read under another quota's rule).
+///
+/// Implement it for a rule of your own whose configuration is a quota, to reconfigure its
+/// keys one by one.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Keyed, Quota};
+/// use limitcore::clock::ManualClock;
+/// use limitcore::rules::GcraRule;
+///
+/// let per_ip: Keyed<String, GcraRule, ManualClock> =
+///     Keyed::with_clock(Quota::per_second(1)?, ManualClock::new())?;
+/// per_ip.reconfigure_key_at("10.0.0.1".to_owned(), Quota::per_second(100)?.with_burst(5)?, 0)?;
+/// assert!(per_ip.try_acquire_n_at("10.0.0.1", 5, 0).is_ok()); // a new key: at once
+/// assert!(per_ip.try_acquire_n_at("10.0.0.2", 2, 0).is_err());
+/// # Ok::<(), limitcore::QuotaError>(())
+/// ```
+pub trait QuotaRule: Rule {}
+
+impl<const PACE: bool> QuotaRule for TatRule<PACE> {}
+impl QuotaRule for TokenBucketRule {}
+impl QuotaRule for FixedWindowRule {}
+impl QuotaRule for SlidingWindowRule {}
+#[cfg(feature = "std")]
+impl QuotaRule for SlidingLogRule {}
+
 /// A rule that can also take permits now for a start in the future (a reservation):
 /// [`GcraRule`] (the start is when the request conforms) and [`LeakyBucketRule`] (its slot
 /// in the queue).

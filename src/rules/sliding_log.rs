@@ -85,6 +85,7 @@ impl Log {
 
     /// The earliest time at or after `t` at which `n` more entries fit (the blocking entry's
     /// time plus `period`), or `None` past the clock's range. Requires `t ≥` the newest entry.
+    #[cfg(feature = "throttler")]
     pub(crate) fn earliest(&self, t: Nanos, n: u32) -> Option<Nanos> {
         match self.blocking_entry(n as usize) {
             Some(e) => e.checked_add(self.period).map(|free| free.max(t)),

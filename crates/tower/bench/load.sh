@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load comparison of the example server (crates/tower/examples/server.rs) with no layer,
+# Load comparison of the example server (crates/tower/examples/server/main.rs) with no layer,
 # with limitcore-tower (per client IP, a quota that admits everything; with and without its
 # Outcome extension) and with
 # tower_governor on the same quota, under wrk, in the same run: ROUNDS rounds, the four

@@ -21,7 +21,7 @@ use tower::Layer;
 ///
 /// `X` reads each request's key ([`KeyExtractor`]); `L` is the limiter, any
 /// [`KeyedRateLimiter<X::Key>`](KeyedRateLimiter): [`Keyed`] (any algorithm per key, GCRA by
-/// default, per-key quotas with `Keyed::set_quota`, bounded memory with
+/// default, per-key quotas with `Keyed::reconfigure_key`, bounded memory with
 /// `Keyed::with_max_keys`), `KeyedSketch`, [`Global`], [`All`](limitcore::All) of several (per
 /// client and global, all or nothing), `Box<dyn KeyedRefund<K>>` from
 /// [`Algorithm::keyed`](limitcore::Algorithm::keyed), or a limiter of another crate.
@@ -244,7 +244,7 @@ impl<X: KeyExtractor, L, M> RateLimitLayer<X, L, M> {
     ///
     /// let layer = RateLimitLayer::per_ip("10/s".parse()?)?.build()?;
     /// // A client with a quota of its own (applies from its next fresh state).
-    /// layer.limiter().set_quota("192.0.2.7".parse()?, Quota::per_second(100)?)?;
+    /// layer.limiter().reconfigure_key("192.0.2.7".parse()?, Quota::per_second(100)?)?;
     /// assert_eq!(layer.limiter().len(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -14,7 +14,7 @@ use common::{client, get as fetch, serve};
 use http::{HeaderValue, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
-use limitcore::concurrency::{AcquireError, Aimd, Outcome};
+use limitcore::concurrency::{AcquireError, Aimd, Completion};
 use limitcore_tower::ConcurrencyLimitLayer;
 use limitcore_tower::concurrency::Shed;
 use std::future::Future as _;
@@ -432,9 +432,9 @@ async fn default_classifier_outcomes_reach_aimd() {
 #[tokio::test]
 async fn a_custom_classifier_decides_what_is_a_drop() {
     let classify = |status: StatusCode| match status {
-        StatusCode::NOT_FOUND => Outcome::Dropped,
-        s if s.is_server_error() => Outcome::Ignored,
-        _ => Outcome::Success,
+        StatusCode::NOT_FOUND => Completion::Dropped,
+        s if s.is_server_error() => Completion::Ignored,
+        _ => Completion::Success,
     };
     let layer = ConcurrencyLimitLayer::adaptive(aimd())
         .unwrap()

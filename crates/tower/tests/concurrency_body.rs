@@ -8,7 +8,7 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use limitcore::clock::ManualClock;
-use limitcore::concurrency::{Adaptive, Aimd, Outcome, Permits};
+use limitcore::concurrency::{Adaptive, Aimd, Completion, Permits};
 use limitcore_tower::ConcurrencyLimitLayer;
 use limitcore_tower::concurrency::{Classify, Latency, PermitBody};
 use std::pin::Pin;
@@ -174,12 +174,12 @@ async fn an_upgrade_releases_its_permit_at_the_101() {
 struct ErrorsIgnored;
 
 impl Classify for ErrorsIgnored {
-    fn classify_response<B>(&self, _: &Response<B>) -> Outcome {
-        Outcome::Success
+    fn classify_response<B>(&self, _: &Response<B>) -> Completion {
+        Completion::Success
     }
 
-    fn classify_error<E>(&self, _: &E) -> Outcome {
-        Outcome::Ignored
+    fn classify_error<E>(&self, _: &E) -> Completion {
+        Completion::Ignored
     }
 }
 

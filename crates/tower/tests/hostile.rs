@@ -261,7 +261,7 @@ async fn a_flood_of_fresh_addresses_stays_within_the_key_bound() {
             .with_max_keys(MAX_KEYS);
     let victim = ip("192.0.2.1");
     limiter
-        .set_quota(victim, Quota::per_hour(5).unwrap())
+        .reconfigure_key(victim, Quota::per_hour(5).unwrap())
         .unwrap();
     let layer = RateLimitLayer::builder(
         limiter,

@@ -509,7 +509,7 @@ async fn tenant_quota_overrides_by_header() {
     let per_tenant: Keyed<http::HeaderValue, GcraRule, ManualClock> =
         Keyed::with_clock(Quota::per_second(1).unwrap(), clock.clone()).unwrap();
     per_tenant
-        .set_quota(
+        .reconfigure_key(
             http::HeaderValue::from_static("gold"),
             Quota::per_second(5).unwrap(),
         )

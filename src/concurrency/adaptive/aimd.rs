@@ -50,6 +50,8 @@ use core::time::Duration;
 pub struct Aimd {
     bounds: Bounds,
     initial: u32,
+    /// Whether `initial` was set (`with_initial`), rather than the default.
+    initial_set: bool,
     backoff: f64,
     timeout: Nanos,
     window: Window,
@@ -67,6 +69,7 @@ impl Aimd {
         Aimd {
             bounds: Bounds { min: 20, max: 200 },
             initial: 20,
+            initial_set: false,
             backoff: 0.9,
             timeout: 5_000_000_000,
             window: Window::per_request(),
@@ -116,7 +119,7 @@ impl AdaptiveRule for Aimd {
 
     /// The initial limit lies within the minimum and maximum.
     fn check(&self) -> Result<(), LimitError> {
-        self.bounds.check(self.initial, "initial limit").map(|_| ())
+        self.bounds.check_initial(self.initial).map(|_| ())
     }
 
     fn initial(&self) -> u32 {
@@ -202,17 +205,36 @@ mod tests {
         assert!(Aimd::new().with_backoff(0.5).is_ok());
         assert!(Aimd::new().with_timeout(Duration::ZERO).is_err());
         assert!(Aimd::new().with_initial(0).is_err());
-        // An initial limit outside the bounds is refused when the limit is built, whatever
-        // the order the two were set in.
-        let below = Aimd::new().with_initial(19).unwrap();
-        assert!(below.check().is_err(), "below the default minimum");
-        assert!(Permits::adaptive(below).is_err());
-        let outside = Aimd::new().with_limits(30, 40).unwrap();
-        assert!(outside.check().is_err(), "the initial 20 falls outside");
+        // An initial limit outside the bounds is refused when it is given, never later by
+        // the limit that is built from the rule.
+        assert_eq!(
+            Aimd::new().with_initial(19),
+            Err(LimitError::InitialOutsideLimits {
+                initial: 19,
+                min: 20,
+                max: 200
+            }),
+            "below the default minimum"
+        );
+        let set = Aimd::new().with_initial(30).unwrap();
+        assert_eq!(
+            set.with_limits(1, 10),
+            Err(LimitError::InitialOutsideLimits {
+                initial: 30,
+                min: 1,
+                max: 10
+            }),
+            "an initial limit set before must stay within"
+        );
+        // The default initial limit (20) follows the limits into their range.
+        let narrow = Aimd::new().with_limits(30, 40).unwrap();
+        assert_eq!((narrow.check(), narrow.initial()), (Ok(()), 30));
+        let wide = Aimd::new().with_limits(1, 10).unwrap();
+        assert_eq!(wide.initial(), 10);
         let fits = Aimd::new()
-            .with_initial(4)
-            .unwrap()
             .with_limits(1, 10)
+            .unwrap()
+            .with_initial(4)
             .unwrap();
         assert_eq!(fits.check(), Ok(()));
         assert_eq!(Permits::adaptive(fits).unwrap().limit(), 4);

@@ -47,6 +47,8 @@ use crate::concurrency::word::MAX_LIMIT;
 pub struct Gradient2 {
     bounds: Bounds,
     initial: u32,
+    /// Whether `initial` was set (`with_initial`), rather than the default.
+    initial_set: bool,
     smoothing: f64,
     queue_size: Level,
     long_window: u32,
@@ -93,6 +95,7 @@ impl Gradient2 {
         Gradient2 {
             bounds: Bounds { min: 20, max: 200 },
             initial: 20,
+            initial_set: false,
             smoothing: 0.2,
             queue_size: Level::Fixed(4),
             long_window: 600,
@@ -169,7 +172,7 @@ impl AdaptiveRule for Gradient2 {
 
     /// The initial limit lies within the minimum and maximum.
     fn check(&self) -> Result<(), LimitError> {
-        self.bounds.check(self.initial, "initial limit").map(|_| ())
+        self.bounds.check_initial(self.initial).map(|_| ())
     }
 
     fn initial(&self) -> Gradient2State {

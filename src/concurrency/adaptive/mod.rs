@@ -21,30 +21,44 @@
 //! assert_eq!(aimd.update(&mut limit, &Sample::new(1_000_000, 10, true)), 20); // ×0.9, floored at the minimum
 //! ```
 
-/// The setters every rule with `bounds: Bounds` and `initial: u32` fields shares, written
-/// once: `with_limits` and `with_initial` (used inside each rule's `impl`).
+/// The setters every rule with `bounds: Bounds`, `initial: u32` and `initial_set: bool`
+/// fields shares, written once: `with_limits` and `with_initial` (used inside each rule's
+/// `impl`). Each validates the value it is given, so that a rule they return is one
+/// [`Permits::adaptive`](crate::concurrency::Permits::adaptive) accepts.
 macro_rules! limit_setters {
     () => {
-        /// The minimum and maximum limits (the initial limit must lie within them: checked by
-        /// [`AdaptiveRule::check`] when a limit is built, so the two can be set in any order).
+        /// The minimum and maximum limits. An initial limit set with `with_initial` must lie
+        /// within them; the rule's default initial limit is moved within them (to the nearer
+        /// bound) if it does not.
         ///
         /// # Errors
         ///
-        /// [`LimitError`] for a zero or too large bound, or `min > max`.
+        /// [`LimitError`] for a zero or too large bound, or `min > max`;
+        /// [`LimitError::InitialOutsideLimits`] if the initial limit set before falls
+        /// outside (set the limits first, then the initial limit).
         pub fn with_limits(mut self, min: u32, max: u32) -> Result<Self, LimitError> {
-            self.bounds = super::Bounds::new(min, max)?;
+            let bounds = super::Bounds::new(min, max)?;
+            if self.initial_set {
+                bounds.check_initial(self.initial)?;
+            } else {
+                self.initial = self.initial.clamp(min, max);
+            }
+            self.bounds = bounds;
             Ok(self)
         }
 
-        /// The limit to start from (within the minimum and maximum: see
-        /// [`AdaptiveRule::check`]).
+        /// The limit to start from, within the minimum and maximum (the defaults, or those
+        /// set with `with_limits` before).
         ///
         /// # Errors
         ///
         /// [`LimitError::ZeroLimit`] for 0, [`LimitError::LimitTooLarge`] above
-        /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT).
+        /// [`MAX_LIMIT`](crate::concurrency::MAX_LIMIT);
+        /// [`LimitError::InitialOutsideLimits`] outside the minimum and maximum.
         pub fn with_initial(mut self, initial: u32) -> Result<Self, LimitError> {
-            self.initial = crate::concurrency::word::check_limit(initial)?;
+            let initial = crate::concurrency::word::check_limit(initial)?;
+            self.initial = self.bounds.check_initial(initial)?;
+            self.initial_set = true;
             Ok(self)
         }
     };
@@ -146,15 +160,15 @@ impl Bounds {
         Ok(Bounds { min, max })
     }
 
-    /// `limit` if it is within the bounds.
-    pub(crate) fn check(&self, limit: u32, name: &'static str) -> Result<u32, LimitError> {
-        if (self.min..=self.max).contains(&limit) {
-            Ok(limit)
+    /// `initial` if it is within the bounds, else the error that says so.
+    pub(crate) fn check_initial(&self, initial: u32) -> Result<u32, LimitError> {
+        if (self.min..=self.max).contains(&initial) {
+            Ok(initial)
         } else {
-            Err(LimitError::Parameter {
-                name,
-                value: f64::from(limit),
-                expected: "within the rule's minimum and maximum limits",
+            Err(LimitError::InitialOutsideLimits {
+                initial,
+                min: self.min,
+                max: self.max,
             })
         }
     }
@@ -185,18 +199,7 @@ impl Level {
 /// `⌊log10 n⌋`, at least 1: Netflix's `Log10RootIntFunction` (its table for `n < 1000`
 /// takes the same values); [`Vegas`]' default α, β, threshold, increase and decrease are
 /// built on it.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore::concurrency::{log10_root, Vegas};
-///
-/// assert_eq!((log10_root(5), log10_root(150), log10_root(20_000)), (1, 2, 4));
-/// // Netflix's default β, written out.
-/// let vegas = Vegas::new().with_beta_fn(|limit| 6 * log10_root(limit));
-/// # let _ = vegas;
-/// ```
-pub fn log10_root(n: u32) -> u32 {
+fn log10_root(n: u32) -> u32 {
     n.checked_ilog10().unwrap_or(0).max(1)
 }
 
@@ -258,7 +261,7 @@ mod tests {
             Err(LimitError::MinAboveMax { min: 6, max: 5 })
         );
         let b = Bounds::new(2, 5).unwrap();
-        assert!(b.check(6, "initial").is_err() && b.check(5, "initial").is_ok());
+        assert!(b.check_initial(6).is_err() && b.check_initial(5).is_ok());
         assert_eq!(b.clamp(0.5), 2.0);
         assert_eq!(b.clamp(9.0), 5.0);
     }

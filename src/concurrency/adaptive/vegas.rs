@@ -14,7 +14,7 @@ use crate::concurrency::word::MAX_LIMIT;
 /// Source: Netflix concurrency-limits, `VegasLimit`, with its parameters and defaults:
 /// initial 20, maximum 1000 (`maxConcurrency`; the minimum is 1), smoothing 1.0,
 /// `α = 3·log10(L)`, `β = 6·log10(L)`, threshold `log10(L)`, increase `L + log10(L)`,
-/// decrease `L − log10(L)` (`log10` as [`log10_root`]: `⌊log10 L⌋`, at least 1), a probe
+/// decrease `L − log10(L)` (`log10 L`: `⌊log10 L⌋`, at least 1, Netflix's `Log10RootIntFunction`), a probe
 /// of the no-load latency every `probe multiplier (30) × L × jitter` samples, jitter uniform
 /// in `[0.5, 1)`; samples per request unless given a [`Window`]. Netflix draws the jitter
 /// from `ThreadLocalRandom`; here it comes from a generator seeded by
@@ -52,6 +52,8 @@ use crate::concurrency::word::MAX_LIMIT;
 pub struct Vegas {
     bounds: Bounds,
     initial: u32,
+    /// Whether `initial` was set (`with_initial`), rather than the default.
+    initial_set: bool,
     smoothing: f64,
     alpha: Level,
     beta: Level,
@@ -117,6 +119,7 @@ impl Vegas {
         Vegas {
             bounds: Bounds { min: 1, max: 1000 },
             initial: 20,
+            initial_set: false,
             smoothing: 1.0,
             alpha: Level::Of(alpha_default),
             beta: Level::Of(beta_default),
@@ -239,7 +242,7 @@ impl AdaptiveRule for Vegas {
 
     /// The initial limit lies within the minimum and maximum.
     fn check(&self) -> Result<(), LimitError> {
-        self.bounds.check(self.initial, "initial limit").map(|_| ())
+        self.bounds.check_initial(self.initial).map(|_| ())
     }
 
     fn initial(&self) -> VegasState {

@@ -1,6 +1,6 @@
-//! The example server's application (`examples/server.rs` runs it; `tests/metrics_page.rs`
-//! includes this file with `#[path]` and serves it on 127.0.0.1:0): the command line, every
-//! contender of the load comparison, and the `/metrics` page.
+//! The example server's application (`main.rs` runs it; `tests.rs`, the example's tests,
+//! serves it on 127.0.0.1:0): the command line, every contender of the load
+//! comparison, and the `/metrics` page.
 //!
 //! `--limiter none` serves without a layer and `governor` with tower_governor on the same
 //! quota (peer or global key, reject mode): the load comparison in

@@ -3,7 +3,7 @@
 use super::tracked::Tracked;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use limitcore::concurrency::{Feedback, Fixed, Outcome};
+use limitcore::concurrency::{Completion, Feedback, Fixed};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::pin::Pin;
@@ -13,7 +13,7 @@ use std::task::{Context, Poll, ready};
 /// drop as a cancellation.
 pub(crate) struct Held<F: Feedback> {
     permit: Option<Tracked<F>>,
-    outcome: Outcome,
+    outcome: Completion,
 }
 
 impl<F: Feedback> Held<F> {
@@ -21,7 +21,7 @@ impl<F: Feedback> Held<F> {
     pub(crate) fn none() -> Self {
         Held {
             permit: None,
-            outcome: Outcome::Ignored,
+            outcome: Completion::Ignored,
         }
     }
 
@@ -46,7 +46,7 @@ impl<F: Feedback> Drop for Held<F> {
     fn drop(&mut self) {
         if let Some(permit) = self.permit.take() {
             match self.outcome {
-                Outcome::Dropped => permit.dropped(),
+                Completion::Dropped => permit.dropped(),
                 _ => permit.ignore(),
             }
         }
@@ -59,13 +59,13 @@ pin_project! {
     ///
     /// - **At its end** (`poll_frame` returns `None`, or a frame after which the inner body
     ///   reports [`is_end_stream`](Body::is_end_stream), or already at the head for an empty
-    ///   body) the permit is completed with the response's classified [`Outcome`]: a
+    ///   body) the permit is completed with the response's classified [`Completion`]: a
     ///   success's latency then runs to this instant ([`Latency`](super::Latency)).
     /// - **On an error** of the inner body the permit is completed as
-    ///   [`Outcome::Dropped`].
+    ///   [`Completion::Dropped`].
     /// - **Dropped before its end** (the client disconnected, the server timed the body
-    ///   out) the permit is released as [`Outcome::Ignored`] (a cancellation is no sample),
-    ///   or [`Outcome::Dropped`] if the response was classified as one.
+    ///   out) the permit is released as [`Completion::Ignored`] (a cancellation is no sample),
+    ///   or [`Completion::Dropped`] if the response was classified as one.
     ///
     /// Frames, [`size_hint`](Body::size_hint) and [`is_end_stream`](Body::is_end_stream)
     /// are the inner body's. The layer's own responses (a shed request) are written in `B`
@@ -104,7 +104,7 @@ pin_project! {
 impl<B: Body, F: Feedback> PermitBody<B, F> {
     /// `inner` holding `permit`, to be completed with `outcome` at its end (at once if it is
     /// already at its end).
-    pub(crate) fn new(inner: B, permit: Tracked<F>, outcome: Outcome) -> Self {
+    pub(crate) fn new(inner: B, permit: Tracked<F>, outcome: Completion) -> Self {
         let mut held = Held {
             permit: Some(permit),
             outcome,

@@ -19,7 +19,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use http::StatusCode;
-/// use limitcore::concurrency::{Aimd, Order, Outcome};
+/// use limitcore::concurrency::{Aimd, Order, Completion};
 /// use limitcore_tower::ConcurrencyLimitLayer;
 /// use std::time::Duration;
 ///
@@ -28,7 +28,7 @@ use std::time::Duration;
 ///     .order(Order::Lifo)
 ///     .status(StatusCode::TOO_MANY_REQUESTS)
 ///     .classifier(|status: StatusCode| {
-///         if status == StatusCode::GATEWAY_TIMEOUT { Outcome::Dropped } else { Outcome::Success }
+///         if status == StatusCode::GATEWAY_TIMEOUT { Completion::Dropped } else { Completion::Success }
 ///     })
 ///     .build();
 /// assert_eq!(layer.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -171,16 +171,16 @@ impl<F: Feedback, C: Classify> Builder<F, C> {
     ///
     /// ```
     /// use http::StatusCode;
-    /// use limitcore::concurrency::{Aimd, Outcome};
+    /// use limitcore::concurrency::{Aimd, Completion};
     /// use limitcore_tower::ConcurrencyLimitLayer;
     ///
     /// // 429 from the backend is overload too.
     /// let layer = ConcurrencyLimitLayer::adaptive(Aimd::new())?
     ///     .classifier(|status: StatusCode| {
     ///         if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-    ///             Outcome::Dropped
+    ///             Completion::Dropped
     ///         } else {
-    ///             Outcome::Success
+    ///             Completion::Success
     ///         }
     ///     })
     ///     .build();

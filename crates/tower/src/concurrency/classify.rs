@@ -2,30 +2,30 @@
 //! the status, or your own), and [`Latency`]: which span a success's latency covers.
 
 use http::{Response, StatusCode};
-use limitcore::concurrency::Outcome;
+use limitcore::concurrency::Completion;
 
 /// Reads a response's head (status, headers, extensions) and an inner service's errors as
-/// the [`Outcome`] its permit is completed with: the feedback an adaptive limit learns from
+/// the [`Completion`] its permit is completed with: the feedback an adaptive limit learns from
 /// (a fixed limit only counts the permit back).
 ///
 /// The outcome of a response is decided at its head but reported when its body ends (see
-/// the [module's "Behaviour"](crate::concurrency)): [`Outcome::Success`] becomes a latency
+/// the [module's "Behaviour"](crate::concurrency)): [`Completion::Success`] becomes a latency
 /// sample from the permit's grant to the body's end (or to the head: [`Latency::Head`]);
-/// [`Outcome::Dropped`] tells the rule to back off; [`Outcome::Ignored`] is no sample;
-/// [`Outcome::SuccessAfter`] reports your own latency.
+/// [`Completion::Dropped`] tells the rule to back off; [`Completion::Ignored`] is no sample;
+/// [`Completion::SuccessAfter`] reports your own latency.
 ///
 /// A classifier is cloned into each request's future: keep it cheap to clone (a unit
 /// struct, a closure, or its state behind an `Arc`).
 ///
-/// Implemented by [`DefaultClassifier`] and by every `Fn(StatusCode) -> Outcome + Clone +
+/// Implemented by [`DefaultClassifier`] and by every `Fn(StatusCode) -> Completion + Clone +
 /// Send + Sync + 'static` closure (inner-service errors then count as
-/// [`Outcome::Dropped`]).
+/// [`Completion::Dropped`]).
 ///
 /// # Examples
 ///
 /// ```
 /// use http::{Response, StatusCode};
-/// use limitcore_tower::concurrency::{Classify, Outcome};
+/// use limitcore_tower::concurrency::{Classify, Completion};
 ///
 /// /// 5xx and 429 from the backend are overload; a response marked `x-cache: hit` says
 /// /// nothing about the backend's latency.
@@ -33,96 +33,96 @@ use limitcore::concurrency::Outcome;
 /// struct Backend;
 ///
 /// impl Classify for Backend {
-///     fn classify_response<B>(&self, response: &Response<B>) -> Outcome {
+///     fn classify_response<B>(&self, response: &Response<B>) -> Completion {
 ///         let status = response.status();
 ///         if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-///             Outcome::Dropped
+///             Completion::Dropped
 ///         } else if response.headers().get("x-cache").is_some_and(|v| v == "hit") {
-///             Outcome::Ignored
+///             Completion::Ignored
 ///         } else {
-///             Outcome::Success
+///             Completion::Success
 ///         }
 ///     }
 /// }
 ///
 /// let busy = Response::builder().status(429).body(()).unwrap();
-/// assert_eq!(Backend.classify_response(&busy), Outcome::Dropped);
-/// assert_eq!(Backend.classify_error(&std::fmt::Error), Outcome::Dropped); // the default
+/// assert_eq!(Backend.classify_response(&busy), Completion::Dropped);
+/// assert_eq!(Backend.classify_error(&std::fmt::Error), Completion::Dropped); // the default
 /// ```
 pub trait Classify: Clone + Send + Sync + 'static {
     /// The outcome of `response`, from its head (called once, when the inner service's
     /// response arrives; its body is not read).
-    fn classify_response<B>(&self, response: &Response<B>) -> Outcome;
+    fn classify_response<B>(&self, response: &Response<B>) -> Completion;
 
     /// The outcome of a request whose inner service failed with `error` (its permit is
-    /// completed at once). Default: [`Outcome::Dropped`].
-    fn classify_error<E>(&self, error: &E) -> Outcome {
+    /// completed at once). Default: [`Completion::Dropped`].
+    fn classify_error<E>(&self, error: &E) -> Completion {
         let _ = error;
-        Outcome::Dropped
+        Completion::Dropped
     }
 }
 
-/// The default classifier: a 5xx is [`Outcome::Dropped`] (the server failed or shed the
-/// request: back off), `101 Switching Protocols` is [`Outcome::Ignored`] (the handshake's
+/// The default classifier: a 5xx is [`Completion::Dropped`] (the server failed or shed the
+/// request: back off), `101 Switching Protocols` is [`Completion::Ignored`] (the handshake's
 /// latency is not the tunnel's work), anything else (2xx to 4xx: the server answered, a
-/// client error included) is [`Outcome::Success`]; an inner-service error is
-/// [`Outcome::Dropped`].
+/// client error included) is [`Completion::Success`]; an inner-service error is
+/// [`Completion::Dropped`].
 ///
 /// # Examples
 ///
 /// ```
 /// use http::Response;
-/// use limitcore_tower::concurrency::{Classify, DefaultClassifier, Outcome};
+/// use limitcore_tower::concurrency::{Classify, DefaultClassifier, Completion};
 ///
 /// let with = |status: u16| Response::builder().status(status).body(()).unwrap();
-/// assert_eq!(DefaultClassifier.classify_response(&with(200)), Outcome::Success);
-/// assert_eq!(DefaultClassifier.classify_response(&with(404)), Outcome::Success);
-/// assert_eq!(DefaultClassifier.classify_response(&with(503)), Outcome::Dropped);
-/// assert_eq!(DefaultClassifier.classify_response(&with(101)), Outcome::Ignored);
+/// assert_eq!(DefaultClassifier.classify_response(&with(200)), Completion::Success);
+/// assert_eq!(DefaultClassifier.classify_response(&with(404)), Completion::Success);
+/// assert_eq!(DefaultClassifier.classify_response(&with(503)), Completion::Dropped);
+/// assert_eq!(DefaultClassifier.classify_response(&with(101)), Completion::Ignored);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct DefaultClassifier;
 
 impl Classify for DefaultClassifier {
     #[inline]
-    fn classify_response<B>(&self, response: &Response<B>) -> Outcome {
+    fn classify_response<B>(&self, response: &Response<B>) -> Completion {
         let status = response.status();
         if status.is_server_error() {
-            Outcome::Dropped
+            Completion::Dropped
         } else if status == StatusCode::SWITCHING_PROTOCOLS {
-            Outcome::Ignored
+            Completion::Ignored
         } else {
-            Outcome::Success
+            Completion::Success
         }
     }
 }
 
-/// A closure of the response's status; inner-service errors are [`Outcome::Dropped`].
+/// A closure of the response's status; inner-service errors are [`Completion::Dropped`].
 ///
 /// ```
 /// use http::{Response, StatusCode};
-/// use limitcore_tower::concurrency::{Classify, Outcome};
+/// use limitcore_tower::concurrency::{Classify, Completion};
 ///
 /// // Only 503 and 504 are overload; other 5xx are bugs, not load.
 /// let classify = |status: StatusCode| match status.as_u16() {
-///     503 | 504 => Outcome::Dropped,
-///     500..=599 => Outcome::Ignored,
-///     _ => Outcome::Success,
+///     503 | 504 => Completion::Dropped,
+///     500..=599 => Completion::Ignored,
+///     _ => Completion::Success,
 /// };
 /// let r = Response::builder().status(500).body(()).unwrap();
-/// assert_eq!(classify.classify_response(&r), Outcome::Ignored);
+/// assert_eq!(classify.classify_response(&r), Completion::Ignored);
 /// ```
 impl<F> Classify for F
 where
-    F: Fn(StatusCode) -> Outcome + Clone + Send + Sync + 'static,
+    F: Fn(StatusCode) -> Completion + Clone + Send + Sync + 'static,
 {
     #[inline]
-    fn classify_response<B>(&self, response: &Response<B>) -> Outcome {
+    fn classify_response<B>(&self, response: &Response<B>) -> Completion {
         self(response.status())
     }
 }
 
-/// Which span the latency of a successful response covers ([`Outcome::Success`]; the
+/// Which span the latency of a successful response covers ([`Completion::Success`]; the
 /// permit itself is held until the body ends either way).
 ///
 /// # Examples

@@ -9,7 +9,7 @@ use crate::body::RefusalBody;
 use crate::telemetry::ConcurrencyMetrics;
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use limitcore::concurrency::{AcquireError, AcquireOwned, Feedback, Outcome};
+use limitcore::concurrency::{AcquireError, AcquireOwned, Completion, Feedback};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -41,9 +41,9 @@ pin_project! {
     /// permit ([`PermitBody`]), or the layer's answer to a shed request.
     ///
     /// An inner-service error completes the permit at once, with the classifier's outcome
-    /// for it ([`Classify::classify_error`]: [`Outcome::Dropped`] by default), and is
+    /// for it ([`Classify::classify_error`]: [`Completion::Dropped`] by default), and is
     /// returned as it is. Dropping the future before it resolves releases the permit
-    /// ([`Outcome::Ignored`]), or leaves the queue having taken nothing.
+    /// ([`Completion::Ignored`]), or leaves the queue having taken nothing.
     ///
     /// # Panics
     ///
@@ -244,8 +244,8 @@ impl<F: Feedback, C: Classify> Admit<F, C> {
         let outcome = classifier.classify_response(&response);
         let upgrade = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let outcome = match outcome {
-            Outcome::Success if upgrade || latency == Latency::Head => {
-                Outcome::SuccessAfter(permit.elapsed())
+            Completion::Success if upgrade || latency == Latency::Head => {
+                Completion::SuccessAfter(permit.elapsed())
             }
             other => other,
         };

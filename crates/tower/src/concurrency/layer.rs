@@ -189,7 +189,7 @@ impl<F: Feedback, C> ConcurrencyLimitLayer<F, C> {
     ///
     /// let layer = ConcurrencyLimitLayer::new(8)?;
     /// let clone = layer.clone();
-    /// clone.permits().resize(4)?;
+    /// clone.permits().reconfigure(4)?;
     /// assert_eq!(layer.permits().limit(), 4);     // one limit
     /// # Ok::<(), limitcore::concurrency::LimitError>(())
     /// ```

@@ -86,6 +86,9 @@ pub use builder::Builder;
 pub use classify::{Classify, DefaultClassifier, Latency};
 pub use future::ResponseFuture;
 pub use layer::ConcurrencyLimitLayer;
-pub use limitcore::concurrency::Outcome;
+pub use limitcore::concurrency::Completion;
+/// Renamed [`Completion`] (distinct from the rate-limit layer's [`Outcome`](crate::Outcome)).
+#[deprecated(since = "0.2.0", note = "renamed `Completion`")]
+pub type Outcome = Completion;
 pub use service::ConcurrencyLimit;
 pub use shed::Shed;

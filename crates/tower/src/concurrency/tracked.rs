@@ -2,11 +2,11 @@
 //! long as it is held.
 
 use crate::telemetry::{ConcurrencyMetrics, InFlight};
-use limitcore::concurrency::{Feedback, Outcome, OwnedPermit};
+use limitcore::concurrency::{Completion, Feedback, OwnedPermit};
 use std::time::Duration;
 
 /// A permit and its place in `limitcore_concurrency_in_flight`: both go when it is
-/// completed, or dropped (which releases the permit as [`Outcome::Ignored`]). Without the
+/// completed, or dropped (which releases the permit as [`Completion::Ignored`]). Without the
 /// feature `metrics`, the permit alone.
 pub(crate) struct Tracked<F: Feedback> {
     permit: OwnedPermit<F>,
@@ -32,7 +32,7 @@ impl<F: Feedback> Tracked<F> {
 
     /// Gives the permit back with `outcome`.
     #[inline]
-    pub(crate) fn complete(self, outcome: Outcome) {
+    pub(crate) fn complete(self, outcome: Completion) {
         self.permit.complete(outcome);
     }
 

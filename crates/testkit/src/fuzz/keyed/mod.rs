@@ -12,7 +12,7 @@ use super::{ArbResult, NoClock, MAX_OPS};
 use arbitrary::Unstructured;
 use core::time::Duration;
 use limitcore::rules::{
-    FixedWindowRule, GcraRule, LeakyBucketRule, Rule, SlidingWindowRule, TokenBucketRule,
+    FixedWindowRule, GcraRule, LeakyBucketRule, QuotaRule, SlidingWindowRule, TokenBucketRule,
 };
 use limitcore::{Algorithm, Keyed, PapayaStore, Quota, QuotaError, Store};
 use shadow::{KeyedDiff, KeyedOp};
@@ -85,7 +85,7 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 /// The shadow holds, for each key with a state of its own, the reference model and the
 /// single limiter (the "twin") of the state's quota; it creates a key's state when `Keyed`
 /// must (first use, with room), evicts it when `Keyed` must (idle, by the model, for
-/// `Keyed::EVICTION_GRACE_NS`: on `evict_idle_at`, on `set_quota_at`, and in the automatic
+/// `Keyed::EVICTION_GRACE_NS`: on `evict_idle_at`, on `reconfigure_key_at`, and in the automatic
 /// sweeps it schedules exactly as `Keyed` does), and decides keys refused a state
 /// (`max_keys` reached) on one shared overflow state with the default quota. A run: an
 /// algorithm, a quota (decoded as that algorithm's own target does, a window's with its
@@ -93,7 +93,7 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 /// limiter refuse it alike), an optional `max_keys` (0 to 16), a sweep interval (the
 /// default, off, or any), a start time (near `u64::MAX` too), and up to 400 operations:
 /// moves of `now` forward and back, to the last `retry_after`, to where a key becomes
-/// evictable; `try_acquire_n_at`, `evict_idle_at`, `set_quota_at`, `snapshot_at`. Checked
+/// evictable; `try_acquire_n_at`, `evict_idle_at`, `reconfigure_key_at`, `snapshot_at`. Checked
 /// at every step:
 ///
 /// - every decision (`Ok`, `ExceedsCapacity` with its capacity, `RateLimited` with its exact
@@ -103,7 +103,7 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 ///   changes no decision;
 /// - `evict_idle_at` evicts as many keys as the shadow, and `len()` is always the shadow's
 ///   count (so never above `max_keys`);
-/// - `set_quota_at` accepts and refuses as the single limiter's constructor does;
+/// - `reconfigure_key_at` accepts and refuses as the single limiter's constructor does;
 /// - `snapshot_at` equals the twin's (a fresh one under the key's next quota for a key
 ///   without a state), and the twin's agrees with the model.
 ///
@@ -121,7 +121,7 @@ fn keyed_key(u: &mut Unstructured<'_>, keys: u8) -> ArbResult<u8> {
 /// with a burst of 2^31 or more (its 32-bit time field read `now −` grace as a wrap far
 /// ahead); kept as `fuzz/regressions/keyed_differential/bucket-w32-stale-sweep`.
 ///
-/// Keys given a quota of their own (`set_quota_at`) are redirected for good once they get a
+/// Keys given a quota of their own (`reconfigure_key_at`) are redirected for good once they get a
 /// state (`Keyed`'s main map keeps a redirect word for them, counted by `len()`); the shadow
 /// keeps that set too, and creates a redirected key's next state without a room check.
 ///
@@ -153,7 +153,7 @@ fn run_keyed<S: Store<u8>>(u: &mut Unstructured<'_>, store: fn() -> S) -> ArbRes
 
 /// One run of rule `R` (`alg`'s) on a store from `store`, for the decoded `quota` (whose
 /// burst, for a window, only steers the decoding: see [`keyed_quota`]).
-fn run_keyed_with<R: Rule, S: Store<u8>>(
+fn run_keyed_with<R: QuotaRule, S: Store<u8>>(
     u: &mut Unstructured<'_>,
     alg: Algorithm,
     quota: Quota,
@@ -275,7 +275,7 @@ fn run_keyed_with<R: Rule, S: Store<u8>>(
                 let Ok(q) = q.and_then(|q| keyed_quota(alg, &q)) else {
                     continue;
                 };
-                d.set_quota(KeyedOp::SetQuota(key, q), key, q);
+                d.reconfigure_key(KeyedOp::SetQuota(key, q), key, q);
             }
             10 => {
                 let key = keyed_key(u, keys)?;

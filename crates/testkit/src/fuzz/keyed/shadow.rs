@@ -7,7 +7,7 @@ use super::state::{twin, KeyState};
 use super::GRACE;
 use crate::fuzz::{fail_with_history, saturating_nanos, NoClock, Reference};
 use core::fmt::Write as _;
-use limitcore::rules::Rule;
+use limitcore::rules::{QuotaRule, Rule};
 use limitcore::{Algorithm, Denied, Keyed, Quota, QuotaError, Snapshot, Store};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,7 +30,7 @@ pub(super) enum KeyedOp {
     Acquire(u8, u32),
     /// `evict_idle_at(now)`.
     EvictIdle,
-    /// `set_quota_at(key, quota, now)`.
+    /// `reconfigure_key_at(key, quota, now)`.
     SetQuota(u8, Quota),
     /// `snapshot_at(key, t)`.
     SnapshotAt(u8, u64),
@@ -112,7 +112,7 @@ pub(super) struct KeyedDiff<'a, R: Rule, S: Store<u8>> {
     pub(super) stopped: bool,
 }
 
-impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
+impl<R: QuotaRule, S: Store<u8>> KeyedDiff<'_, R, S> {
     /// Panic with everything needed to reproduce and understand a disagreement.
     #[cold]
     #[inline(never)]
@@ -387,13 +387,13 @@ impl<R: Rule, S: Store<u8>> KeyedDiff<'_, R, S> {
         self.check_len(op);
     }
 
-    pub(super) fn set_quota(&mut self, op: KeyedOp, key: u8, quota: Quota) {
+    pub(super) fn reconfigure_key(&mut self, op: KeyedOp, key: u8, quota: Quota) {
         let now = self.now;
-        let got = self.keyed.set_quota_at(key, quota, now);
+        let got = self.keyed.reconfigure_key_at(key, quota, now);
         let want = twin(self.alg, quota).map(|_| ());
         if got != want {
             self.fail(
-                "set_quota_at",
+                "reconfigure_key_at",
                 op,
                 &format!("  Keyed: {got:?}\n  the single limiter's constructor: {want:?}"),
             );

@@ -1,23 +1,59 @@
-//! The example server's application (`examples/server/app.rs`, included as it is) with its
-//! `/metrics` page, on real servers on 127.0.0.1:0 with a real client: after 30 concurrent
+//! The example server's tests: its application (`app.rs`) with its `/metrics` page, on real
+//! servers on 127.0.0.1:0 with a real client: after 30 concurrent
 //! requests from one client at `5/s`, a scrape with the same client reports exactly the
 //! responses it got (5 admitted, 25 limited); a dry-run server admits all 30 and counts the
 //! 25 it would have refused as `dry_run`.
 //!
-//! The recorder is the process's (installed once, as the example does): this binary's tests
-//! share it, each server under a limit name of its own.
+//! The recorder is the process's (installed once, as the example does): the example's test
+//! binary is a process of its own, whose tests share it, each server under a limit name of
+//! its own.
 
-mod common;
-
-#[path = "../examples/server/app.rs"]
-mod app;
-
+use super::app;
+use bytes::Bytes;
 use clap::Parser;
-use common::{client, get as fetch};
 use http::StatusCode;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A pooled HTTP/1 client.
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// What a test reads of a response.
+struct Reply {
+    status: StatusCode,
+    content_type: Option<String>,
+    body: Bytes,
+}
+
+/// GET `path` on `addr`.
+async fn fetch(client: &HttpClient, addr: SocketAddr, path: &str) -> Reply {
+    let req = http::Request::get(format!("http://{addr}{path}"))
+        .body(Empty::new())
+        .unwrap();
+    let (parts, body) = client.request(req).await.unwrap().into_parts();
+    Reply {
+        status: parts.status,
+        content_type: parts
+            .headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+/// How many of `statuses` are `which`.
+fn count(statuses: &[StatusCode], which: StatusCode) -> usize {
+    statuses.iter().filter(|&&s| s == which).count()
+}
 
 /// The process's Prometheus recorder, installed on first use.
 fn recorder() -> PrometheusHandle {
@@ -48,17 +84,11 @@ fn requests(page: &str, limit: &str, outcome: &str) -> u64 {
 }
 
 /// 30 requests at once from one client (one address: one key); the statuses.
-async fn thirty_at_once(
-    c: &hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Empty<bytes::Bytes>,
-    >,
-    addr: SocketAddr,
-) -> Vec<StatusCode> {
+async fn thirty_at_once(c: &HttpClient, addr: SocketAddr) -> Vec<StatusCode> {
     let tasks: Vec<_> = (0..30)
         .map(|_| {
             let c = c.clone();
-            tokio::spawn(async move { fetch(&c, addr, "/", &[]).await.status })
+            tokio::spawn(async move { fetch(&c, addr, "/").await.status })
         })
         .collect();
     let mut statuses = Vec::new();
@@ -81,15 +111,15 @@ async fn scrape_matches_the_responses() {
     .await;
     let c = client();
     let statuses = thirty_at_once(&c, addr).await;
-    let ok = common::count(&statuses, StatusCode::OK) as u64;
-    let limited = common::count(&statuses, StatusCode::TOO_MANY_REQUESTS) as u64;
+    let ok = count(&statuses, StatusCode::OK) as u64;
+    let limited = count(&statuses, StatusCode::TOO_MANY_REQUESTS) as u64;
     assert_eq!((ok, limited), (5, 25), "{statuses:?}");
     // The same client, over its limit: the page is not rate-limited.
-    let scrape = fetch(&c, addr, "/metrics", &[]).await;
+    let scrape = fetch(&c, addr, "/metrics").await;
     assert_eq!(scrape.status, StatusCode::OK);
     assert!(
         scrape
-            .header("content-type")
+            .content_type
             .unwrap()
             .starts_with("text/plain; version=0.0.4")
     );
@@ -102,7 +132,7 @@ async fn scrape_matches_the_responses() {
         "{page}"
     );
     // Scraping again counts nothing: the page is outside the layer.
-    let again = fetch(&c, addr, "/metrics", &[]).await;
+    let again = fetch(&c, addr, "/metrics").await;
     let again = std::str::from_utf8(&again.body).unwrap();
     assert_eq!(
         requests(again, "enforced", "admitted") + requests(again, "enforced", "limited"),
@@ -125,8 +155,8 @@ async fn a_dry_run_admits_all_and_counts_what_it_would_refuse() {
     .await;
     let c = client();
     let statuses = thirty_at_once(&c, addr).await;
-    assert_eq!(common::count(&statuses, StatusCode::OK), 30, "{statuses:?}");
-    let scrape = fetch(&c, addr, "/metrics", &[]).await;
+    assert_eq!(count(&statuses, StatusCode::OK), 30, "{statuses:?}");
+    let scrape = fetch(&c, addr, "/metrics").await;
     let page = std::str::from_utf8(&scrape.body).unwrap();
     assert_eq!(requests(page, "shadow", "dry_run"), 25);
     assert_eq!(requests(page, "shadow", "admitted"), 5);

@@ -13,7 +13,9 @@
 //! `--key xff:<n>`: `n` trusted proxies stand in front of the server, so the client is the
 //! `n`-th `X-Forwarded-For` entry from the right (`xff:1`: the rightmost, appended by the
 //! one proxy). The contenders of the load comparison (`--limiter`) are described in
-//! `server/app.rs`, which holds the application.
+//! `app.rs`, which holds the application; `tests.rs` tests it with its `/metrics`
+//! page (`cargo test -p limitcore-tower --features axum,metrics --example server`, and
+//! `cargo test --workspace --all-features`).
 //!
 //! **`/metrics`** (feature `metrics`): the `metrics-exporter-prometheus` recorder is
 //! installed as the process's recorder before any layer is built (the layers register their
@@ -22,8 +24,9 @@
 //! Histograms (`limitcore_wait_seconds`) come as Prometheus histograms with the buckets
 //! below; the recorder's upkeep runs every 5 s.
 
-#[path = "server/app.rs"]
 mod app;
+#[cfg(all(test, feature = "metrics"))]
+mod tests;
 
 use clap::Parser;
 use std::io::Write;
