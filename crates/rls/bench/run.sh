@@ -47,6 +47,7 @@ cargo build --release -q -p limitcore-rls --bins --examples
 bin=target/release
 cfg=$(mktemp -d)
 cp crates/rls/bench/bench.yaml "$cfg/"
+results=$cfg/results
 port=6390
 srv_pin=()
 load_pin=()
@@ -115,7 +116,38 @@ measure() {
         red=$(awk -v c="$(commands)" -v d="$sent" 'BEGIN { if (d > 0) printf "%.4f", c / d; else print "-" }') ;;
     esac
     printf 'round %s  %-14s %s  server CPU %s us/decision  redis commands/decision %s  load %s -> %s (2 cores)\n' \
-        "$round" "$name" "$out" "$cpu" "$red" "$l0" "$l1"
+        "$round" "$name" "$out" "$cpu" "$red" "$l0" "$l1" | tee -a "$results"
+}
+# Medians over the rounds, with the lowest and highest, per target (throughput mode).
+summary() {
+    awk '
+    function med(a, n,   i, j, t) {
+        for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    {
+        name = $3; if (!(name in n)) order[++names] = name
+        k = ++n[name]
+        for (f = 1; f <= NF; f++) {
+            if ($f == "decisions/s") d[name, k] = $(f + 1)
+            if ($f == "p50") p50[name, k] = $(f + 1)
+            if ($f == "p99") p99[name, k] = $(f + 1)
+            if ($f == "p99.9") p999[name, k] = $(f + 1)
+            if ($f == "CPU") cpu[name, k] = $(f + 1)
+        }
+    }
+    function col(arr, name, k,   i, a, lo, hi) {
+        for (i = 1; i <= k; i++) { a[i] = arr[name, i] + 0; if (i == 1 || a[i] < lo) lo = a[i]; if (i == 1 || a[i] > hi) hi = a[i] }
+        return sprintf("%s (%s-%s)", med(a, k), lo, hi)
+    }
+    END {
+        print "median (lowest-highest) over the rounds, 2 cores:"
+        for (i = 1; i <= names; i++) {
+            m = order[i]; k = n[m]
+            printf "%-14s rounds %d  decisions/s %s  p50 us %s  p99 us %s  p99.9 us %s  server CPU us/decision %s\n", m, k,
+                col(d, m, k), col(p50, m, k), col(p99, m, k), col(p999, m, k), (cpu[m, 1] == "-" ? "-" : col(cpu, m, k))
+        }
+    }' "$results"
 }
 # Overshoot trials on one target: NAME ADDR
 overshoot() {
@@ -158,3 +190,4 @@ for round in $(seq 1 "$rounds"); do
         fi
     done
 done
+if [ "$mode" != overshoot ] && [ "$rounds" -gt 1 ]; then summary; fi
