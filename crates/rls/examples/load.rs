@@ -1,6 +1,8 @@
 //! A gRPC load generator for `ShouldRateLimit` (the figures of BENCHMARKS.md, "limitcore-rls"):
 //! closed loop, `--concurrency` requests in flight over `--connections` HTTP/2 connections,
-//! for `--seconds`; prints decisions/s, the latency percentiles, and how many were admitted.
+//! for `--seconds` after a warm-up (`--warmup-ms`); prints decisions/s, the latency
+//! percentiles, and how many were admitted. It speaks only RLS v3, so the same load can be
+//! pointed at any rate-limit service (`crates/rls/bench/run.sh`'s `EXTERNAL`).
 //!
 //! ```text
 //! cargo run --release -p limitcore-rls --example load -- --addr 127.0.0.1:8081 \
@@ -34,15 +36,23 @@ struct Args {
     /// HTTP/2 connections.
     #[arg(long, default_value_t = 4)]
     connections: usize,
-    /// Seconds of load (after a 1 s warm-up).
+    /// Seconds of load (after the warm-up).
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Runtime worker threads of the generator.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// The descriptor values' prefix (values are PREFIX0 .. PREFIX{keys-1}): a fresh prefix
+    /// gives fresh counters on a server that keeps running (the overshoot trials).
+    #[arg(long, default_value = "v")]
+    value_prefix: String,
+    /// Warm-up before the measured seconds, in ms (its requests are sent but not counted);
+    /// 0 counts every request (the overshoot trials, where every admission matters).
+    #[arg(long, default_value_t = 1000)]
+    warmup_ms: u64,
 }
 
-fn request(domain: &str, keys: &[&str], value: usize) -> RateLimitRequest {
+fn request(domain: &str, keys: &[&str], prefix: &str, value: usize) -> RateLimitRequest {
     RateLimitRequest {
         domain: domain.to_owned(),
         descriptors: keys
@@ -50,7 +60,7 @@ fn request(domain: &str, keys: &[&str], value: usize) -> RateLimitRequest {
             .map(|k| RateLimitDescriptor {
                 entries: vec![Entry {
                     key: (*k).to_owned(),
-                    value: format!("v{value}"),
+                    value: format!("{prefix}{value}"),
                 }],
                 ..Default::default()
             })
@@ -77,13 +87,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .await?;
         channels.push(ch);
     }
-    let warmup = Instant::now() + Duration::from_secs(1);
+    let warmup = Instant::now() + Duration::from_millis(args.warmup_ms);
     let end = warmup + Duration::from_secs(args.seconds);
     let mut tasks = Vec::new();
     for t in 0..args.concurrency.max(1) {
         let mut client = RateLimitServiceClient::new(channels[t % channels.len()].clone());
         let domain = args.domain.clone();
         let key = args.key.clone();
+        let prefix = args.value_prefix.clone();
         let n = args.keys.max(1);
         tasks.push(tokio::spawn(async move {
             let keys: Vec<&str> = key.split(',').collect();
@@ -96,7 +107,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                     break;
                 }
                 let r = client
-                    .should_rate_limit(request(&domain, &keys, i % n))
+                    .should_rate_limit(request(&domain, &keys, &prefix, i % n))
                     .await;
                 i = i.wrapping_add(7919);
                 let took = start.elapsed();
