@@ -79,6 +79,7 @@ pub use rule::BudgetRule;
 #[cfg(all(feature = "std", feature = "io"))]
 pub(crate) use wait::Waiter;
 
+use self::params::Charge;
 use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
 #[cfg(feature = "std")]
 use crate::decision::Denied;
@@ -315,12 +316,17 @@ impl<C: Clock> Limiter<BudgetRule, C> {
     #[inline]
     pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         let rule = self.rule();
+        // The closure carries three scalars across the CAS (in registers); the report is
+        // built after it (a 24-byte `Charged` carried across was spilled and reloaded).
         let charged = self.update(
             #[inline(always)]
-            move |word| Ok::<_, core::convert::Infallible>(rule.charge(word, now, n).0),
+            move |word| {
+                let charge = rule.charge_compact(word, now, n);
+                Ok::<_, core::convert::Infallible>((charge.taken, charge.shortfall, charge.wait_ns))
+            },
         );
         match charged {
-            Ok(charged) => charged,
+            Ok((taken, shortfall, wait_ns)) => Charge::report(taken, shortfall, wait_ns),
             Err(never) => match never {},
         }
     }

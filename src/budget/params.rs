@@ -322,17 +322,18 @@ impl Hot {
     /// many as fit below `S + D`, the rest reported as the shortfall. Disabled: nothing is
     /// charged.
     #[inline]
-    pub(crate) fn charge(&self, word: u64, now: Nanos, n: u32) -> (u64, Charged, Receipt) {
+    pub(crate) fn charge(&self, word: u64, now: Nanos, n: u32) -> (u64, Charge) {
         let at = self.scale.units(now);
         let b = self.backlog(word, &at);
         let k = self.scale.per_permit;
         if self.mode == Mode::Disabled {
-            let charged = Charged {
-                charged: 0,
+            let charge = Charge {
+                taken: 0,
                 shortfall: 0,
-                wait: self.next_wait(b, &at),
+                wait_ns: self.next_wait(b, &at),
+                receipt: Receipt::NOTHING,
             };
-            return (word, charged, Receipt::NOTHING);
+            return (word, charge);
         }
         // Room below the ceiling, in units; the division only when `n` does not fit whole.
         let room = (self.span + self.debt).saturating_sub(b);
@@ -346,24 +347,53 @@ impl Hot {
             let (next, receipt) = self.advance(word, &at, b, taken, u64::from(taken) * k);
             (next, receipt, self.backlog(next, &at))
         };
-        let charged = Charged {
-            charged: taken,
+        let charge = Charge {
+            taken,
             shortfall: n - taken,
-            wait: self.next_wait(after, &at),
+            wait_ns: self.next_wait(after, &at),
+            receipt,
         };
-        (next, charged, receipt)
+        (next, charge)
     }
 
-    /// The wait a request for one permit faces from backlog `b` at `at`.
+    /// The wait in ns a request for one permit faces from backlog `b` at `at` (`u64::MAX`:
+    /// never, or past 2^64 ns).
     #[inline(always)]
-    fn next_wait(&self, b: u64, at: &Units) -> Duration {
+    fn next_wait(&self, b: u64, at: &Units) -> u64 {
         let k = self.scale.per_permit;
         match (b + k).checked_sub(self.span) {
-            Some(d) if d > 0 && self.scale.is_ns() => Duration::from_nanos(d),
-            Some(d) if d > 0 => wait_units(self.scale, *at, d)
-                .retry_after()
-                .unwrap_or(Duration::MAX),
-            _ => Duration::ZERO,
+            Some(d) if d > 0 && self.scale.is_ns() => d,
+            Some(d) if d > 0 => self.scale.wait_ns(at, d).unwrap_or(u64::MAX),
+            _ => 0,
+        }
+    }
+}
+
+/// What a forced charge did, in the compact form the compare-and-swap loop carries (three
+/// scalars, held in registers across the CAS; [`Charged`] is built from them after it).
+pub(crate) struct Charge {
+    /// Permits charged.
+    pub(crate) taken: u32,
+    /// Permits not charged (past the ceiling; 0 when disabled).
+    pub(crate) shortfall: u32,
+    /// The wait a request for one permit now faces, ns (`u64::MAX`: never).
+    pub(crate) wait_ns: u64,
+    /// The charge's receipt.
+    pub(crate) receipt: Receipt,
+}
+
+impl Charge {
+    /// The public report of a charge.
+    #[inline(always)]
+    pub(crate) fn report(taken: u32, shortfall: u32, wait_ns: u64) -> Charged {
+        Charged {
+            charged: taken,
+            shortfall,
+            wait: if wait_ns == u64::MAX {
+                Duration::MAX
+            } else {
+                Duration::from_nanos(wait_ns)
+            },
         }
     }
 }

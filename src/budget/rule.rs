@@ -1,7 +1,7 @@
 //! [`BudgetRule`]: the budget's transitions as a [`Rule`], over its live configuration.
 
 use super::live::Live;
-use super::params::Params;
+use super::params::{Charge, Params};
 use super::word::{self, IDLE};
 use super::{BudgetConfig, Charged, Mode};
 use crate::clock::Nanos;
@@ -113,18 +113,28 @@ impl BudgetRule {
     /// debt, the rest reported as the shortfall.
     #[inline]
     pub fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> (Charged, Receipt) {
-        let (next, charged, receipt) = match self.live.fast(*word) {
+        let charge = self.charge_compact(word, now, n);
+        (
+            Charge::report(charge.taken, charge.shortfall, charge.wait_ns),
+            charge.receipt,
+        )
+    }
+
+    /// [`BudgetRule::charge`] in the compact form its shell carries across the CAS.
+    #[inline(always)]
+    pub(crate) fn charge_compact(&self, word: &mut u64, now: Nanos, n: u32) -> Charge {
+        let (next, charge) = match self.live.fast(*word) {
             Some(hot) => hot.charge(*word, now, n),
             None => self.charge_slow(*word, now, n),
         };
         *word = next;
-        (charged, receipt)
+        charge
     }
 
     /// [`BudgetRule::charge`] off the fast read (see [`Live::fast`]).
     #[cold]
     #[inline(never)]
-    fn charge_slow(&self, word: u64, now: Nanos, n: u32) -> (u64, Charged, Receipt) {
+    fn charge_slow(&self, word: u64, now: Nanos, n: u32) -> (u64, Charge) {
         let (params, current) = self.live.resolve_hot(word);
         params.charge(current, now, n)
     }

@@ -316,7 +316,7 @@ impl<C: Clock> Lanes<C> {
     /// assert_eq!(err, LaneError::WouldWait { retry_after: Some(Duration::from_millis(2)) });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_at(&self, lane: Lane, n: u32, now: Nanos) -> Result<(), LaneError> {
         let l = self.index(lane)?;
         if n == 0 {
