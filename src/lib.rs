@@ -22,8 +22,8 @@
 //!   first, the others by weight, grants at exact GCRA times, lock-free when nobody waits):
 //!   RocksDB's and TiKV's I/O rate limiters without a refill quantum, with their bounds.
 //! - [`Counted`]: any limiter's decisions counted (admitted, refused, delayed, permits, wait
-//!   granted, time exhausted) in per-CPU stripes, read as [`Counts`]; a limiter that is not
-//!   wrapped pays nothing.
+//!   granted, time exhausted) in per-thread stripes (each thread adds to its own: no
+//!   locked instruction), read as [`Counts`]; a limiter that is not wrapped pays nothing.
 //! - [`wait`]: blocking and async waits with deadlines.
 //! - [`concurrency`]: concurrency limits (at most N in flight) whose count and limit share
 //!   one `AtomicU64`: resizable permits with FIFO or LIFO waiters, fixed or adaptive (AIMD,

@@ -29,25 +29,27 @@ use stripes::Counters;
 /// combined decisions, or its parts to count each; a part of an `All` that admitted a
 /// request which a later part refused counts an admission and then a refund.
 ///
-/// # Cost and striping
+/// # Cost and stripes
 ///
-/// One relaxed `fetch_add` on the current CPU's stripe per decision (one more for a request
-/// of `n ≠ 1` permits, two more for a delayed reservation), and one relaxed load of a shared
-/// word that changes only when an exhausted episode opens or closes. The stripes, one per CPU (the
-/// count rounded up to a power of two), are each alone on a cache line
-/// (`crossbeam_utils::CachePadded`), picked the way [`SlidingWindow`](crate::SlidingWindow)
-/// picks its shards (the CPU's number on Linux, a per-thread index elsewhere), so threads on
-/// different CPUs never write one line. [`Counted::counts`] sums the stripes. Without `std`
-/// there is one stripe.
+/// One plain add (a relaxed load and store, no locked instruction) on the calling thread's
+/// own stripe per decision (one more for a request of `n ≠ 1` permits, two more for a
+/// delayed reservation), and one relaxed load of a shared word that changes only when an
+/// exhausted episode opens or closes. Each thread that decides gets a stripe of its own on
+/// its first decision (the `thread_local` crate's per-object slots), alone on its cache
+/// lines (`crossbeam_utils::CachePadded`), written by that thread only, so no two threads
+/// ever write one line. [`Counted::counts`] sums the stripes. Without `std` (and under
+/// loom) there is one stripe, counted with atomic read-modify-writes.
 ///
 /// # Exactness
 ///
-/// No increment is lost, whatever the threads: every count is an atomic read-modify-write
-/// (a thread on another CPU's stripe is slower, never wrong). [`Counted::counts`] while
-/// decisions run is a sum of values each of which was current at some moment of the read;
-/// once the deciding threads are joined (or otherwise synchronised with the reader) it is
-/// exact. The time exhausted is a measure by decision times, with the limits that
-/// [`Counts`] lists ("Time exhausted").
+/// No increment is lost, whatever the threads: each stripe has one writer. A
+/// [`Counted::counts`] while decisions run is a sum of values each of which was current at
+/// some moment of the read (a concurrent reader may see one thread's latest decisions and
+/// not another's); once the deciding threads are joined (or otherwise synchronised with the
+/// reader) it is exact. The time exhausted is a measure by decision times, with the limits
+/// that [`Counts`] lists ("Time exhausted"). A thread's stripe lives as long as the
+/// limiter: its counts stay in the sum after the thread ends, and a later thread may
+/// take the stripe over and add to it.
 ///
 /// # Examples
 ///
