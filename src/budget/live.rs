@@ -106,41 +106,7 @@ impl HotLine {
     /// protocol of [`Slot::load_hot`]).
     #[inline(always)]
     fn load(&self, gen: u64) -> Option<Hot> {
-        // Acquire: partner of the writer's release store of the tag.
-        if self.gen.load(Ordering::Acquire) != gen {
-            return None;
-        }
-        // Relaxed (every field): validated by the second load of the tag after the fence.
-        let field = |i: usize| self.fields[i].load(Ordering::Relaxed);
-        let flags = field(0);
-        let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
-        let scale = if flags & NS != 0 {
-            Scale::ns(per_permit)
-        } else {
-            Scale::from_words([
-                per_permit,
-                field(5),
-                field(6),
-                field(7),
-                field(8),
-                field(9),
-                field(10),
-            ])
-        };
-        // Acquire fence: as in `Slot::load`.
-        fence(Ordering::Acquire);
-        if self.gen.load(Ordering::Relaxed) != gen || (flags >> 8) & 0b11 != Mode::Enabled as u64 {
-            return None;
-        }
-        Some(Hot {
-            gen: flags & 0xff,
-            scale,
-            span,
-            ahead,
-            capacity: (flags >> 32) as u32,
-            mode: Mode::Enabled,
-            debt,
-        })
+        read_hot::<true>(&self.gen, &self.fields, gen)
     }
 }
 
@@ -198,39 +164,64 @@ impl Slot {
     /// [`Slot::load`], on fewer words).
     #[inline(always)]
     fn load_hot(&self, gen: u64) -> Option<Hot> {
-        // Acquire: as in `load`.
-        if self.gen.load(Ordering::Acquire) != gen {
-            return None;
-        }
-        // Relaxed (every field): validated by the second load of `gen` after the fence.
-        let field = |i: usize| self.fields[i].load(Ordering::Relaxed);
-        let flags = field(0);
-        let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
-        let scale = if flags & NS != 0 {
-            Scale::ns(per_permit)
-        } else {
-            Scale::from_words([
-                per_permit,
-                field(5),
-                field(6),
-                field(7),
-                field(8),
-                field(9),
-                field(10),
-            ])
-        };
-        // Acquire fence: as in `load`.
-        fence(Ordering::Acquire);
-        (self.gen.load(Ordering::Relaxed) == gen).then_some(Hot {
-            gen: flags & 0xff,
-            scale,
-            span,
-            ahead,
-            capacity: (flags >> 32) as u32,
-            mode: Mode::from_word((flags >> 8) & 0b11),
-            debt,
-        })
+        read_hot::<false>(&self.gen, &self.fields, gen)
     }
+}
+
+/// The hot numbers of generation `gen` from `fields` (a slot's first words, or the hot
+/// line), if `tag` holds that generation: five words, and the scale's six more only when a
+/// unit is not 1 ns; the seqlock protocol of [`Slot::load`] on fewer words. The one read
+/// behind [`HotLine::load`] and [`Slot::load_hot`]; with `ENABLED_ONLY`, `None` unless the
+/// mode is enabled too (the fast read's condition, checked on the flags word, so that the
+/// mode it returns is a constant).
+#[inline(always)]
+fn read_hot<const ENABLED_ONLY: bool>(
+    tag: &AtomicU64,
+    fields: &[AtomicU64],
+    gen: u64,
+) -> Option<Hot> {
+    // Acquire: partner of the writer's release store of the tag (`HotLine::store`,
+    // `Slot::store`): the fields written before it are visible.
+    if tag.load(Ordering::Acquire) != gen {
+        return None;
+    }
+    // Relaxed (every field): validated by the second load of the tag after the fence.
+    let field = |i: usize| fields[i].load(Ordering::Relaxed);
+    let flags = field(0);
+    let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
+    let scale = if flags & NS != 0 {
+        Scale::ns(per_permit)
+    } else {
+        Scale::from_words([
+            per_permit,
+            field(5),
+            field(6),
+            field(7),
+            field(8),
+            field(9),
+            field(10),
+        ])
+    };
+    // Acquire fence: orders the field loads before the second load of the tag, so an
+    // unchanged tag means no writer overwrote them in between (as in `Slot::load`).
+    fence(Ordering::Acquire);
+    let mode = (flags >> 8) & 0b11;
+    if tag.load(Ordering::Relaxed) != gen || (ENABLED_ONLY && mode != Mode::Enabled as u64) {
+        return None;
+    }
+    Some(Hot {
+        gen: flags & 0xff,
+        scale,
+        span,
+        ahead,
+        capacity: (flags >> 32) as u32,
+        mode: if ENABLED_ONLY {
+            Mode::Enabled
+        } else {
+            Mode::from_word(mode)
+        },
+        debt,
+    })
 }
 
 /// A budget's configurations (see the module).
