@@ -96,7 +96,9 @@
 //!    composites), that uses none of the rules nor the decision vocabulary, only the keyed
 //!    maps ([`Store`]).
 //! 5. **On top**: [`io`] (readers and writers paced through a limiter, a budget or a
-//!    lane), [`Algorithm`] (the algorithms by name), and the plain models
+//!    lane; on the limiters' public seams only: a budget's and a lane's ordered waits
+//!    through their public polls, `Budget::poll_acquire` and `Lanes::poll_acquire`, with
+//!    [`notify::Nap`]), [`Algorithm`] (the algorithms by name), and the plain models
 //!    ([`reference`](mod@reference)).
 //!
 //! Integrations live in their own crates of the workspace: the `limitcore` command

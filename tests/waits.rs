@@ -281,3 +281,50 @@ fn a_panic_while_reconfiguring_leaves_no_lock_held() {
     );
     assert_eq!(tenants.quota_for(&Touchy(1)), gold.quota);
 }
+
+/// The budget's public poll seam (`Budget::poll_acquire` with a `Nap`), driven by a driver
+/// of one's own on an OS clock, as the crate's `io` adapters drive it: a pending poll naps at
+/// most the time left to its place, and places are kept in arrival order (a later waiter is
+/// never ready before an earlier one).
+#[test]
+fn the_public_poll_seam_naps_on_an_os_clock_and_keeps_the_order() {
+    use limitcore::budget::Waiter;
+    use limitcore::notify::Nap;
+    use std::task::{Context, Poll, Waker};
+
+    // 1000 a second, 1 at once: each place is 1 ms after the one before it.
+    let budget = Budget::new("1000/s burst 1".parse().unwrap()).unwrap();
+    budget.try_acquire().unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut poll = |waiter: &mut Waiter| {
+        let mut nap = Nap::default();
+        let polled = budget.poll_acquire(waiter, 1, None, &mut cx, &mut nap);
+        (polled, nap.get())
+    };
+    let (mut first, mut second) = (Waiter::default(), Waiter::default());
+    let (a, nap_a) = poll(&mut first);
+    let (b, nap_b) = poll(&mut second);
+    assert!(a.is_pending() && b.is_pending());
+    // The time left to each place, at most (an OS clock has no waker to call: it naps).
+    let nap_a = nap_a.expect("an OS clock's wait naps");
+    let nap_b = nap_b.expect("an OS clock's wait naps");
+    assert!(nap_a <= Duration::from_millis(1), "{nap_a:?}");
+    assert!(nap_b <= Duration::from_millis(2), "{nap_b:?}");
+    assert_eq!(budget.waiting(), 2);
+    // Poll the later waiter first: once it is ready, the earlier one is too.
+    let t0 = Instant::now();
+    loop {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never granted");
+        let (b, nap) = poll(&mut second);
+        if let Poll::Ready(receipt) = b {
+            assert_eq!(receipt.unwrap().n(), 1);
+            break;
+        }
+        std::thread::sleep(nap.expect("an OS clock's wait naps"));
+    }
+    match poll(&mut first) {
+        (Poll::Ready(Ok(receipt)), _) => assert_eq!(receipt.n(), 1),
+        (polled, _) => panic!("the earlier place is not ready after the later: {polled:?}"),
+    }
+    assert_eq!(budget.waiting(), 0);
+}

@@ -77,7 +77,7 @@ mod wait;
 
 pub use rule::BudgetRule;
 #[cfg(all(feature = "std", feature = "io"))]
-pub(crate) use wait::Waiter;
+pub use wait::Waiter;
 
 use self::params::Charge;
 use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};

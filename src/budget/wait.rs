@@ -102,10 +102,27 @@ impl Waiters {
     }
 }
 
-/// A budget wait's progress, owned by its waiter and borrowing nothing (the I/O adapters
-/// keep one across polls): its entry while it waits.
+/// One ordered wait's progress on a [`Budget`], kept by the caller between polls of
+/// [`Budget::poll_acquire`]: its entry in the budget's queue while it waits (its place in
+/// the schedule, or its turn to take one), nothing otherwise. It borrows nothing, so an
+/// adapter that owns both the budget and the wait (the crate's [`io`](crate::io) adapters
+/// do) can keep it beside the budget.
+///
+/// # Abandoning
+///
+/// A waiter that holds an entry (a poll returned `Pending`) must be finished (polled until
+/// `Ready`) or handed to [`Budget::abandon_acquire`] of the same budget before it is
+/// dropped: the entry holds a reservation and a place in the first-come order, and only
+/// the budget can give them back. Dropping it instead leaves the reservation charged (the
+/// budget stricter, never more permissive) and the entry in the queue. The crate's own
+/// waits ([`Budget::acquire_n_blocking`], [`Budget::acquire_n`](Budget::acquire_n) with
+/// feature `tokio`) do this in their `Drop`; use them unless you write a driver of your own.
+///
+/// # Examples
+///
+/// See [`Budget::poll_acquire`].
 #[derive(Debug, Default)]
-pub(crate) struct Waiter {
+pub struct Waiter {
     key: Option<usize>,
 }
 
@@ -316,11 +333,70 @@ impl<C: Clock> Budget<C> {
         }
     }
 
-    /// One poll of an ordered wait for `n` permits by `deadline` (ns of the budget's clock;
-    /// `None`: none), its progress kept in `waiter` (see the module): `Ready` with the
-    /// receipt of the permits taken ([`Receipt::NOTHING`] when the budget is disabled), or
-    /// with the refusals of [`Budget::acquire_n_blocking_until`].
-    pub(crate) fn poll_acquire(
+    /// One poll of an ordered wait (first come, first served) for `n` permits by
+    /// `deadline` (ns of the budget's clock; `None`: none), its progress kept in `waiter`:
+    /// the wait of [`Budget::acquire_n_blocking_until`], written once as a poll, for a
+    /// driver of your own (the crate's blocking and async waits and its [`io`](crate::io)
+    /// adapters run this same poll).
+    ///
+    /// The first poll decides at once when nobody waits (one compare-and-swap), or takes
+    /// the waiter's entry in the queue, kept in arrival order across changes of
+    /// configuration and pauses. A `Pending` poll has
+    /// registered `cx`'s waker with what ends the wait (the queue, or a
+    /// [`ManualClock`](crate::clock::ManualClock) reaching the waiter's time) and lowered
+    /// `nap` to the longest it may sleep before the next poll (the time left on an OS
+    /// clock, which has no waker to call); poll again when woken or when the nap is over.
+    /// `Ready` ends the wait, and `waiter` is fresh again. A wait stopped before it is
+    /// `Ready` must be handed to [`Budget::abandon_acquire`] (see [`Waiter`]'s
+    /// "Abandoning").
+    ///
+    /// `Ready(Ok)` carries the receipt of the permits taken ([`Receipt::NOTHING`] when the
+    /// budget is, or became, disabled: nothing was charged); it can give them back through
+    /// [`Refund::refund`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_n_blocking_until`]: [`Denied::ExceedsCapacity`] for `n` above
+    /// the capacity (at once, or when a change of configuration makes it so while it
+    /// waits), [`Denied::RateLimited`] if the permits cannot conform by `deadline`,
+    /// [`Denied::Paused`] if the budget is still paused at `deadline`. Each gives the
+    /// waiter's place back.
+    ///
+    /// # Examples
+    ///
+    /// A driver of one's own, on a [`ManualClock`](crate::clock::ManualClock) (its waits
+    /// never nap: moving the clock wakes them):
+    ///
+    /// ```
+    /// use limitcore::budget::Waiter;
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::notify::Nap;
+    /// use limitcore::{Budget, RateLimiter};
+    /// use std::task::{Context, Poll, Waker};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, clock.clone())?;
+    /// budget.try_acquire()?;
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut waiter = Waiter::default();
+    /// let mut poll = |waiter: &mut Waiter| {
+    ///     let mut nap = Nap::default();
+    ///     let polled = budget.poll_acquire(waiter, 1, None, &mut cx, &mut nap);
+    ///     assert_eq!(nap.get(), None); // a manual clock wakes its waiters itself
+    ///     polled
+    /// };
+    /// assert!(poll(&mut waiter).is_pending()); // its place: 100 ms from now
+    /// clock.advance(Duration::from_millis(100));
+    /// assert!(matches!(poll(&mut waiter), Poll::Ready(Ok(receipt)) if receipt.n() == 1));
+    ///
+    /// // A wait given up gives its place back.
+    /// assert!(poll(&mut waiter).is_pending());
+    /// budget.abandon_acquire(&mut waiter);
+    /// assert_eq!(budget.waiting(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_acquire(
         &self,
         waiter: &mut Waiter,
         n: u32,
@@ -357,9 +433,16 @@ impl<C: Clock> Budget<C> {
         }
     }
 
-    /// Give up the wait in `waiter`: its place is given back, and so are permits a
-    /// resolution granted that it had not collected.
-    pub(crate) fn abandon_acquire(&self, waiter: &mut Waiter) {
+    /// Give up the wait in `waiter` (see [`Budget::poll_acquire`]): its entry leaves the
+    /// queue, its reservation is refunded (re-timed into the configuration in force), and
+    /// so are permits a resolution granted that it had not collected; the waiters behind
+    /// it may take the place. Nothing happens for a waiter without an entry (one that never
+    /// waited or whose wait ended). `waiter` is fresh again.
+    ///
+    /// # Examples
+    ///
+    /// See [`Budget::poll_acquire`].
+    pub fn abandon_acquire(&self, waiter: &mut Waiter) {
         let Some(key) = waiter.key.take() else {
             return;
         };

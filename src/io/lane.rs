@@ -7,7 +7,7 @@ use super::pace::sealed::{Grant, Pacing};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{Denied, Receipt};
 use crate::lanes::{Lane, LaneError, Lanes};
-use crate::notify::driver::Nap;
+use crate::notify::Nap;
 use alloc::sync::Arc;
 use core::task::{Context, Poll};
 
@@ -54,9 +54,8 @@ use core::task::{Context, Poll};
 #[derive(Debug)]
 pub struct InLane<C: Clock = DefaultClock> {
     lanes: Arc<Lanes<C>>,
+    /// A lane of `lanes`, checked when made.
     lane: Lane,
-    /// `lane`'s index, checked against `lanes` when made.
-    index: usize,
 }
 
 impl<C: Clock> Clone for InLane<C> {
@@ -64,7 +63,6 @@ impl<C: Clock> Clone for InLane<C> {
         InLane {
             lanes: Arc::clone(&self.lanes),
             lane: self.lane,
-            index: self.index,
         }
     }
 }
@@ -77,8 +75,13 @@ impl<C: Clock> InLane<C> {
     /// [`LaneError::NoSuchLane`] if `lanes` has no such lane (the number of lanes is fixed
     /// when the limiter is made, so a lane checked here stays valid).
     pub fn new(lanes: Arc<Lanes<C>>, lane: Lane) -> Result<Self, LaneError> {
-        let index = lanes.index(lane)?;
-        Ok(InLane { lanes, lane, index })
+        match lanes.counts(lane) {
+            Some(_) => Ok(InLane { lanes, lane }),
+            None => Err(LaneError::NoSuchLane {
+                lane,
+                lanes: lanes.lanes(),
+            }),
+        }
     }
 
     /// Another lane of the same limiter.
@@ -132,7 +135,7 @@ impl<C: Clock> Pacing for InLane<C> {
         let n = *wait.n.get_or_insert(n);
         let granted = core::task::ready!(self.lanes.poll_acquire(
             &mut wait.lane,
-            self.index,
+            self.lane,
             n,
             None,
             cx,

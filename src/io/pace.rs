@@ -8,7 +8,8 @@ use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
 use crate::limiters::{Limiter, SlidingWindow};
-use crate::notify::driver::{Nap, Wait};
+use crate::notify::driver::Wait;
+use crate::notify::Nap;
 use crate::rules::{
     FixedWindowRule, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
 };

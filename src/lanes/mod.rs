@@ -179,5 +179,4 @@ pub use counts::LaneCounts;
 pub use shared::Lanes;
 pub use tune::AutoTune;
 #[cfg(feature = "io")]
-pub(crate) use wait::Waiter;
-pub use wait::{Progress, Ticket};
+pub use wait::{Progress, Ticket, Waiter};

@@ -2,7 +2,7 @@
 //! ([`Lanes::acquire_blocking`]), and async waits on tokio's timer
 //! ([`Lanes::acquire`], feature `tokio`).
 //!
-//! Every wait is the same poll (`Lanes::poll_acquire`), run blocking or async by the waiting
+//! Every wait is the same poll ([`Lanes::poll_acquire`]), run blocking or async by the waiting
 //! layer's driver: submit (the fast path, then the queue), then look at the request until
 //! it is granted in full. A look serves the queue at the clock's time. The waiter that is
 //! the queue's *timer* sleeps until the next piece fits (on the clock's
@@ -134,33 +134,99 @@ impl<C: Clock> Drop for Ticket<'_, C> {
     }
 }
 
-/// A lane wait's progress, owned by its waiter and borrowing nothing (the I/O adapters keep
-/// one across operations): whether its request was submitted, and its queue key while it
-/// waits.
+/// One wait's progress on a [`Lanes`] limiter, kept by the caller between polls of
+/// [`Lanes::poll_acquire`]: whether its request was submitted, and its place in its lane's
+/// queue while it waits. It borrows nothing, so an adapter that owns both the limiter and
+/// the wait (the crate's [`InLane`](crate::io::InLane) pacer does) can keep it beside the
+/// limiter.
+///
+/// # Abandoning
+///
+/// A waiter that holds a place (a poll returned `Pending`) must be finished (polled until
+/// `Ready`) or handed to [`Lanes::abandon_acquire`] of the same limiter before it is
+/// dropped: only the limiter can take a request out of its lane's queue and pass the units
+/// it was granted in pieces on (see [`Ticket`]'s "Cancellation"). Dropped instead, the
+/// request stays at its place and the requests of its lane behind it wait for it. The
+/// crate's own waits ([`Lanes::acquire_blocking`], [`Ticket`], and with feature `tokio`
+/// [`Lanes::acquire`](Lanes::acquire)) do this in their `Drop`; use them unless you write a
+/// driver of your own.
+///
+/// # Examples
+///
+/// See [`Lanes::poll_acquire`].
 #[derive(Debug, Default)]
-pub(crate) struct Waiter {
+pub struct Waiter {
     submitted: bool,
     key: Option<usize>,
 }
 
 impl<C: Clock> Lanes<C> {
-    /// One poll of a wait for `n` units of the lane at index `l` by `deadline` (ns of the
-    /// clock; `None`: none), its progress kept in `waiter`: submitted at the first poll (the
-    /// fast path, then the queue), then served and looked at until granted in full. The
-    /// waiter that is the queue's timer sleeps until the next piece fits, on the clock
-    /// ([`Clock::sleep_hint`]); every other waiter until it is woken. `Ready(Ok)` once
-    /// granted (`waiter` is then fresh again); `Ready(Err(TimedOut))` at the deadline, the
-    /// request given up.
-    pub(crate) fn poll_acquire(
+    /// One poll of a wait for `n` units of `lane` by `deadline` (ns of the clock; `None`:
+    /// none), its progress kept in `waiter`: the wait of [`Lanes::acquire_blocking_until`],
+    /// written once as a poll, for a driver of your own (the crate's blocking and async
+    /// waits and its [`InLane`](crate::io::InLane) pacer run this same poll).
+    ///
+    /// The first poll submits the request, as [`Lanes::submit_at`] does (`lane` and `n`
+    /// are read then; later polls of the same wait keep them): what fits at once if no
+    /// request that goes first waits, the rest in the lane's queue. Later polls look at it
+    /// until it is granted in full. A `Pending` poll has registered `cx`'s waker with what
+    /// ends the wait (the queue, or a [`ManualClock`](crate::clock::ManualClock) reaching
+    /// the queue's next piece) and lowered `nap` to the longest it may sleep before the next
+    /// poll (the time left on an OS clock, which has no waker to call); poll again when
+    /// woken or when the nap is over. `Ready` ends the wait, and `waiter` is fresh again. A
+    /// wait stopped before it is `Ready` must be handed to [`Lanes::abandon_acquire`] (see
+    /// [`Waiter`]'s "Abandoning").
+    ///
+    /// # Errors
+    ///
+    /// [`LaneError::NoSuchLane`] at the first poll; [`LaneError::TimedOut`] when `deadline`
+    /// passes first (the request is given up: the units granted by then pass on, see
+    /// [`Ticket`]'s "Cancellation").
+    ///
+    /// # Examples
+    ///
+    /// A driver of one's own, on a [`ManualClock`](crate::clock::ManualClock) (its waits
+    /// never nap: moving the clock wakes them):
+    ///
+    /// ```
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::lanes::Waiter;
+    /// use limitcore::notify::Nap;
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::task::{Context, Poll, Waker};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), clock.clone())?;
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut poll = |waiter: &mut Waiter, n| {
+    ///     let mut nap = Nap::default();
+    ///     lanes.poll_acquire(waiter, Lane::LOW, n, None, &mut cx, &mut nap)
+    /// };
+    /// let mut waiter = Waiter::default();
+    /// assert!(poll(&mut waiter, 150).is_pending()); // 100 at once, 50 to come
+    /// clock.advance(Duration::from_millis(50));
+    /// assert!(matches!(poll(&mut waiter, 150), Poll::Ready(Ok(()))));
+    ///
+    /// // A wait given up leaves its lane's queue.
+    /// assert!(poll(&mut waiter, 10).is_pending());
+    /// assert_eq!(lanes.abandon_acquire(&mut waiter), Err(0)); // it had been given nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_acquire(
         &self,
         waiter: &mut Waiter,
-        l: usize,
+        lane: Lane,
         n: u32,
         deadline: Option<Nanos>,
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<(), LaneError>> {
         if !waiter.submitted {
+            let l = match self.index(lane) {
+                Ok(l) => l,
+                Err(error) => return Poll::Ready(Err(error)),
+            };
             waiter.submitted = true;
             waiter.key = self.submit_key(l, n, self.now(), Some(cx.waker()));
         }
@@ -193,9 +259,19 @@ impl<C: Clock> Lanes<C> {
         }
     }
 
-    /// Give up the wait in `waiter` (see [`Ticket`]'s "Cancellation"): `Err(granted)` with
-    /// the units it had been given, `Ok(())` if it held no place.
-    pub(crate) fn abandon_acquire(&self, waiter: &mut Waiter) -> Result<(), u32> {
+    /// Give up the wait in `waiter` (see [`Lanes::poll_acquire`]): its request leaves its
+    /// lane's queue and the units it was granted in pieces pass on (see [`Ticket`]'s
+    /// "Cancellation"). `waiter` is fresh again.
+    ///
+    /// # Errors
+    ///
+    /// `Err(granted)` with the units the request had been given when it held a place in
+    /// the queue (the cancellation's report, not a failure); `Ok(())` if it held none.
+    ///
+    /// # Examples
+    ///
+    /// See [`Lanes::poll_acquire`].
+    pub fn abandon_acquire(&self, waiter: &mut Waiter) -> Result<(), u32> {
         waiter.submitted = false;
         match waiter.key.take() {
             None => Ok(()),
@@ -210,9 +286,10 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         deadline: Option<Nanos>,
     ) -> Result<Acquire<'_, C>, LaneError> {
+        self.index(lane)?;
         Ok(Acquire {
             lanes: self,
-            l: self.index(lane)?,
+            lane,
             n,
             deadline,
             waiter: Waiter::default(),
@@ -308,7 +385,7 @@ impl<C: Clock> Lanes<C> {
 #[derive(Debug)]
 struct Acquire<'a, C: Clock> {
     lanes: &'a Lanes<C>,
-    l: usize,
+    lane: Lane,
     n: u32,
     deadline: Option<Nanos>,
     waiter: Waiter,
@@ -319,7 +396,7 @@ impl<C: Clock> Wait for Acquire<'_, C> {
 
     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
         self.lanes
-            .poll_acquire(&mut self.waiter, self.l, self.n, self.deadline, cx, nap)
+            .poll_acquire(&mut self.waiter, self.lane, self.n, self.deadline, cx, nap)
     }
 }
 

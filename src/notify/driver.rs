@@ -50,23 +50,44 @@ impl<W: Wait + ?Sized> Wait for &mut W {
     }
 }
 
-/// The longest a pending wait may sleep before it is polled again (`None`: until woken).
-/// (`pub` only for the I/O adapters' sealed trait, whose polls take it; not nameable
-/// outside the crate.)
+/// The longest a pending poll may sleep on the OS timer before it is polled again
+/// (`None`, the default: until its waker is woken).
+///
+/// The public poll seams of the crate's ordered waits ([`Budget::poll_acquire`],
+/// [`Lanes::poll_acquire`]) take one: when the wait is for a time of an OS clock (which has
+/// no waker to call), the poll lowers the nap to the time left and returns `Pending`; the
+/// driver of the poll (a thread that parks, a future that arms a timer) sleeps at most that
+/// long and polls again. A wait on a [`ManualClock`](crate::clock::ManualClock) never naps:
+/// the clock wakes it when moved. Start every poll with a fresh `Nap`.
+///
+/// [`Budget::poll_acquire`]: crate::Budget::poll_acquire
+/// [`Lanes::poll_acquire`]: crate::lanes::Lanes::poll_acquire
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::notify::Nap;
+/// use std::time::Duration;
+///
+/// let mut nap = Nap::default();
+/// assert_eq!(nap.get(), None); // until woken
+/// nap.at_most(Duration::from_millis(5));
+/// nap.at_most(Duration::from_millis(9)); // a nap only shortens
+/// assert_eq!(nap.get(), Some(Duration::from_millis(5)));
+/// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(feature = "io"), allow(unreachable_pub))]
 pub struct Nap(Option<Duration>);
 
 impl Nap {
-    /// Sleep at most `d`.
+    /// Sleep at most `d`: the nap becomes the shorter of what it was and `d`.
     #[inline]
-    pub(crate) fn at_most(&mut self, d: Duration) {
+    pub fn at_most(&mut self, d: Duration) {
         self.0 = Some(self.0.map_or(d, |n| n.min(d)));
     }
 
-    /// The nap asked for.
+    /// The nap asked for: the longest sleep before the next poll (`None`: until woken).
     #[inline]
-    pub(crate) fn get(self) -> Option<Duration> {
+    pub fn get(self) -> Option<Duration> {
         self.0
     }
 }

@@ -22,6 +22,10 @@
 //!   permits' futures, which never nap, poll their wait directly and need no runtime). A
 //!   wait that must give something back when abandoned does it in its own `Drop`,
 //!   so both faces are cancellation-safe the same way.
+//! - [`Nap`]: how long a pending poll may sleep on the OS timer; the one driver type the
+//!   public poll seams ([`Budget::poll_acquire`](crate::Budget::poll_acquire),
+//!   [`Lanes::poll_acquire`](crate::lanes::Lanes::poll_acquire)) take, so that an adapter
+//!   of its own (the crate's [`io`](crate::io) is one) can drive an ordered wait.
 //!
 //! Waits follow the limiter's clock: a wait for a time asks the clock
 //! ([`Clock::sleep_hint`](crate::clock::Clock::sleep_hint)) how to sleep, so on a
@@ -46,4 +50,5 @@ pub(crate) mod wake;
 #[cfg(all(test, limitcore_loom))]
 mod loom;
 
+pub use driver::Nap;
 pub use event::{Event, Listener};
