@@ -25,6 +25,8 @@
 
 #![allow(missing_docs)]
 
+mod common;
+
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
 use limitcore::concurrency::Permits;
 use limitcore::{
@@ -32,8 +34,7 @@ use limitcore::{
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Governor = governor::RateLimiter<NotKeyed, InMemoryState, GovClock>;
 type Op = Box<dyn Fn() -> bool + Send + Sync>;
@@ -197,30 +198,10 @@ fn group(name: &str) -> Vec<(String, Op)> {
     v
 }
 
-/// The time per call per thread of `op` on `threads` threads started together.
+/// The time per call per thread of `op` on `threads` threads started together (the slowest
+/// thread's: `common::run_threads`).
 fn time(op: &Op, threads: usize) -> f64 {
-    let start = Barrier::new(threads);
-    let slowest = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let start = &start;
-                s.spawn(move || {
-                    start.wait();
-                    let t0 = Instant::now();
-                    for _ in 0..ITERS {
-                        black_box(op());
-                    }
-                    t0.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    });
-    slowest.as_nanos() as f64 / ITERS as f64
+    common::run_threads(&|_| op(), threads, ITERS).as_nanos() as f64 / ITERS as f64
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -366,7 +366,7 @@ impl<F: Feedback> Permits<F> {
         let word = cas::apply(
             &self.word,
             #[inline(always)]
-            |w| match PermitWord::from_bits(w).acquire(n) {
+            move |w| match PermitWord::from_bits(w).acquire(n) {
                 Ok(next) => Ok((next.bits(), next)),
                 Err(e) => Err(refused(w, e)),
             },

@@ -161,8 +161,11 @@ impl PermitWord {
     /// not fit now or someone is queued. The word is unchanged.
     #[inline]
     pub(crate) fn acquire(self, n: u32) -> Result<Self, AcquireError> {
-        // The `WAITING` bit is tested with the count: a queued waiter is never overtaken.
-        if self.0 & WAITING == 0 && n <= self.available() {
+        // One compare tests the `WAITING` bit with the count: the low 32 bits are the bit
+        // (2^31) above the in-flight field, so while it is set they exceed any limit
+        // (≤ 2^30 − 1) and a queued waiter is never overtaken; the retired word's are all
+        // ones. In a `u64` the sum cannot wrap.
+        if (self.0 & (WAITING | IN_FLIGHT)) + u64::from(n) <= u64::from(self.limit()) {
             // ≤ limit ≤ 2^30 − 1 after the sum: the field cannot carry into bit 31.
             Ok(PermitWord(self.0 + u64::from(n)))
         } else {
@@ -313,6 +316,41 @@ mod tests {
         );
         let word = word.release(2); // the cut holds once they are back
         assert_eq!(word.acquire(1).unwrap().in_flight(), 1);
+    }
+
+    /// `acquire`'s one compare is the rule as stated: `n ≥ 1` fit iff nobody is queued and
+    /// `in flight + n ≤ limit` (a word over its limit after a cut included), whatever the
+    /// pinned bit; the retired word refuses.
+    #[test]
+    fn acquire_is_the_rule_in_one_compare() {
+        for limit in [1, 2, 3, 7, MAX_LIMIT] {
+            for in_flight in [0, 1, 2, 3, 6, 7, 8, MAX_LIMIT - 1, MAX_LIMIT, MAX_IN_FLIGHT] {
+                for (waiting, pinned) in
+                    [(false, false), (true, false), (false, true), (true, true)]
+                {
+                    let word = PermitWord(
+                        (u64::from(limit) << LIMIT_SHIFT)
+                            | u64::from(in_flight)
+                            | if waiting { WAITING } else { 0 }
+                            | if pinned { PINNED } else { 0 },
+                    );
+                    for n in [1, 2, 3, 4, 8, MAX_LIMIT, MAX_IN_FLIGHT, u32::MAX] {
+                        let fits =
+                            !waiting && u64::from(in_flight) + u64::from(n) <= u64::from(limit);
+                        let got = word.acquire(n);
+                        assert_eq!(got.is_ok(), fits, "{word:?} n={n}");
+                        if let Ok(next) = got {
+                            assert_eq!(next.in_flight(), in_flight + n);
+                            assert_eq!(
+                                (next.limit(), next.waiting(), next.pinned()),
+                                (limit, waiting, pinned)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(PermitWord(RETIRED).acquire(1).is_err());
     }
 
     #[test]
