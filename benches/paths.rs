@@ -109,6 +109,11 @@ fn group(name: &str) -> Vec<(String, Op)> {
                 "budget-bytes".into(),
                 Box::new(move || b.try_acquire_n(4096).is_ok()),
             ));
+            let b = Budget::new("1TiB/s burst 64MiB".parse().unwrap()).unwrap();
+            v.push((
+                "budget-bytes-1tib".into(),
+                Box::new(move || b.try_acquire_n(4096).is_ok()),
+            ));
             let leaky = leaky_bucket::RateLimiter::builder()
                 .max(1_000_000)
                 .initial(1_000_000)

@@ -53,11 +53,38 @@ impl Tally {
 
 /// One `T` per thread, each on cache lines of its own, made by the first call of a thread
 /// (see the module); without `std` and under loom, one `T` for all.
+///
+/// # The last slot
+///
+/// `ThreadLocal::get_or` finds a thread's slot from the thread's id (a thread-local read
+/// behind a call, then a bucket and a flag): about 20 instructions, a tenth of a counted
+/// decision (BENCHMARKS.md, issue 28). Each thread keeps the last slot it used in a
+/// thread-local of its own (`LAST`: the id of the `PerThread` and the slot's address), so
+/// that a thread deciding on one limiter again and again finds its slot with one
+/// thread-local read and one compare; on a miss (another limiter, the first call) it
+/// looks the slot up and keeps it.
 pub(crate) struct PerThread<T: Send + Sync> {
     #[cfg(all(feature = "std", not(limitcore_loom)))]
     slots: thread_local::ThreadLocal<CachePadded<T>>,
+    /// This `PerThread`'s id, unique in the process (never 0): what `LAST` is keyed by.
+    #[cfg(all(feature = "std", not(limitcore_loom)))]
+    id: u64,
     #[cfg(not(all(feature = "std", not(limitcore_loom))))]
     one: CachePadded<T>,
+}
+
+/// The next `PerThread`'s id (0: no slot, `LAST`'s initial value).
+#[cfg(all(feature = "std", not(limitcore_loom)))]
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+#[cfg(all(feature = "std", not(limitcore_loom)))]
+std::thread_local! {
+    /// This thread's last slot (see `PerThread`'s "The last slot"): the id of its
+    /// `PerThread` (0: none yet) and its address. A `Cell` of plain values, initialised by
+    /// a constant: read and written in place, with no lazy initialisation and no
+    /// destructor.
+    static LAST: core::cell::Cell<(u64, *const ())> =
+        const { core::cell::Cell::new((0, core::ptr::null())) };
 }
 
 impl<T: Send + Sync + core::fmt::Debug> core::fmt::Debug for PerThread<T> {
@@ -72,8 +99,12 @@ impl<T: Send + Sync> PerThread<T> {
         #[cfg(all(feature = "std", not(limitcore_loom)))]
         {
             let _ = make;
+            // Relaxed: the ids need only be distinct (one RMW each), and they publish
+            // nothing. 2^64 − 1 of them outlast any process.
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
             PerThread {
                 slots: thread_local::ThreadLocal::new(),
+                id,
             }
         }
         #[cfg(not(all(feature = "std", not(limitcore_loom))))]
@@ -86,12 +117,39 @@ impl<T: Send + Sync> PerThread<T> {
     #[inline(always)]
     pub(crate) fn get(&self, make: impl FnOnce() -> T) -> &T {
         #[cfg(all(feature = "std", not(limitcore_loom)))]
-        return self.slots.get_or(|| CachePadded::new(make()));
+        {
+            let (id, slot) = LAST.get();
+            if id == self.id {
+                // SAFETY: `LAST` holds `(id, slot)` only as stored by `find` below, on this
+                // thread, with `slot` the address of this thread's slot in the slots of the
+                // `PerThread` whose id is `id`. Ids are never reused (`NEXT_ID`), so
+                // `self` is that `PerThread`, alive for as long as the borrow of `self`
+                // that the returned reference carries. `ThreadLocal` never moves nor frees
+                // a slot while it lives (its buckets are allocated once and dropped with
+                // it; a slot is handed to a later thread only after its thread ended, and
+                // this thread has not), and hands out only shared references to it, as
+                // this does: a valid `&CachePadded<T>` for the borrow of `self`.
+                #[allow(unsafe_code)]
+                return unsafe { &*slot.cast::<CachePadded<T>>() };
+            }
+            self.find(make)
+        }
         #[cfg(not(all(feature = "std", not(limitcore_loom))))]
         {
             let _ = make;
             &self.one
         }
+    }
+
+    /// The calling thread's slot looked up in `ThreadLocal` (made by `make` if it is its
+    /// first), and kept as this thread's last slot.
+    #[cfg(all(feature = "std", not(limitcore_loom)))]
+    #[cold]
+    #[inline(never)]
+    fn find(&self, make: impl FnOnce() -> T) -> &T {
+        let slot = self.slots.get_or(|| CachePadded::new(make()));
+        LAST.set((self.id, (slot as *const CachePadded<T>).cast()));
+        slot
     }
 
     /// Every slot made so far.
@@ -130,5 +188,40 @@ mod tests {
         });
         assert_eq!(tallies.iter().map(Tally::get).sum::<u64>(), 120_001);
         assert!(tallies.iter().count() <= 5);
+    }
+
+    /// The last slot a thread used is kept per `PerThread`: alternating between two, and
+    /// a `PerThread` made after another was dropped (perhaps at its address), each thread
+    /// always adds to its own slot of the one it is given.
+    #[test]
+    fn the_last_slot_belongs_to_its_own_per_thread() {
+        let (a, b): (PerThread<Tally>, PerThread<Tally>) = (
+            PerThread::new(Tally::default),
+            PerThread::new(Tally::default),
+        );
+        for _ in 0..1000 {
+            a.get(Tally::default).add(1);
+            b.get(Tally::default).add(2);
+            b.get(Tally::default).add(2);
+        }
+        assert_eq!(a.iter().map(Tally::get).sum::<u64>(), 1000);
+        assert_eq!(b.iter().map(Tally::get).sum::<u64>(), 4000);
+        for round in 0..100u64 {
+            let c: PerThread<Tally> = PerThread::new(Tally::default);
+            c.get(Tally::default).add(round);
+            c.get(Tally::default).add(1);
+            assert_eq!(
+                c.iter().map(Tally::get).collect::<Vec<_>>(),
+                vec![round + 1]
+            );
+        }
+        // Another thread's slots are its own, whatever this thread used last.
+        std::thread::scope(|s| {
+            s.spawn(|| a.get(Tally::default).add(10));
+        });
+        assert_eq!(a.iter().count(), 2);
+        assert_eq!(a.iter().map(Tally::get).sum::<u64>(), 1010);
+        a.get(Tally::default).add(1);
+        assert!(a.iter().any(|t| t.get() == 1001), "this thread's slot");
     }
 }
