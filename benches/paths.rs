@@ -19,7 +19,8 @@
 //! - `counted`: `Gcra::try_acquire` and `Counted<Gcra>`, admitting and refusing;
 //! - `permits`: a bare compare-and-swap grant and `fetch_sub` release on one word, and
 //!   `Permits::try_acquire(1)` with the permit dropped; tokio's `Semaphore`;
-//! - `lanes`: `Gcra::try_acquire_n(1)` and `Lanes::try_acquire(Lane::TOP, 1)` and
+//! - `lanes`: `Gcra::try_acquire_n(1)`, `Budget::try_acquire_n(1)` (the budget the lanes
+//!   share, alone), and `Lanes::try_acquire(Lane::TOP, 1)` and
 //!   `Lanes::try_acquire(Lane::LOW, 1)` with nobody waiting;
 //! - `governor`: governor's `check` and `Gcra`, `TokenBucket`, admitting and refusing.
 
@@ -171,6 +172,12 @@ fn group(name: &str) -> Vec<(String, Op)> {
             v.push((
                 "gcra-n".into(),
                 Box::new(move || g.try_acquire_n(1).is_ok()),
+            ));
+            // The budget the lanes share, alone: what the lanes add is the rest.
+            let b = Budget::new(allow()).unwrap();
+            v.push((
+                "budget-n".into(),
+                Box::new(move || b.try_acquire_n(1).is_ok()),
             ));
             let l = Lanes::new(LanesConfig::new(allow())).unwrap();
             v.push((

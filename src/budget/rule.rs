@@ -182,6 +182,11 @@ impl BudgetRule {
 impl Rule for BudgetRule {
     type State = u64;
 
+    /// `take` refuses `n` above the capacity of the configuration it decides under (the
+    /// fast read's, or the general read's), so the shells do not read the configuration a
+    /// second time for their size check (issue 28: 9 instructions of `try_acquire_n`).
+    const TAKE_CHECKS_CAPACITY: bool = true;
+
     /// A budget for `quota`, with no debt (a request above the burst is refused), enabled.
     ///
     /// # Errors

@@ -186,3 +186,50 @@ fn many_reconfigurations_cycle_the_generations() {
     }
     assert!(b.snapshot_at(now).full_after <= Duration::from_secs(1));
 }
+
+/// The budget's `take` checks the size itself (`Rule::TAKE_CHECKS_CAPACITY`): every
+/// decision that takes refuses `n` above the capacity in force with `ExceedsCapacity` and
+/// consumes nothing, on a fresh word and a used one (the general and the fast read), in
+/// every mode but `Disabled` (which admits anything, charging nothing), and after a change
+/// of capacity.
+#[test]
+fn takes_refuse_above_the_capacity_in_force() {
+    fn exceeds<T>(capacity: u32) -> Result<T, Denied> {
+        Err(Denied::ExceedsCapacity { capacity })
+    }
+    for used in [false, true] {
+        for mode in [Mode::Enabled, Mode::Paused, Mode::Disabled] {
+            let b = budget("100/s burst 10", 0);
+            if used {
+                b.try_acquire_n_at(1, 0).unwrap();
+            }
+            b.set_mode(mode).unwrap();
+            let before = b.snapshot_at(0);
+            if mode == Mode::Disabled {
+                assert_eq!(b.try_acquire_n_at(11, 0), Ok(()));
+                assert_eq!(b.acquire_refundable_at(11, 0).map(|r| r.n()), Ok(0));
+            } else {
+                assert_eq!(
+                    b.try_acquire_n_at(11, 0),
+                    exceeds(10),
+                    "{mode:?} used {used}"
+                );
+                assert_eq!(b.decide_n_at(11, 0).result, exceeds(10));
+                assert_eq!(b.acquire_refundable_at(11, 0).map(|r| r.n()), exceeds(10));
+            }
+            assert_eq!(
+                b.snapshot_at(0),
+                before,
+                "nothing consumed: {mode:?} used {used}"
+            );
+            assert_eq!(b.try_acquire_n_at(0, 0), Ok(()));
+        }
+    }
+    // A smaller capacity is the one refused against, at once.
+    let b = budget("100/s burst 10", 0);
+    b.try_acquire_n_at(1, 0).unwrap();
+    let config = BudgetConfig::new("100/s burst 4".parse().unwrap());
+    b.reconfigure_at(&config, 0).unwrap();
+    assert_eq!(b.try_acquire_n_at(5, 1_000_000_000), exceeds(4));
+    assert_eq!(b.try_acquire_n_at(4, 1_000_000_000), Ok(()));
+}

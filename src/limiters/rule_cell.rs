@@ -5,7 +5,7 @@ use crate::cell::sealed::Cells;
 use crate::clock::{duration_to_nanos, Nanos};
 use crate::decision::{Decision, Denied, Receipt, Snapshot};
 use crate::limiters::Reservation;
-use crate::rules::{precheck, ReserveRule, Rule};
+use crate::rules::{precheck, precheck_take, ReserveRule, Rule};
 use core::fmt;
 use core::time::Duration;
 
@@ -91,7 +91,7 @@ impl<R: Rule> RuleCell<R> {
     // refusal's `retry_after` (a division).
     #[inline(always)]
     pub fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if !precheck(n, self.rule.capacity())? {
+        if !precheck_take(&self.rule, n)? {
             return Ok(());
         }
         let rule = &self.rule;
@@ -115,7 +115,7 @@ impl<R: Rule> RuleCell<R> {
     /// Decide `n` permits at `now`, returning what to give back, with the state the
     /// decision left.
     pub fn decide_refundable_at(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
-        match precheck(n, self.rule.capacity()) {
+        match precheck_take(&self.rule, n) {
             Ok(true) => {
                 let rule = &self.rule;
                 let outcome = R::State::update(&self.state, |s| match rule.take(s, now, n) {
@@ -140,7 +140,7 @@ impl<R: Rule> RuleCell<R> {
     /// As [`RuleCell::try_acquire_n_at`].
     #[inline]
     pub fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
-        if !precheck(n, self.rule.capacity())? {
+        if !precheck_take(&self.rule, n)? {
             return Ok(Receipt::NOTHING);
         }
         let rule = &self.rule;

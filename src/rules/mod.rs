@@ -134,12 +134,22 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// The state of a fresh limiter: it admits `capacity()` at once, at any time.
     fn fresh(&self) -> Self::State;
 
-    /// Decide `1 ≤ n ≤ capacity()` permits at `now` (ns): on admission update `state` and
-    /// return the receipt; on denial leave `state` unchanged.
+    /// Whether [`Rule::take`] itself refuses `n > capacity()` (with
+    /// [`Denied::ExceedsCapacity`], from the configuration it decides under), so that the
+    /// shells leave that check to it and only skip `n = 0`: a rule whose capacity can change
+    /// between a check and the decision (a live [`Budget`](crate::Budget)'s) reads its
+    /// configuration once, not twice. `false` by default: the shells check the size first
+    /// and call `take` with `1 ≤ n ≤ capacity()`.
+    const TAKE_CHECKS_CAPACITY: bool = false;
+
+    /// Decide `1 ≤ n ≤ capacity()` permits at `now` (ns) (any `n ≥ 1` if
+    /// [`Rule::TAKE_CHECKS_CAPACITY`]): on admission update `state` and return the receipt;
+    /// on denial leave `state` unchanged.
     ///
     /// # Errors
     ///
-    /// [`Denied::RateLimited`] with the exact wait (see the trait's contract).
+    /// [`Denied::RateLimited`] with the exact wait (see the trait's contract);
+    /// [`Denied::ExceedsCapacity`] for `n > capacity()` if [`Rule::TAKE_CHECKS_CAPACITY`].
     fn take(&self, state: &mut Self::State, now: Nanos, n: u32) -> Result<Receipt, Denied>;
 
     /// What [`Rule::take`] would answer, without changing anything.
@@ -262,6 +272,17 @@ pub fn precheck(n: u32, capacity: u32) -> Result<bool, Denied> {
         Err(Denied::ExceedsCapacity { capacity })
     } else {
         Ok(n != 0)
+    }
+}
+
+/// [`precheck`] for a request to `rule`'s [`Rule::take`]: only `n = 0` when the rule checks
+/// the size itself ([`Rule::TAKE_CHECKS_CAPACITY`]).
+#[inline(always)]
+pub(crate) fn precheck_take<R: Rule>(rule: &R, n: u32) -> Result<bool, Denied> {
+    if R::TAKE_CHECKS_CAPACITY {
+        Ok(n != 0)
+    } else {
+        precheck(n, rule.capacity())
     }
 }
 
