@@ -226,6 +226,87 @@ impl Denied {
     }
 }
 
+/// A [`Denied`] in two words, carried out of a compare-and-swap loop (crate-private): a
+/// result of at most two words comes back from the loop's out-of-line path in registers, so
+/// the fast path never writes a refusal to memory, and a caller that looks only at
+/// `is_ok()` (or at the refusal's kind: [`Counted`](crate::Counted)) lets the optimiser
+/// drop the `retry_after` it never reads. Made and unmade by `pack` / `unpack`, exactly
+/// (a wait past 2^64 ns, which only a rule of the caller's can say, in whole seconds rounded
+/// up, at most 2^64 − 1 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Packed {
+    /// The refusal's wait (ns) or capacity (permits); 0 for the others.
+    value: u64,
+    kind: Kind,
+}
+
+/// [`Packed`]'s kind: one per variant of [`Denied`] (its values leave a niche, so that a
+/// `Result<(), Packed>` stays two words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    RateLimited,
+    /// A wait too long for `u64` ns, in seconds.
+    RateLimitedSecs,
+    ExceedsCapacity,
+    BeyondHorizon,
+    Paused,
+}
+
+impl Denied {
+    /// This refusal in two words.
+    #[inline(always)]
+    pub(crate) fn pack(self) -> Packed {
+        match self {
+            Denied::RateLimited { retry_after } => match u64::try_from(retry_after.as_nanos()) {
+                // The crate's rules' waits are ns of a clock: always this.
+                Ok(nanos) => Packed {
+                    value: nanos,
+                    kind: Kind::RateLimited,
+                },
+                // A rule of the caller's may say more than 2^64 ns (584 years): whole
+                // seconds, rounded up (a wait is never rounded down).
+                Err(_) => Packed {
+                    value: retry_after
+                        .as_secs()
+                        .saturating_add(u64::from(retry_after.subsec_nanos() > 0)),
+                    kind: Kind::RateLimitedSecs,
+                },
+            },
+            Denied::ExceedsCapacity { capacity } => Packed {
+                value: u64::from(capacity),
+                kind: Kind::ExceedsCapacity,
+            },
+            Denied::BeyondHorizon => Packed {
+                value: 0,
+                kind: Kind::BeyondHorizon,
+            },
+            Denied::Paused => Packed {
+                value: 0,
+                kind: Kind::Paused,
+            },
+        }
+    }
+}
+
+impl Packed {
+    /// The refusal packed.
+    #[inline(always)]
+    pub(crate) fn unpack(self) -> Denied {
+        match self.kind {
+            Kind::RateLimited => Denied::rate_limited(self.value),
+            Kind::RateLimitedSecs => Denied::RateLimited {
+                retry_after: Duration::from_secs(self.value),
+            },
+            Kind::ExceedsCapacity => Denied::ExceedsCapacity {
+                capacity: self.value as u32,
+            },
+            Kind::BeyondHorizon => Denied::BeyondHorizon,
+            Kind::Paused => Denied::Paused,
+        }
+    }
+}
+
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -339,5 +420,50 @@ impl Decision {
     #[inline]
     pub fn retry_after(&self) -> Option<Duration> {
         self.result.err().and_then(|d| d.retry_after())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal packed into two words comes back exactly (a wait past 2^64 ns, only a
+    /// rule of the caller's, in whole seconds rounded up), and a result of it stays two
+    /// words.
+    #[test]
+    fn packed_refusals_come_back_exactly() {
+        let exact = [
+            Denied::rate_limited(0),
+            Denied::rate_limited(1),
+            Denied::rate_limited(999_999_999),
+            Denied::rate_limited(1_000_000_000),
+            Denied::rate_limited(u64::MAX),
+            Denied::RateLimited {
+                retry_after: Duration::new(18_446_744_073, 709_551_615),
+            },
+            Denied::ExceedsCapacity { capacity: 0 },
+            Denied::ExceedsCapacity { capacity: u32::MAX },
+            Denied::BeyondHorizon,
+            Denied::Paused,
+        ];
+        for denied in exact {
+            assert_eq!(denied.pack().unpack(), denied);
+        }
+        // One ns past `u64::MAX` ns: whole seconds, up.
+        let long = Denied::RateLimited {
+            retry_after: Duration::new(18_446_744_073, 709_551_616),
+        };
+        assert_eq!(
+            long.pack().unpack().retry_after(),
+            Some(Duration::from_secs(18_446_744_074))
+        );
+        let longest = Denied::RateLimited {
+            retry_after: Duration::MAX,
+        };
+        assert_eq!(
+            longest.pack().unpack().retry_after(),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(core::mem::size_of::<Result<(), Packed>>(), 16);
     }
 }

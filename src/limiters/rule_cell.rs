@@ -3,7 +3,7 @@
 
 use crate::cell::sealed::Cells;
 use crate::clock::{duration_to_nanos, Nanos};
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Decision, Denied, Packed, Receipt, Snapshot};
 use crate::limiters::Reservation;
 use crate::rules::{precheck, precheck_take, ReserveRule, Rule};
 use core::fmt;
@@ -95,11 +95,13 @@ impl<R: Rule> RuleCell<R> {
             return Ok(());
         }
         let rule = &self.rule;
+        // The refusal leaves the loop packed in two words (see `Packed`).
         R::State::update(
             &self.state,
             #[inline(always)]
-            move |s| rule.take(s, now, n).map(|_| ()),
+            move |s| rule.take(s, now, n).map(|_| ()).map_err(Denied::pack),
         )
+        .map_err(Packed::unpack)
     }
 
     /// Decide `n` permits at `now`, with the state the decision left (read in the same
