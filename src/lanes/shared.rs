@@ -8,7 +8,7 @@ use super::schedule::Schedule;
 use super::tune::Tuner;
 use crate::budget::{Budget, BudgetConfig};
 use crate::clock::{Clock, DefaultClock, Nanos};
-use crate::decision::{Denied, Snapshot};
+use crate::decision::{Denied, Packed, Snapshot};
 use crate::limiter::RateLimiter;
 use crate::notify::wake::WakeList;
 use crate::quota::{Quota, QuotaError};
@@ -108,8 +108,10 @@ fn blockers(lane: usize) -> u64 {
 /// budget's refusal.
 #[cold]
 #[inline(never)]
-fn lane_refusal(refused: Option<Denied>) -> LaneError {
-    refused.map_or(LaneError::WouldWait { retry_after: None }, lane_error)
+fn lane_refusal(refused: Option<Packed>) -> LaneError {
+    refused.map_or(LaneError::WouldWait { retry_after: None }, |packed| {
+        lane_error(packed.unpack())
+    })
 }
 
 /// A budget refusal as a lane's.
@@ -272,11 +274,18 @@ impl<C: Clock> Lanes<C> {
         self.budget.update(
             #[inline(always)]
             move |word| {
+                // The word as loaded, in a register across the fence: `word` is memory (the
+                // budget's slow path takes it by reference), and reading it again after a
+                // fence would be a store-forwarded reload on the way to the CAS.
+                let loaded = *word;
                 fence(Ordering::Acquire);
                 if !self.clear(lane) {
                     return Err(None);
                 }
-                transition(word)
+                let mut next = loaded;
+                let outcome = transition(&mut next);
+                *word = next;
+                outcome
             },
         )
     }
@@ -324,12 +333,17 @@ impl<C: Clock> Lanes<C> {
         }
         self.tune_if_due(now);
         let rule = self.budget.rule();
-        // The budget's refusal (or `None`: held back by a waiting lane) leaves the loop as
-        // it is, and becomes a lane's error out of the decision's line.
+        // The budget's refusal (or `None`: held back by a waiting lane) leaves the loop
+        // packed in two words (`decision::Packed`: in registers), and becomes a lane's
+        // error out of the decision's line.
         let taken = self.fast(
             l,
             #[inline(always)]
-            move |word| rule.take(word, now, n).map(drop).map_err(Some),
+            move |word| {
+                rule.take(word, now, n)
+                    .map(drop)
+                    .map_err(|denied| Some(denied.pack()))
+            },
         );
         match taken {
             Ok(()) => {
