@@ -232,7 +232,7 @@ impl Denied {
 /// `is_ok()` (or at the refusal's kind: [`Counted`](crate::Counted)) lets the optimiser
 /// drop the `retry_after` it never reads. Made and unmade by `pack` / `unpack`, exactly
 /// (a wait past 2^64 ns, which only a rule of the caller's can say, in whole seconds rounded
-/// up, at most 2^64 − 1 s).
+/// up; the most seconds stand for `Duration::MAX`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Packed {
     /// The refusal's wait (ns) or capacity (permits); 0 for the others.
@@ -246,7 +246,7 @@ pub(crate) struct Packed {
 #[repr(u8)]
 enum Kind {
     RateLimited,
-    /// A wait too long for `u64` ns, in seconds.
+    /// A wait too long for `u64` ns, in seconds (`u64::MAX`: `Duration::MAX`).
     RateLimitedSecs,
     ExceedsCapacity,
     BeyondHorizon,
@@ -296,7 +296,12 @@ impl Packed {
         match self.kind {
             Kind::RateLimited => Denied::rate_limited(self.value),
             Kind::RateLimitedSecs => Denied::RateLimited {
-                retry_after: Duration::from_secs(self.value),
+                // The most seconds stand for the longest wait (never rounded down).
+                retry_after: if self.value == u64::MAX {
+                    Duration::MAX
+                } else {
+                    Duration::from_secs(self.value)
+                },
             },
             Kind::ExceedsCapacity => Denied::ExceedsCapacity {
                 capacity: self.value as u32,
@@ -460,10 +465,11 @@ mod tests {
         let longest = Denied::RateLimited {
             retry_after: Duration::MAX,
         };
-        assert_eq!(
-            longest.pack().unpack().retry_after(),
-            Some(Duration::from_secs(u64::MAX))
-        );
+        assert_eq!(longest.pack().unpack(), longest);
+        let whole = Denied::RateLimited {
+            retry_after: Duration::from_secs(u64::MAX),
+        };
+        assert_eq!(whole.pack().unpack(), longest, "up, never down");
         assert_eq!(core::mem::size_of::<Result<(), Packed>>(), 16);
     }
 }
