@@ -76,7 +76,7 @@ mod word;
 mod wait;
 
 pub use rule::BudgetRule;
-#[cfg(all(feature = "std", feature = "io"))]
+#[cfg(feature = "std")]
 pub use wait::Waiter;
 
 use self::params::Charge;

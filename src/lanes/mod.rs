@@ -178,5 +178,4 @@ pub use config::{
 pub use counts::LaneCounts;
 pub use shared::Lanes;
 pub use tune::AutoTune;
-#[cfg(feature = "io")]
 pub use wait::{Progress, Ticket, Waiter};
