@@ -140,6 +140,15 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// between a check and the decision (a live [`Budget`](crate::Budget)'s) reads its
     /// configuration once, not twice. `false` by default: the shells check the size first
     /// and call `take` with `1 ≤ n ≤ capacity()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::rules::{GcraRule, Rule};
+    ///
+    /// // The plain rules leave the size check to their shells.
+    /// assert!(!GcraRule::TAKE_CHECKS_CAPACITY);
+    /// ```
     const TAKE_CHECKS_CAPACITY: bool = false;
 
     /// Decide `1 ≤ n ≤ capacity()` permits at `now` (ns) (any `n ≥ 1` if
