@@ -105,8 +105,8 @@ impl HotLine {
     /// The hot numbers if the line holds generation `gen` and its mode is enabled (the
     /// protocol of [`Slot::load_hot`]).
     #[inline(always)]
-    fn load(&self, gen: u64) -> Option<Hot> {
-        read_hot::<true>(&self.gen, &self.fields, gen)
+    fn load<R>(&self, gen: u64, then: impl Fn(Hot) -> R) -> Option<R> {
+        read_hot::<true, R>(&self.gen, &self.fields, gen, then)
     }
 }
 
@@ -164,22 +164,27 @@ impl Slot {
     /// [`Slot::load`], on fewer words).
     #[inline(always)]
     fn load_hot(&self, gen: u64) -> Option<Hot> {
-        read_hot::<false>(&self.gen, &self.fields, gen)
+        read_hot::<false, Hot>(&self.gen, &self.fields, gen, |hot| hot)
     }
 }
 
 /// The hot numbers of generation `gen` from `fields` (a slot's first words, or the hot
-/// line), if `tag` holds that generation: five words, and the scale's six more only when a
-/// unit is not 1 ns; the seqlock protocol of [`Slot::load`] on fewer words. The one read
-/// behind [`HotLine::load`] and [`Slot::load_hot`]; with `ENABLED_ONLY`, `None` unless the
-/// mode is enabled too (the fast read's condition, checked on the flags word, so that the
-/// mode it returns is a constant).
+/// line), if `tag` holds that generation, given to `then`: five words, and the scale's six
+/// more only when a unit is not 1 ns; the seqlock protocol of [`Slot::load`] on fewer words.
+/// The one read behind [`HotLine::load`] and [`Slot::load_hot`]; with `ENABLED_ONLY`,
+/// `None` unless the mode is enabled too (the fast read's condition, checked on the flags
+/// word, so that the mode it gives is a constant).
+///
+/// Each branch of the scale validates the read and calls `then` itself (two inlined copies
+/// of the caller's decision), so that a unit of 1 ns is a constant in its copy: a decision
+/// after the branches merged would test the scale again (issue 28: 8 instructions).
 #[inline(always)]
-fn read_hot<const ENABLED_ONLY: bool>(
+fn read_hot<const ENABLED_ONLY: bool, R>(
     tag: &AtomicU64,
     fields: &[AtomicU64],
     gen: u64,
-) -> Option<Hot> {
+    then: impl Fn(Hot) -> R,
+) -> Option<R> {
     // Acquire: partner of the writer's release store of the tag (`HotLine::store`,
     // `Slot::store`): the fields written before it are visible.
     if tag.load(Ordering::Acquire) != gen {
@@ -189,10 +194,14 @@ fn read_hot<const ENABLED_ONLY: bool>(
     let field = |i: usize| fields[i].load(Ordering::Relaxed);
     let flags = field(0);
     let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
-    let scale = if flags & NS != 0 {
-        Scale::ns(per_permit)
+    let hot = |scale| hot_numbers::<ENABLED_ONLY>(flags, scale, [span, ahead, debt]);
+    if flags & NS != 0 {
+        if !validated::<ENABLED_ONLY>(tag, gen, flags) {
+            return None;
+        }
+        Some(then(hot(Scale::ns(per_permit))))
     } else {
-        Scale::from_words([
+        let scale = Scale::from_words([
             per_permit,
             field(5),
             field(6),
@@ -200,16 +209,22 @@ fn read_hot<const ENABLED_ONLY: bool>(
             field(8),
             field(9),
             field(10),
-        ])
-    };
-    // Acquire fence: orders the field loads before the second load of the tag, so an
-    // unchanged tag means no writer overwrote them in between (as in `Slot::load`).
-    fence(Ordering::Acquire);
-    let mode = (flags >> 8) & 0b11;
-    if tag.load(Ordering::Relaxed) != gen || (ENABLED_ONLY && mode != Mode::Enabled as u64) {
-        return None;
+        ]);
+        if !validated::<ENABLED_ONLY>(tag, gen, flags) {
+            return None;
+        }
+        Some(then(hot(scale)))
     }
-    Some(Hot {
+}
+
+/// [`Hot`] from its flags word, its scale and `[S, A, D]` (see [`read_hot`]).
+#[inline(always)]
+fn hot_numbers<const ENABLED_ONLY: bool>(
+    flags: u64,
+    scale: Scale,
+    [span, ahead, debt]: [u64; 3],
+) -> Hot {
+    Hot {
         gen: flags & 0xff,
         scale,
         span,
@@ -218,10 +233,21 @@ fn read_hot<const ENABLED_ONLY: bool>(
         mode: if ENABLED_ONLY {
             Mode::Enabled
         } else {
-            Mode::from_word(mode)
+            Mode::from_word((flags >> 8) & 0b11)
         },
         debt,
-    })
+    }
+}
+
+/// The second half of [`read_hot`]'s seqlock read, after its field loads: whether `tag`
+/// still holds `gen` (and, with `ENABLED_ONLY`, whether the mode in `flags` is enabled).
+#[inline(always)]
+fn validated<const ENABLED_ONLY: bool>(tag: &AtomicU64, gen: u64, flags: u64) -> bool {
+    // Acquire fence: orders the field loads before the second load of the tag, so an
+    // unchanged tag means no writer overwrote them in between (as in `Slot::load`).
+    fence(Ordering::Acquire);
+    let mode = (flags >> 8) & 0b11;
+    tag.load(Ordering::Relaxed) == gen && (!ENABLED_ONLY || mode == Mode::Enabled as u64)
 }
 
 /// A budget's configurations (see the module).
@@ -318,16 +344,17 @@ impl Live {
         ((flags >> 32) as u32, Mode::from_word((flags >> 8) & 0b11))
     }
 
-    /// The hot numbers for a decision on `word`, if it is of the current generation and the
-    /// budget is enabled: the fast read, one cache line (see the module). `None` for an
-    /// idle word, an older generation, a line being rewritten, or a budget disabled or
-    /// paused: the caller then takes the general read ([`Live::resolve_hot`]).
+    /// The decision `then` on the hot numbers for `word`, if it is of the current
+    /// generation and the budget is enabled: the fast read, one cache line (see the module;
+    /// `then` is inlined once per scale, see `read_hot`). `None` for an idle word, an older
+    /// generation, a line being rewritten, or a budget disabled or paused: the caller then
+    /// takes the general read ([`Live::resolve_hot`]).
     #[inline(always)]
-    pub(crate) fn fast(&self, word: u64) -> Option<Hot> {
+    pub(crate) fn fast<R>(&self, word: u64, then: impl Fn(Hot) -> R) -> Option<R> {
         // Acquire fence: as in `resolve`; whoever wrote `word` had seen its configuration.
         fence(Ordering::Acquire);
         // An idle word's tag (14) is never a generation's: the read fails.
-        self.hot.load(word::gen(word))
+        self.hot.load(word::gen(word), then)
     }
 
     /// The configuration of generation `gen`, if it is still kept.

@@ -226,7 +226,8 @@ impl Hot {
     }
 
     /// Take as many of `n` permits as conform now (0 when none), exact.
-    #[inline]
+    // Always inlined: see `Hot::charge`.
+    #[inline(always)]
     pub(crate) fn take_up_to(&self, word: u64, now: Nanos, n: u32) -> (u64, u32, Receipt) {
         match self.mode {
             Mode::Enabled => {}
@@ -321,7 +322,8 @@ impl Hot {
     /// Charge `n` permits at `now` whatever the state (usage measured after the work): as
     /// many as fit below `S + D`, the rest reported as the shortfall. Disabled: nothing is
     /// charged.
-    #[inline]
+    // Always inlined: the fast read inlines its decision once per scale (`live::read_hot`).
+    #[inline(always)]
     pub(crate) fn charge(&self, word: u64, now: Nanos, n: u32) -> (u64, Charge) {
         let at = self.scale.units(now);
         let b = self.backlog(word, &at);

@@ -91,9 +91,15 @@ impl BudgetRule {
     /// returns how many, with their receipt.
     #[inline]
     pub fn take_up_to(&self, word: &mut u64, now: Nanos, n: u32) -> (u32, Receipt) {
-        let (next, taken, receipt) = match self.live.fast(*word) {
-            Some(hot) => hot.take_up_to(*word, now, n),
-            None => self.take_up_to_slow(*word, now, n),
+        let current = *word;
+        let fast = self.live.fast(
+            current,
+            #[inline(always)]
+            |hot| hot.take_up_to(current, now, n),
+        );
+        let (next, taken, receipt) = match fast {
+            Some(decided) => decided,
+            None => self.take_up_to_slow(current, now, n),
         };
         if taken > 0 {
             *word = next;
@@ -123,9 +129,15 @@ impl BudgetRule {
     /// [`BudgetRule::charge`] in the compact form its shell carries across the CAS.
     #[inline(always)]
     pub(crate) fn charge_compact(&self, word: &mut u64, now: Nanos, n: u32) -> Charge {
-        let (next, charge) = match self.live.fast(*word) {
-            Some(hot) => hot.charge(*word, now, n),
-            None => self.charge_slow(*word, now, n),
+        let current = *word;
+        let fast = self.live.fast(
+            current,
+            #[inline(always)]
+            |hot| hot.charge(current, now, n),
+        );
+        let (next, charge) = match fast {
+            Some(decided) => decided,
+            None => self.charge_slow(current, now, n),
         };
         *word = next;
         charge
@@ -219,16 +231,26 @@ impl Rule for BudgetRule {
     /// decision inline; anything else out of line.
     #[inline(always)]
     fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let Some(hot) = self.live.fast(*word) else {
+        // The word as the loop loaded it, in a register across the fast read's fences:
+        // `word` is memory (the slow path takes it by reference), and reading it again
+        // after a fence would be a store-forwarded reload on the way to the CAS.
+        let current = *word;
+        let fast = self.live.fast(
+            current,
+            #[inline(always)]
+            |hot| {
+                if n > hot.capacity {
+                    return Err(Denied::ExceedsCapacity {
+                        capacity: hot.capacity,
+                    });
+                }
+                hot.take(current, now, n)
+            },
+        );
+        let Some(decided) = fast else {
             return self.take_slow(word, now, n);
         };
-        if n > hot.capacity {
-            // The capacity changed since the shell's size check.
-            return Err(Denied::ExceedsCapacity {
-                capacity: hot.capacity,
-            });
-        }
-        let (next, receipt) = hot.take(*word, now, n)?;
+        let (next, receipt) = decided?;
         *word = next;
         Ok(receipt)
     }
