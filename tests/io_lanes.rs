@@ -99,6 +99,34 @@ fn a_lane_must_exist() {
     );
 }
 
+/// The lanes' own waits refuse a lane the limiter does not have, blocking and async alike,
+/// at once and with nothing taken.
+#[test]
+fn the_waits_refuse_a_lane_that_does_not_exist() {
+    let lanes = Lanes::new(LanesConfig::new("1MiB/s".parse().unwrap()).weights(&[1])).unwrap();
+    let missing = LaneError::NoSuchLane {
+        lane: Lane::new(3),
+        lanes: 2,
+    };
+    assert_eq!(lanes.acquire_blocking(Lane::new(3), 1), Err(missing));
+    assert_eq!(
+        lanes.acquire_blocking_within(Lane::new(3), 1, Duration::from_secs(1)),
+        Err(missing)
+    );
+    #[cfg(feature = "tokio")]
+    {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        assert_eq!(
+            runtime.block_on(lanes.acquire(Lane::new(3), 1)),
+            Err(missing)
+        );
+    }
+    assert_eq!(lanes.counts(Lane::new(1)).unwrap().granted, 0);
+}
+
 #[cfg(feature = "tokio")]
 mod asynchronous {
     use super::*;

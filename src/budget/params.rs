@@ -201,14 +201,23 @@ impl Hot {
         (word::pack(self.gen, base.wrapping_add(cost)), receipt)
     }
 
-    /// Decide `1 ≤ n ≤ capacity` permits at `now`: GCRA on the unit clock; a request above
-    /// the burst (under debt) is admitted only when the budget is full.
+    /// Decide `n ≥ 1` permits at `now`: GCRA on the unit clock; a request above the burst
+    /// (under debt) is admitted only when the budget is full. Disabled: admitted, charging
+    /// nothing; otherwise `n` above the capacity is refused (before a pause: no wait cures
+    /// it), so that the shells need not check the size first
+    /// (`Rule::TAKE_CHECKS_CAPACITY`).
     #[inline(always)]
     pub(crate) fn take(&self, word: u64, now: Nanos, n: u32) -> Result<Admitted, Denied> {
-        match self.mode {
-            Mode::Enabled => {}
-            Mode::Disabled => return Ok((word, Receipt::NOTHING)),
-            Mode::Paused => return Err(Denied::Paused),
+        if self.mode == Mode::Disabled {
+            return Ok((word, Receipt::NOTHING));
+        }
+        if n > self.capacity {
+            return Err(Denied::ExceedsCapacity {
+                capacity: self.capacity,
+            });
+        }
+        if self.mode == Mode::Paused {
+            return Err(Denied::Paused);
         }
         let at = self.scale.units(now);
         let b = self.backlog(word, &at);

@@ -154,17 +154,9 @@ impl BudgetRule {
     /// [`Rule::take`] off the fast read (see [`Live::fast`]): any word, any mode.
     #[cold]
     #[inline(never)]
-    fn take_slow(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        let (params, current) = self.live.resolve_hot(*word);
-        if n > params.capacity && params.mode != Mode::Disabled {
-            // The capacity changed since the shell's size check.
-            return Err(Denied::ExceedsCapacity {
-                capacity: params.capacity,
-            });
-        }
-        let (next, receipt) = params.take(current, now, n)?;
-        *word = next;
-        Ok(receipt)
+    fn take_slow(&self, word: u64, now: Nanos, n: u32) -> Result<(u64, Receipt), Denied> {
+        let (params, current) = self.live.resolve_hot(word);
+        params.take(current, now, n)
     }
 
     /// How long from `now` until the reservation on `receipt` conforms, in the current
@@ -231,26 +223,16 @@ impl Rule for BudgetRule {
     /// decision inline; anything else out of line.
     #[inline(always)]
     fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
-        // The word as the loop loaded it, in a register across the fast read's fences:
-        // `word` is memory (the slow path takes it by reference), and reading it again
-        // after a fence would be a store-forwarded reload on the way to the CAS.
         let current = *word;
         let fast = self.live.fast(
             current,
             #[inline(always)]
-            |hot| {
-                if n > hot.capacity {
-                    return Err(Denied::ExceedsCapacity {
-                        capacity: hot.capacity,
-                    });
-                }
-                hot.take(current, now, n)
-            },
+            |hot| hot.take(current, now, n),
         );
-        let Some(decided) = fast else {
-            return self.take_slow(word, now, n);
+        let (next, receipt) = match fast {
+            Some(decided) => decided?,
+            None => self.take_slow(current, now, n)?,
         };
-        let (next, receipt) = decided?;
         *word = next;
         Ok(receipt)
     }

@@ -75,12 +75,13 @@ impl<C: Clock> InLane<C> {
     /// [`LaneError::NoSuchLane`] if `lanes` has no such lane (the number of lanes is fixed
     /// when the limiter is made, so a lane checked here stays valid).
     pub fn new(lanes: Arc<Lanes<C>>, lane: Lane) -> Result<Self, LaneError> {
-        match lanes.counts(lane) {
-            Some(_) => Ok(InLane { lanes, lane }),
-            None => Err(LaneError::NoSuchLane {
+        if lane.index() < lanes.lanes() {
+            Ok(InLane { lanes, lane })
+        } else {
+            Err(LaneError::NoSuchLane {
                 lane,
                 lanes: lanes.lanes(),
-            }),
+            })
         }
     }
 

@@ -274,18 +274,11 @@ impl<C: Clock> Lanes<C> {
         self.budget.update(
             #[inline(always)]
             move |word| {
-                // The word as loaded, in a register across the fence: `word` is memory (the
-                // budget's slow path takes it by reference), and reading it again after a
-                // fence would be a store-forwarded reload on the way to the CAS.
-                let loaded = *word;
                 fence(Ordering::Acquire);
                 if !self.clear(lane) {
                     return Err(None);
                 }
-                let mut next = loaded;
-                let outcome = transition(&mut next);
-                *word = next;
-                outcome
+                transition(word)
             },
         )
     }

@@ -279,21 +279,16 @@ impl<C: Clock> Lanes<C> {
         }
     }
 
-    /// The wait for `n` units of `lane` by `deadline`, to run blocking or async.
-    fn acquire_wait(
-        &self,
-        lane: Lane,
-        n: u32,
-        deadline: Option<Nanos>,
-    ) -> Result<Acquire<'_, C>, LaneError> {
-        self.index(lane)?;
-        Ok(Acquire {
+    /// The wait for `n` units of `lane` by `deadline`, to run blocking or async (a lane the
+    /// limiter does not have ends it at its first poll, [`LaneError::NoSuchLane`]).
+    fn acquire_wait(&self, lane: Lane, n: u32, deadline: Option<Nanos>) -> Acquire<'_, C> {
+        Acquire {
             lanes: self,
             lane,
             n,
             deadline,
             waiter: Waiter::default(),
-        })
+        }
     }
 
     /// The deadline `max_wait` from now on the clock (`None` past its range).
@@ -341,7 +336,7 @@ impl<C: Clock> Lanes<C> {
     ///
     /// [`LaneError::NoSuchLane`].
     pub fn acquire_blocking(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-        block_on(self.acquire_wait(lane, n, None)?)
+        block_on(self.acquire_wait(lane, n, None))
     }
 
     /// Take `n` units for `lane` if they are granted within `max_wait` (of the clock). See
@@ -356,7 +351,7 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<(), LaneError> {
-        block_on(self.acquire_wait(lane, n, self.deadline_within(max_wait))?)
+        block_on(self.acquire_wait(lane, n, self.deadline_within(max_wait)))
     }
 
     /// Take `n` units for `lane` by `deadline` (`None`: none; the time left until it is
@@ -376,7 +371,7 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), LaneError> {
-        block_on(self.acquire_wait(lane, n, self.deadline_at(deadline))?)
+        block_on(self.acquire_wait(lane, n, self.deadline_at(deadline)))
     }
 }
 
@@ -416,7 +411,7 @@ impl<C: Clock> Lanes<C> {
     ///
     /// As [`Lanes::acquire_blocking_until`].
     pub async fn acquire(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-        WaitFuture::new(self.acquire_wait(lane, n, None)?).await
+        WaitFuture::new(self.acquire_wait(lane, n, None)).await
     }
 
     /// As [`Lanes::acquire_blocking_within`], as a future (feature `tokio`).
@@ -431,7 +426,7 @@ impl<C: Clock> Lanes<C> {
         max_wait: Duration,
     ) -> Result<(), LaneError> {
         let deadline = self.deadline_within(max_wait);
-        WaitFuture::new(self.acquire_wait(lane, n, deadline)?).await
+        WaitFuture::new(self.acquire_wait(lane, n, deadline)).await
     }
 
     /// As [`Lanes::acquire_blocking_until`], as a future (feature `tokio`).
@@ -465,7 +460,7 @@ impl<C: Clock> Lanes<C> {
         deadline: Option<Instant>,
     ) -> Result<(), LaneError> {
         let deadline = self.deadline_at(deadline);
-        WaitFuture::new(self.acquire_wait(lane, n, deadline)?).await
+        WaitFuture::new(self.acquire_wait(lane, n, deadline)).await
     }
 
     /// Renamed [`Lanes::acquire`] (async waits take the plain name, blocking ones end in
