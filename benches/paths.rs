@@ -15,8 +15,9 @@
 //! Groups (reference first):
 //! - `budget`: `Gcra::try_acquire`; `Budget::try_acquire_n(1)`, with debt, `charge(1)`,
 //!   `take_up_to(1)`, `try_acquire_n(4096)` at 64 GiB/s (on this machine most of those
-//!   calls refuse: 4 KiB at 64 GiB/s is 60 ns of budget) and at 1 TiB/s (every call
-//!   admitted); leaky-bucket and async-speed-limit (every call admitted);
+//!   calls refuse: 4 KiB at 64 GiB/s is 60 ns of budget), at 1 TiB/s (every call
+//!   admitted) and at 3 MiB/s (nearly every call refused); leaky-bucket and
+//!   async-speed-limit (every call admitted);
 //! - `counted`: `Gcra::try_acquire` and `Counted<Gcra>`, admitting and refusing;
 //! - `permits`: a bare compare-and-swap grant and `fetch_sub` release on one word, and
 //!   `Permits::try_acquire(1)` with the permit dropped; tokio's `Semaphore`;
@@ -114,6 +115,14 @@ fn group(name: &str) -> Vec<(String, Op)> {
             let b = Budget::new("1TiB/s burst 64MiB".parse().unwrap()).unwrap();
             v.push((
                 "budget-bytes-1tib".into(),
+                Box::new(move || b.try_acquire_n(4096).is_ok()),
+            ));
+            // A refusal flood on a byte budget (3 MiB/s: a unit is not 1 ns): the exact
+            // wait it carries, dropped here, is never divided out.
+            let b = Budget::new("3MiB/s burst 4KiB".parse().unwrap()).unwrap();
+            assert!(b.try_acquire_n(4096).is_ok() && b.try_acquire_n(4096).is_err());
+            v.push((
+                "budget-bytes-refused".into(),
                 Box::new(move || b.try_acquire_n(4096).is_ok()),
             ));
             let leaky = leaky_bucket::RateLimiter::builder()

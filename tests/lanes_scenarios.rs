@@ -4,14 +4,35 @@
 //! TiKV's `components/file_system/src/rate_limiter.rs` tests (`hybrid_flow`, `light_flow`):
 //! each is described, then re-derived for a limiter without a refill period, not copied.
 //! Tests on the real clock keep to a few hundred ms and leave room for a loaded machine.
+//! Their upper bounds (`r·Δ + B`) take `Δ` from the limiter's own clock ([`on_the_clock`]):
+//! the bound holds in the time the limiter reads, and the TSC's calibration can put that
+//! clock a fraction of a per cent away from `Instant` on a loaded machine.
 
-use limitcore::clock::{Clock, ManualClock};
+use limitcore::clock::{Clock, ManualClock, MonotonicClock};
 use limitcore::{Lane, LaneError, Lanes, LanesConfig, Mode, Progress, Quota};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 const MS: u64 = 1_000_000;
+
+/// Lanes of `config` on a clock the test reads too (the process's `MonotonicClock`, the
+/// default), that clock, and its reading just before the lanes' first: the time `Δ` of an
+/// `r·Δ + B` bound is read where the limiter reads it, over the budget's whole life.
+fn on_the_clock(config: LanesConfig) -> (Lanes<MonotonicClock>, MonotonicClock, u64) {
+    let clock = MonotonicClock::new();
+    let born = clock.now();
+    (
+        Lanes::with_clock(config, clock.clone()).unwrap(),
+        clock,
+        born,
+    )
+}
+
+/// Seconds on `clock` since its reading `t0`.
+fn secs_since(clock: &MonotonicClock, t0: u64) -> f64 {
+    Duration::from_nanos(clock.now() - t0).as_secs_f64()
+}
 
 fn q(text: &str) -> Quota {
     text.parse().unwrap()
@@ -44,7 +65,7 @@ fn rocksdb_rate_with_1_to_16_threads_and_a_rate_change() {
         let rate = 256 * 1024 * threads; // 256 KiB/s a thread
         let burst = (rate / 20) as u32; // 50 ms of the rate (RocksDB: a refill, 100 ms)
         let config = LanesConfig::new(Quota::new_u64(rate, Duration::from_secs(1), burst).unwrap());
-        let lanes = Lanes::new(config.clone()).unwrap();
+        let (lanes, clock, _) = on_the_clock(config.clone());
         for round in 0..2 {
             let rate = rate << round;
             if round == 1 {
@@ -55,7 +76,7 @@ fn rocksdb_rate_with_1_to_16_threads_and_a_rate_change() {
                 .map(|l| lanes.counts(Lane::new(l)).unwrap().granted)
                 .sum();
             let full = lanes.snapshot().remaining;
-            let t0 = Instant::now();
+            let (t0, start) = (Instant::now(), clock.now());
             std::thread::scope(|s| {
                 for t in 0..threads {
                     let lanes = &lanes;
@@ -78,7 +99,7 @@ fn rocksdb_rate_with_1_to_16_threads_and_a_rate_change() {
                     });
                 }
             });
-            let elapsed = t0.elapsed().as_secs_f64();
+            let elapsed = secs_since(&clock, start);
             let after: u64 = (0..4)
                 .map(|l| lanes.counts(Lane::new(l)).unwrap().granted)
                 .sum();
@@ -365,15 +386,11 @@ fn job(
 #[test]
 fn tikv_hybrid_flow() {
     let rate = 100_000u64;
-    let lanes = Arc::new(
-        Lanes::new(LanesConfig::new(
-            Quota::new_u64(rate, Duration::from_secs(1), 5_000).unwrap(),
-        ))
-        .unwrap(),
-    );
+    let config = LanesConfig::new(Quota::new_u64(rate, Duration::from_secs(1), 5_000).unwrap());
+    let (lanes, clock, t0) = on_the_clock(config);
+    let lanes = Arc::new(lanes);
     let stop = Arc::new(AtomicBool::new(false));
     let per_ms = |pct: u64| (pct * rate / 100 / 1000) as u32;
-    let t0 = Instant::now();
     let jobs = [
         job(
             &lanes,
@@ -400,7 +417,7 @@ fn tikv_hybrid_flow() {
     std::thread::sleep(Duration::from_millis(1_000));
     stop.store(true, Ordering::Relaxed);
     jobs.into_iter().for_each(|j| j.join().unwrap());
-    let secs = t0.elapsed().as_secs_f64();
+    let secs = secs_since(&clock, t0);
     let g = |lane: Lane| lanes.counts(lane).unwrap().granted as f64;
     let (user, mid, low) = (g(Lane::USER), g(Lane::MID), g(Lane::LOW));
     let total = user + mid + low;
@@ -457,8 +474,7 @@ fn tikv_light_flow() {
 /// the lanes' counters add up to the budget's charge.
 #[test]
 fn no_unit_is_granted_twice_across_threads() {
-    let config = LanesConfig::new(q("1MiB/s burst 64KiB"));
-    let lanes = Lanes::new(config).unwrap();
+    let (lanes, clock, start) = on_the_clock(LanesConfig::new(q("1MiB/s burst 64KiB")));
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for t in 0..4u64 {
@@ -477,18 +493,15 @@ fn no_unit_is_granted_twice_across_threads() {
             });
         }
     });
-    let elapsed = t0.elapsed();
+    let elapsed = secs_since(&clock, start);
     let granted: u64 = (0..4)
         .map(|l| lanes.counts(Lane::new(l)).unwrap().granted)
         .sum();
-    let most = (1 << 20) as f64 * elapsed.as_secs_f64() + f64::from(64 << 10);
+    let most = (1 << 20) as f64 * elapsed + f64::from(64 << 10);
     assert!(granted as f64 <= most + 1.0, "{granted} > {most}");
     // What the budget still owes: its backlog. Charged = granted (nothing refunded).
     let left = lanes.snapshot().full_after.as_secs_f64() * f64::from(1 << 20);
-    assert!(
-        granted as f64 - left
-            <= (1 << 20) as f64 * elapsed.as_secs_f64() + f64::from(64 << 10) + 1.0
-    );
+    assert!(granted as f64 - left <= (1 << 20) as f64 * elapsed + f64::from(64 << 10) + 1.0);
 }
 
 /// A paused budget holds its waiters (RisingWave's `Pause`); resuming wakes them all. A

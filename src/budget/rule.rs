@@ -1,7 +1,7 @@
 //! [`BudgetRule`]: the budget's transitions as a [`Rule`], over its live configuration.
 
 use super::live::Live;
-use super::params::{Charge, Params};
+use super::params::{Charge, Hot, Params};
 use super::word::{self, IDLE};
 use super::{BudgetConfig, Charged, Mode};
 use crate::clock::Nanos;
@@ -91,28 +91,15 @@ impl BudgetRule {
     /// returns how many, with their receipt.
     #[inline]
     pub fn take_up_to(&self, word: &mut u64, now: Nanos, n: u32) -> (u32, Receipt) {
-        let current = *word;
-        let fast = self.live.fast(
-            current,
+        let (next, taken, receipt) = self.decide(
+            *word,
             #[inline(always)]
-            |hot| hot.take_up_to(current, now, n),
+            move |hot, current| hot.take_up_to(current, now, n),
         );
-        let (next, taken, receipt) = match fast {
-            Some(decided) => decided,
-            None => self.take_up_to_slow(current, now, n),
-        };
         if taken > 0 {
             *word = next;
         }
         (taken, receipt)
-    }
-
-    /// [`BudgetRule::take_up_to`] off the fast read (see [`Live::fast`]).
-    #[cold]
-    #[inline(never)]
-    fn take_up_to_slow(&self, word: u64, now: Nanos, n: u32) -> (u64, u32, Receipt) {
-        let (params, current) = self.live.resolve_hot(word);
-        params.take_up_to(current, now, n)
     }
 
     /// Charge `n` permits at `now`, never refused: as many as fit below the burst plus the
@@ -129,34 +116,38 @@ impl BudgetRule {
     /// [`BudgetRule::charge`] in the compact form its shell carries across the CAS.
     #[inline(always)]
     pub(crate) fn charge_compact(&self, word: &mut u64, now: Nanos, n: u32) -> Charge {
-        let current = *word;
-        let fast = self.live.fast(
-            current,
+        let (next, charge) = self.decide(
+            *word,
             #[inline(always)]
-            |hot| hot.charge(current, now, n),
+            move |hot, current| hot.charge(current, now, n),
         );
-        let (next, charge) = match fast {
-            Some(decided) => decided,
-            None => self.charge_slow(current, now, n),
-        };
         *word = next;
         charge
     }
 
-    /// [`BudgetRule::charge`] off the fast read (see [`Live::fast`]).
-    #[cold]
-    #[inline(never)]
-    fn charge_slow(&self, word: u64, now: Nanos, n: u32) -> (u64, Charge) {
-        let (params, current) = self.live.resolve_hot(word);
-        params.charge(current, now, n)
+    /// `decide` on `word` (as the configuration it was written under has it, converted if
+    /// need be) and the hot numbers it decides under: the fast read's, with the decision
+    /// inline (see [`Live::fast`]), else the general read's ([`Live::resolve_hot`]: any
+    /// word, any mode), out of line.
+    #[inline(always)]
+    fn decide<R>(&self, word: u64, decide: impl Fn(&Hot, u64) -> R + Copy) -> R {
+        let fast = self.live.fast(
+            word,
+            #[inline(always)]
+            move |hot| decide(&hot, word),
+        );
+        match fast {
+            Some(decided) => decided,
+            None => self.decide_slow(word, decide),
+        }
     }
 
-    /// [`Rule::take`] off the fast read (see [`Live::fast`]): any word, any mode.
+    /// [`BudgetRule::decide`] off the fast read.
     #[cold]
     #[inline(never)]
-    fn take_slow(&self, word: u64, now: Nanos, n: u32) -> Result<(u64, Receipt), Denied> {
+    fn decide_slow<R>(&self, word: u64, decide: impl FnOnce(&Hot, u64) -> R) -> R {
         let (params, current) = self.live.resolve_hot(word);
-        params.take(current, now, n)
+        decide(&params, current)
     }
 
     /// How long from `now` until the reservation on `receipt` conforms, in the current
@@ -223,6 +214,10 @@ impl Rule for BudgetRule {
     /// decision inline; anything else out of line.
     #[inline(always)]
     fn take(&self, word: &mut u64, now: Nanos, n: u32) -> Result<Receipt, Denied> {
+        // Not `decide`: each branch returns its own refusal (a `?` after the merge carries
+        // the fast path's refusal through the slow path's result in memory; issue 28: 5
+        // more instructions a budget's take, 14 a byte budget's, 28 its refusal, 15 the
+        // lanes').
         let current = *word;
         let fast = self.live.fast(
             current,
@@ -231,7 +226,7 @@ impl Rule for BudgetRule {
         );
         let (next, receipt) = match fast {
             Some(decided) => decided?,
-            None => self.take_slow(current, now, n)?,
+            None => self.decide_slow(current, move |hot, w| hot.take(w, now, n))?,
         };
         *word = next;
         Ok(receipt)

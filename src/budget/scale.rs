@@ -202,7 +202,14 @@ impl Scale {
         }
         // (t + w)·m ≥ (floor + d)·p ⟺ w·m ≥ d·p − rem (with t·m = floor·p + rem).
         let need = u128::from(d) * u128::from(self.p) - u128::from(self.rem(at));
-        u64::try_from(need.div_ceil(u128::from(self.m))).ok()
+        // `m ≥ p ≥ 1` (the invariants), said to the compiler: a division that cannot fault
+        // has no effect but its value, so a caller that drops the refusal (`is_ok`) never
+        // makes it (issue 28). A `need` of one word takes the one-word division.
+        let m = self.m.max(1);
+        match u64::try_from(need) {
+            Ok(need) => Some(need.div_ceil(m)),
+            Err(_) => u64::try_from(need.div_ceil(u128::from(m))).ok(),
+        }
     }
 
     /// `d` units in ns, rounded up (at most `u128`-exact; saturates at `u64::MAX`).
@@ -278,7 +285,8 @@ mod tests {
                 let kept = Scale::from_words(s.to_words());
                 assert_eq!(kept.units(t), got, "{s:?} t={t}");
                 // The wait back to a later unit is exact: one ns earlier falls short.
-                for d in [1u64, 2, 1_000, 1 << 40] {
+                // (A `d·p` of one word and of two: both divisions.)
+                for d in [1u64, 2, 1_000, 1 << 40, 1 << 62] {
                     let w = s.wait_ns(&got, d).unwrap();
                     if let Some(later) = t.checked_add(w) {
                         let (f, _) = exact(&s, later);

@@ -59,13 +59,19 @@
 //! word), or the waiter becoming the first (the ones before it left). Each is followed by
 //! a *serve*: under the lock, grant the first waiters while they fit.
 //!
-//! - *A release or a growth*, CAS `R`, after a waiter joined with CAS `E` (in the word's
-//!   modification order). The waiter is still queued, so `W` is still set (invariant): `R`
-//!   reads a word with `W` set (an RMW reads the last value before it), and its thread
-//!   serves. Its serve's critical section comes after the waiter's: if it came before, the
-//!   serve's unlock would synchronise with the waiter's lock, so `R` would happen before
-//!   `E`, and coherence would order `R` before `E` in the modification order. So the serve
-//!   finds the waiter queued, with the word `R` left or a later one.
+//! - *A release or a growth*, RMW `R`, after a waiter joined with CAS `E` (in the word's
+//!   modification order). The waiter is still queued, so `W` is still set (invariant) in
+//!   the word `R` leaves. A growth's CAS reads that bit itself (an RMW reads the last value
+//!   before it); a release reads it by a load `L` after its `fetch_sub` (issue 28: the
+//!   subtraction's result goes unused), which by coherence reads the word `R` left or a
+//!   later one. That later word has `W` clear only if a critical section after `R` emptied
+//!   the queue (a last grant, which decided on a word with `R`'s permits, or a
+//!   cancellation): then the waiter was granted or left, and there is nothing to serve.
+//!   Otherwise the thread sees `W` and serves. Its serve's critical section comes after the
+//!   waiter's: if it came before, the serve's unlock would synchronise with the waiter's
+//!   lock, so `R` would happen before `E`, and coherence would order `R` before `E` in the
+//!   modification order. So the serve finds the waiter queued, with the word `R` left or a
+//!   later one.
 //! - *If `R` came before `E`*, `E` read the word `R` left: the waiter's own CAS decided with
 //!   the released permits (it took them if it could; else they are not enough for it or
 //!   someone is ahead of it, and the claim is about the first waiter).

@@ -274,6 +274,7 @@ impl<C: Clock> Lanes<C> {
         self.budget.update(
             #[inline(always)]
             move |word| {
+                // Acquire fence: keeps the flags' load after the word's (see "Orderings").
                 fence(Ordering::Acquire);
                 if !self.clear(lane) {
                     return Err(None);

@@ -113,7 +113,7 @@ fn every_contender_at_every_thread_count_with_its_ratio_and_a_line_in_the_plot()
             assert!(number(p, field) > 0.0, "{field} of {p}");
         }
         assert!(p["decisions"].as_u64().unwrap() > 0, "{p}");
-        // The threads' share of the wall time on a CPU, from Linux's scheduler statistics.
+        // The threads' share of the wall time on a CPU, from Linux's per-thread CPU clock.
         if cfg!(target_os = "linux") {
             let on_cpu = number(p, "on_cpu");
             assert!(on_cpu > 0.0 && on_cpu <= 1.05, "{p}");

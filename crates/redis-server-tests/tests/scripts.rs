@@ -602,3 +602,54 @@ async fn noscript_is_reloaded_with_one_extra_command() {
     );
     assert_eq!(answers[1].decision.state.remaining, 97);
 }
+
+/// A caller's own script through the public [`Redis::eval`](limitcore_redis::Redis::eval):
+/// `EVALSHA` alone once the server knows it, `EVALSHA` then `EVAL` on a fresh or flushed
+/// server, the script's own error passed on (and, an answer, not counted as an outage).
+#[tokio::test]
+async fn a_callers_script_runs_by_its_hash_and_is_reloaded_after_a_flush() {
+    use limitcore_redis::{scripts::Script, Error};
+    let server = common::server();
+    let redis = common::connect(&server).await;
+    let incr = Script::new("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+    let args = |n: u32| vec![n.to_string()];
+    let before = redis.commands();
+    assert_eq!(
+        redis.eval(&incr, &["c"], &args(2)).await.unwrap(),
+        Value::Int(2)
+    );
+    assert_eq!(
+        redis.commands() - before,
+        2,
+        "fresh server: EVALSHA, NOSCRIPT, EVAL"
+    );
+    let before = redis.commands();
+    assert_eq!(
+        redis.eval(&incr, &["c"], &args(3)).await.unwrap(),
+        Value::Int(5)
+    );
+    assert_eq!(redis.commands() - before, 1, "EVALSHA alone once loaded");
+    redis
+        .command(redis::cmd("SCRIPT").arg("FLUSH"))
+        .await
+        .unwrap();
+    assert_eq!(
+        redis.eval(&incr, &["c"], &args(1)).await.unwrap(),
+        Value::Int(6)
+    );
+    // The hash is the one the server computes for the body.
+    let loaded = redis
+        .command(redis::cmd("SCRIPT").arg("LOAD").arg(incr.body()))
+        .await
+        .unwrap();
+    assert_eq!(loaded, Value::BulkString(incr.sha().as_bytes().to_vec()));
+    // The script's error is the caller's answer, five times over; the breaker stays closed.
+    let fails = Script::new("return redis.error_reply('PLAN no such plan')");
+    for _ in 0..5 {
+        match redis.eval(&fails, &["c"], &[]).await {
+            Err(Error::Redis(e)) => assert_eq!(e.code(), Some("PLAN"), "{e}"),
+            other => panic!("the script's error: {other:?}"),
+        }
+    }
+    assert!(!redis.is_open());
+}

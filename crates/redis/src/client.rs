@@ -79,9 +79,13 @@ impl RedisConfig {
         self
     }
 
-    /// The circuit breaker: open after `failures` consecutive failed calls (timeouts,
-    /// connection errors), then fail fast (no latency per request) while a background task
-    /// probes the server every `cooldown`; the first successful probe closes it.
+    /// The circuit breaker: open after `failures` consecutive failed calls, then fail fast
+    /// (no latency per request) while a background task probes the server every
+    /// `cooldown`; the first successful probe closes it. A failure is a timeout, a
+    /// connection error, or a server that answers it cannot serve now (`LOADING`, `BUSY`,
+    /// `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`). An answer about the call itself
+    /// (`NOSCRIPT` after a restart, `WRONGTYPE`, a script's error) is not: like any answer,
+    /// it restarts the count.
     ///
     /// # Panics
     ///
@@ -377,8 +381,28 @@ impl Redis {
 
     /// Run `script` on `keys` with `args`: `EVALSHA` by its hash, and on `NOSCRIPT` (a
     /// restarted or flushed server) `EVAL` with its body, which loads it again. One round
-    /// trip in the common case. Fails fast while the breaker is open.
-    pub(crate) async fn eval(
+    /// trip in the common case, two after a restart; both within one deadline
+    /// ([`RedisConfig::deadline`]). Fails fast while the breaker is open. On Redis
+    /// Cluster every key must hash to one slot (a hash tag: `{tenant}:a`, `{tenant}:b`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Redis::command`]: [`Error::CircuitOpen`], [`Error::Timeout`], or the server's
+    /// error ([`Error::Redis`]: the script's own error, a `WRONGTYPE`...).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{scripts::Script, Redis, RedisConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let incr = Script::new("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+    /// let value = redis.eval(&incr, &["hits"], &["2".to_owned()]).await?;
+    /// assert_eq!(value, redis::Value::Int(2));
+    /// # Ok(()) }
+    /// ```
+    pub async fn eval(
         &self,
         script: &Script,
         keys: &[&str],
@@ -469,10 +493,11 @@ impl Redis {
                 Ok(value)
             }
             Ok(Err(e)) => {
-                // A server that answers with an error (a bad argument, a script error) is
-                // alive; only failures of the connection or the cluster count.
-                if !matches!(e.kind(), ErrorKind::Server(ServerErrorKind::ResponseError)) {
+                if is_outage(&e) {
                     breaker.failure();
+                } else {
+                    // The server answered: it is alive, whatever it said.
+                    breaker.success();
                 }
                 Err(Error::Redis(e))
             }
@@ -536,15 +561,40 @@ impl Redis {
     }
 }
 
+/// Whether a failed call is a sign that Redis cannot serve (counted by the breaker): the
+/// connection failed or broke, or the server answered that it cannot serve now (`LOADING`,
+/// `BUSY`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, and `READONLY` from a master demoted
+/// in a fail-over). An answer about the call itself comes from a live server and is not
+/// an outage: `ERR` and a script's error, `NOSCRIPT` (after a restart or a `SCRIPT FLUSH`:
+/// several callers meet it at once before the first has loaded the script again, and must
+/// not open the breaker), a redirection, a missing permission, a reply of another type
+/// than asked, another server error this client does not name (`WRONGTYPE`...).
+fn is_outage(e: &redis::RedisError) -> bool {
+    match e.kind() {
+        ErrorKind::Server(kind) => matches!(
+            kind,
+            ServerErrorKind::BusyLoading
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ReadOnly
+        ),
+        ErrorKind::Extension => e.code() == Some("BUSY"),
+        ErrorKind::UnexpectedReturnType => false,
+        // The connection, the parser, the cluster's routing, authentication.
+        _ => true,
+    }
+}
+
 /// `EVALSHA sha` or `EVAL body`, with the keys and arguments.
 fn invocation(script: &Script, by_sha: bool, keys: &[&str], args: &[String]) -> Cmd {
     let mut cmd = if by_sha {
         let mut c = redis::cmd("EVALSHA");
-        c.arg(&script.sha);
+        c.arg(script.sha());
         c
     } else {
         let mut c = redis::cmd("EVAL");
-        c.arg(&script.body);
+        c.arg(script.body());
         c
     };
     cmd.arg(keys.len()).arg(keys).arg(args);

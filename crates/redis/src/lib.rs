@@ -84,8 +84,10 @@
 //!
 //! ## When Redis is down or slow
 //!
-//! Every call has a deadline; consecutive failures open a circuit breaker so a dead Redis
-//! costs no latency per request; a background task probes and reconnects; and a
+//! Every call has a deadline; consecutive failures (a timeout, a broken connection, a
+//! server that says it cannot serve now, such as `LOADING` or `BUSY`; not an answer about
+//! the call, such as `NOSCRIPT`) open a circuit breaker so a dead Redis costs no latency
+//! per request ([`RedisConfig::breaker`]); a background task probes and reconnects; and a
 //! [`Policy`] decides meanwhile: fail open, fail closed, or fail to a local limit of the
 //! rate divided by the last known number of nodes (nodes announce themselves with
 //! heartbeats). Each policy's bound is in [`Policy`]'s docs.

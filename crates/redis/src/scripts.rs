@@ -61,6 +61,13 @@
 //! explicit time in µs, for tests and replays (the differential tests drive the scripts
 //! this way). Such a call sets **no expiry**: a key's TTL is measured on the server's
 //! clock, which an explicit time is not.
+//!
+//! # A caller's own scripts
+//!
+//! [`Script`] and [`Redis::eval`](crate::Redis::eval) run any Lua script the way these are
+//! run: by its SHA1 (`EVALSHA`), loaded again with `EVAL` when the server answers
+//! `NOSCRIPT`, within the handle's deadline and behind its breaker. limitcore-rls's exact
+//! backend runs its multi-descriptor script this way.
 
 /// Helpers every script starts with (the number checks, the clock, the formatting).
 const PRELUDE: &str = r#"
@@ -403,18 +410,53 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return redis.call('ZCARD', KEYS[1])
 "#;
 
-/// A script: its body and the SHA1 Redis knows it by (for `EVALSHA`).
-#[derive(Debug, Clone)]
-pub(crate) struct Script {
-    pub(crate) body: String,
-    pub(crate) sha: String,
+/// A Lua script as Redis runs it: its body, and the SHA1 of the body (40 lowercase hex
+/// digits) by which `EVALSHA` names it. [`Redis::eval`](crate::Redis::eval) runs it by
+/// the hash (one round trip) and, when the server answers `NOSCRIPT` (restarted, or
+/// `SCRIPT FLUSH`ed), once more with `EVAL` and the body, which loads it again.
+///
+/// The crate's own scripts are built once per process with this crate's prelude (bounds
+/// checks, number formatting; [`gcra_source`] shows one); a script made here runs as
+/// given.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_redis::scripts::Script;
+///
+/// let script = Script::new("return redis.call('INCR', KEYS[1])");
+/// assert_eq!(script.body(), "return redis.call('INCR', KEYS[1])");
+/// // SHA1 of the body, as `SCRIPT LOAD` would answer it.
+/// assert_eq!(script.sha().len(), 40);
+/// assert_eq!(script, Script::new(script.body().to_owned()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    body: String,
+    sha: String,
 }
 
 impl Script {
-    fn new(body: &str) -> Self {
-        let body = format!("{PRELUDE}{body}");
+    /// The script whose Lua source is `body`, hashed once here.
+    pub fn new(body: impl Into<String>) -> Self {
+        let body = body.into();
         let sha = sha1_smol::Sha1::from(body.as_bytes()).digest().to_string();
         Script { body, sha }
+    }
+
+    /// One of this crate's scripts: `body` after the prelude.
+    fn with_prelude(body: &str) -> Self {
+        Script::new(format!("{PRELUDE}{body}"))
+    }
+
+    /// The Lua source, as `EVAL` sends it.
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
+    /// The SHA1 of [`Script::body`], hex, as `EVALSHA` names the script.
+    pub fn sha(&self) -> &str {
+        &self.sha
     }
 }
 
@@ -431,11 +473,11 @@ pub(crate) struct Scripts {
 pub(crate) fn scripts() -> &'static Scripts {
     static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
-        gcra: Script::new(GCRA_BODY),
-        fair: Script::new(FAIR_BODY),
-        sliding_log: Script::new(SLIDING_LOG_BODY),
-        all: Script::new(ALL_BODY),
-        heartbeat: Script::new(HEARTBEAT_BODY),
+        gcra: Script::with_prelude(GCRA_BODY),
+        fair: Script::with_prelude(FAIR_BODY),
+        sliding_log: Script::with_prelude(SLIDING_LOG_BODY),
+        all: Script::with_prelude(ALL_BODY),
+        heartbeat: Script::with_prelude(HEARTBEAT_BODY),
     })
 }
 
@@ -469,4 +511,26 @@ pub fn sliding_log_source() -> &'static str {
 /// The Lua source of the all-or-nothing multi-limit script (prelude included).
 pub fn all_source() -> &'static str {
     &scripts().all.body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hash `EVALSHA` names a script by is SHA1 of its body, hex: FIPS 180-4's test
+    /// vectors ("" and "abc").
+    #[test]
+    fn a_script_is_named_by_the_sha1_of_its_body() {
+        assert_eq!(
+            Script::new("").sha(),
+            "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+        );
+        assert_eq!(
+            Script::new("abc").sha(),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        let gcra = &scripts().gcra;
+        assert!(gcra.body().starts_with(PRELUDE) && gcra.body().ends_with(GCRA_BODY));
+        assert_eq!(gcra.sha(), Script::new(gcra.body()).sha());
+    }
 }

@@ -20,6 +20,8 @@
 #                   serving domain `bench` with this directory's limits in its own format);
 #                   with PID, the server's CPU time per decision is read from /proc too
 #   CONNECTIONS=4   HTTP/2 connections of the load generator; THREADS=1 its runtime threads
+#   PROFILE=dist    build with this cargo profile (release; dist: whole-program
+#                   optimisation, as limitador-server's release profile)
 #   PIN=1           pin the servers started here to CPU 0 and the load generator to CPU 1
 #                   (taskset); pin an EXTERNAL server yourself when you start it
 #   MODE=overshoot  instead of throughput: TRIALS (20) trials per target, each with
@@ -44,8 +46,9 @@ mode=${MODE:-throughput}
 trials=${TRIALS:-20}
 hot_keys=${HOT_KEYS:-1}
 hot_limit=200
-cargo build --release -q -p limitcore-rls --bins --examples
-bin=target/release
+profile=${PROFILE:-release}
+cargo build --profile "$profile" -q -p limitcore-rls --bins --examples
+bin=target/$profile
 cfg=$(mktemp -d)
 cp crates/rls/bench/bench.yaml "$cfg/"
 results=$cfg/results

@@ -6,10 +6,11 @@ use limitcore_rls::{start, ServerConfig, UnixClock};
 
 fn main() {
     let config = ServerConfig::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = config.workers {
+        builder.worker_threads(workers.get());
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("limitcore-rls: cannot start the runtime: {e}");
@@ -33,11 +34,12 @@ fn main() {
             }
         };
         eprintln!(
-            "limitcore-rls: gRPC on {}, HTTP on {}, configuration from {}, backend {:?}",
+            "limitcore-rls: gRPC on {}, HTTP on {}, configuration from {}, backend {:?}, {} runtime workers",
             running.grpc_addr,
             running.http_addr,
             config.config_dir.display(),
-            config.backend
+            config.backend,
+            tokio::runtime::Handle::current().metrics().num_workers()
         );
         shutdown_signal().await;
         eprintln!("limitcore-rls: shutting down");

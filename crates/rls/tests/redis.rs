@@ -5,8 +5,9 @@
 mod common;
 
 use common::*;
-use limitcore_redis::server::RedisServer;
+use limitcore_redis::server::{RedisCluster, RedisServer};
 use limitcore_rls::UnixClock;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 const CONFIG: &str = "
@@ -239,18 +240,27 @@ async fn redis_outage_answers_within_the_deadline_by_policy() {
     let one = || req("r", vec![desc(&[("user", "z")])], 0);
     assert_eq!(ask(&mut ce, one()).await.overall_code, OK);
     server.kill();
-    for _ in 0..5 {
+    // Inside Envoy's 20 ms (the 8 ms deadline, then the policy's answer): the median of
+    // nine calls, so that one preemption of a loaded machine is not the measurement; and
+    // every call well inside what a call that waited on the dead server would take (its
+    // connection timeout is the deadline; a hung one, seconds).
+    let (mut errors, mut opens) = (Vec::new(), Vec::new());
+    for _ in 0..9 {
         let t = Instant::now();
         let e = ce.should_rate_limit(one()).await.unwrap_err();
-        let took = t.elapsed();
+        errors.push(t.elapsed());
         assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
-        assert!(
-            took < Duration::from_millis(20),
-            "answered in {took:?}, inside Envoy's 20 ms"
-        );
         let t = Instant::now();
         assert_eq!(ask(&mut co, one()).await.overall_code, OK);
-        assert!(t.elapsed() < Duration::from_millis(20));
+        opens.push(t.elapsed());
+    }
+    for (policy, mut took) in [("error", errors), ("fail-open", opens)] {
+        took.sort();
+        assert!(
+            took[4] < Duration::from_millis(20),
+            "{policy}: answered in {took:?}, median outside Envoy's 20 ms"
+        );
+        assert!(took[8] < Duration::from_millis(200), "{policy}: {took:?}");
     }
     // fail-local: the limit in process, at the rate divided by the live node count when
     // the rule was loaded (three services heartbeat on this Redis: 1 of 3 per hour each,
@@ -274,4 +284,74 @@ async fn redis_outage_answers_within_the_deadline_by_policy() {
     error.stop().await;
     open.stop().await;
     local.stop().await;
+}
+
+/// The exact backend on a 3-master Redis Cluster (`--redis-cluster`): each domain's keys
+/// share one hash slot by their tag (`{domain}`), so a request is still one script call,
+/// all or nothing and exact, and the domains spread over the masters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_on_a_cluster_decides_each_domain_in_one_slot() {
+    let _serial = SERIAL.lock().await;
+    let cluster = RedisCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let urls = cluster.urls().join(",");
+    let domains: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
+    let texts: Vec<(String, String)> = domains
+        .iter()
+        .map(|d| {
+            (
+                format!("{d}.yaml"),
+                CONFIG.replace("domain: r", &format!("domain: {d}")),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let dir = config_dir(&files);
+    let flags = [
+        "--backend",
+        "redis-exact",
+        "--redis-cluster",
+        &urls,
+        "--redis-deadline-ms",
+        "2000",
+    ];
+    let rls = serve(dir.path(), UnixClock::shared(), &flags).await;
+    let mut c = client(&rls).await;
+    for d in &domains {
+        let both = || req(d, vec![desc(&[("user", "a")]), desc(&[("ip", "1")])], 0);
+        assert_eq!(ask(&mut c, both()).await.overall_code, OK, "{d}");
+        assert_eq!(ask(&mut c, both()).await.overall_code, OK, "{d}");
+        let refused = ask(&mut c, both()).await;
+        assert_eq!(codes(&refused), (OVER, vec![OK, OVER]), "{d}");
+        assert_eq!(
+            refused.statuses[0].limit_remaining, 1,
+            "{d}: the refusal charged nothing"
+        );
+        // Exact on its own: the user's third and last permit, then its refusal.
+        let user = || req(d, vec![desc(&[("user", "a")])], 0);
+        assert_eq!(ask(&mut c, user()).await.overall_code, OK, "{d}");
+        assert_eq!(ask(&mut c, user()).await.overall_code, OVER, "{d}");
+    }
+    // Where the keys went: each domain's on one master (its slot's), the domains on more
+    // than one.
+    let mut masters_of = BTreeMap::<&str, Vec<usize>>::new();
+    for (m, node) in cluster.nodes().iter().enumerate() {
+        let keys = node.command(&["KEYS", "*"]).unwrap();
+        for d in &domains {
+            if keys.contains(&format!("{{{d}}}:")) {
+                masters_of.entry(d.as_str()).or_default().push(m);
+            }
+        }
+    }
+    assert_eq!(
+        masters_of.len(),
+        domains.len(),
+        "every domain's keys found: {masters_of:?}"
+    );
+    assert!(masters_of.values().all(|m| m.len() == 1), "{masters_of:?}");
+    let used: BTreeSet<usize> = masters_of.values().map(|m| m[0]).collect();
+    assert!(used.len() >= 2, "8 domains on one master: {masters_of:?}");
+    rls.stop().await;
 }

@@ -215,7 +215,7 @@ pub struct Point {
     /// quota (`None` if that made no call).
     pub efficiency: Option<f64>,
     /// The share of the wall time the threads spent on a CPU: their CPU time ÷ (threads ×
-    /// wall time), from Linux's per-thread scheduler statistics (`None` elsewhere). At most
+    /// wall time), from Linux's per-thread CPU clock (`None` elsewhere). At most
     /// `cores / threads` when the threads outnumber the cores; below that, other work on the
     /// machine took the threads' cores part of the time ([`Point::crowded`]).
     pub on_cpu: Option<f64>,

@@ -27,6 +27,7 @@ use super::{Handle, Item, Mode, Op, Outcome};
 use crate::config::Limit;
 use crate::BackendError;
 use limitcore::Algorithm;
+use limitcore_redis::scripts::Script;
 use limitcore_redis::{gcra_micros, Policy, Redis};
 use redis::Value;
 use std::sync::Arc;
@@ -154,6 +155,12 @@ end
 return out
 "#;
 
+/// [`SCRIPT`] with its SHA1, hashed once per process.
+fn script() -> &'static Script {
+    static HASHED: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+    HASHED.get_or_init(|| Script::new(SCRIPT))
+}
+
 /// A rule's numbers on Redis, and its local limit for the `fail-local` policy.
 #[derive(Debug)]
 pub(crate) struct RuleParams {
@@ -175,7 +182,6 @@ pub struct RedisExact {
     policy: Policy,
     prefix: String,
     local: Memory,
-    sha: String,
 }
 
 impl std::fmt::Debug for RedisExact {
@@ -185,11 +191,6 @@ impl std::fmt::Debug for RedisExact {
             .field("prefix", &self.prefix)
             .finish()
     }
-}
-
-/// The SHA1 of the script, hex (for `EVALSHA`).
-fn sha1_hex(text: &str) -> String {
-    sha1_smol::Sha1::from(text).digest().to_string()
 }
 
 impl RedisExact {
@@ -213,7 +214,6 @@ impl RedisExact {
             policy,
             prefix: prefix.into(),
             local,
-            sha: sha1_hex(SCRIPT),
         }
     }
 
@@ -226,7 +226,7 @@ impl RedisExact {
     /// Redis's error.
     pub async fn load_script(&self) -> Result<(), limitcore_redis::Error> {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(SCRIPT);
+        cmd.arg("LOAD").arg(script().body());
         self.redis.command(&cmd).await.map(|_| ())
     }
 
@@ -317,29 +317,10 @@ impl RedisExact {
             args.push(n.to_string());
             args.push(if item.soft { "1" } else { "0" }.to_owned());
         }
-        match self.call(&keys, &args).await {
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        match self.redis.eval(script(), &keys, &args).await {
             Ok(value) => parse(&value, items.len()),
             Err(e) => self.fallback(items, &params, mode, e),
-        }
-    }
-
-    /// `EVALSHA`, and `EVAL` on `NOSCRIPT`; with the client's deadline and breaker.
-    async fn call(
-        &self,
-        keys: &[String],
-        args: &[String],
-    ) -> Result<Value, limitcore_redis::Error> {
-        let invoke = |by_sha: bool| {
-            let mut cmd = redis::cmd(if by_sha { "EVALSHA" } else { "EVAL" });
-            cmd.arg(if by_sha { self.sha.as_str() } else { SCRIPT });
-            cmd.arg(keys.len()).arg(keys).arg(args);
-            cmd
-        };
-        match self.redis.command(&invoke(true)).await {
-            Err(limitcore_redis::Error::Redis(e)) if e.code() == Some("NOSCRIPT") => {
-                self.redis.command(&invoke(false)).await
-            }
-            other => other,
         }
     }
 
@@ -410,15 +391,4 @@ fn parse(value: &Value, n: usize) -> Result<Vec<Outcome>, BackendError> {
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sha1_of_known_texts() {
-        assert_eq!(sha1_hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(sha1_hex("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
-    }
 }
