@@ -350,7 +350,6 @@ pub use manual::ManualClock;
 #[cfg(feature = "std")]
 mod os {
     use super::{Clock, Nanos};
-    use std::cell::Cell;
     use std::path::Path;
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
@@ -474,11 +473,6 @@ mod os {
         })
     }
 
-    std::thread_local! {
-        /// The latest TSC reading on this thread: the floor for the next one.
-        static LAST_READING: Cell<Nanos> = const { Cell::new(0) };
-    }
-
     /// The default clock: the CPU's time-stamp counter where the kernel trusts it, the OS
     /// monotonic clock elsewhere ([`ClockSource`]; the choice is made once per process and
     /// [`MonotonicClock::source`] tells it).
@@ -490,11 +484,11 @@ mod os {
     /// the TSC, about 38 ns from the OS clock (BENCHMARKS.md, "Clocks").
     ///
     /// Monotonicity: the OS source is monotonic across threads by the OS's guarantee. The
-    /// TSC source is used only where the kernel verified that the cores' counters agree, and
-    /// each thread also keeps its latest reading and never returns less, so a thread that
-    /// migrates to a core whose counter lags sees time stand still instead of stepping back.
-    /// Limiters never move their state backwards, so any residual skew only makes a
-    /// decision stricter.
+    /// TSC source is used only where the kernel itself keeps `CLOCK_MONOTONIC` on the
+    /// counter (its clocksource is `tsc`: the kernel checked at boot, and its watchdog keeps
+    /// checking, that the cores' counters run in step), so the readings are monotonic as
+    /// far as the kernel's own clock is. Limiters never move their state backwards, so a
+    /// residual skew between cores could only make a decision stricter.
     ///
     /// # Examples
     ///
@@ -577,12 +571,12 @@ mod os {
         fn now(&self) -> Nanos {
             match &self.read {
                 Read::Tsc { clock, start } => {
-                    let reading = clock.delta_as_nanos(*start, clock.raw());
-                    LAST_READING.with(|last| {
-                        let now = reading.max(last.get());
-                        last.set(now);
-                        now
-                    })
+                    // No per-thread floor: the counter is read only where the kernel
+                    // keeps its own monotonic clock on it (its checks found the cores'
+                    // counters in step), and a reading behind a state only makes a decision
+                    // stricter. A floor kept in a thread-local cost every decision a load
+                    // and a store on its path (issue 36: the refusals' gap to governor's).
+                    clock.delta_as_nanos(*start, clock.raw())
                 }
                 Read::Os { start } => super::duration_to_nanos(start.elapsed()),
             }

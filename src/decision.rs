@@ -289,6 +289,14 @@ impl Denied {
     }
 }
 
+impl From<Denied> for Packed {
+    /// [`Denied::pack`], for the `?` of a packed decision's size checks.
+    #[inline(always)]
+    fn from(denied: Denied) -> Packed {
+        denied.pack()
+    }
+}
+
 impl Packed {
     /// The refusal packed.
     #[inline(always)]

@@ -229,7 +229,8 @@ pub trait KeyedRateLimiter<K: ?Sized>: Send + Sync {
     /// # Errors
     ///
     /// As [`KeyedRateLimiter::try_acquire_n_at`].
-    #[inline]
+    // Always inlined, as `RateLimiter::try_acquire_n`.
+    #[inline(always)]
     fn try_acquire_n(&self, key: &K, n: u32) -> Result<(), Denied> {
         self.try_acquire_n_at(key, n, self.now())
     }
@@ -239,7 +240,7 @@ pub trait KeyedRateLimiter<K: ?Sized>: Send + Sync {
     /// # Errors
     ///
     /// As [`KeyedRateLimiter::try_acquire_n_at`].
-    #[inline]
+    #[inline(always)]
     fn try_acquire(&self, key: &K) -> Result<(), Denied> {
         self.try_acquire_n(key, 1)
     }

@@ -326,9 +326,13 @@ impl Quota {
         }
     }
 
-    /// The burst: permits a full limiter admits at once.
+    /// The burst: permits a full limiter admits at once (at least 1).
+    #[inline]
     pub fn burst(&self) -> u32 {
-        self.burst
+        // Never 0 (the constructors refuse it), said to the compiler: the size check of a
+        // request for one permit (`1 > capacity`) then folds away, and a refusal never
+        // loads the burst (issue 36).
+        self.burst.max(1)
     }
 
     /// The emission interval `period / count`, rounded up to whole nanoseconds (at least
