@@ -98,6 +98,29 @@ impl Receipt {
     pub const fn mark(&self) -> u64 {
         self.mark
     }
+
+    /// The receipt of the permits past the first `keep` (`n() − keep` of them, saturating
+    /// at 0) recorded at `mark`, with this receipt's own bits (so that the limiter that
+    /// issued it still finds where they went): a rule's [`Rule::split`](crate::rules::Rule::split).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Receipt;
+    ///
+    /// let estimate = Receipt::new(100, 7);
+    /// let unused = estimate.tail(30, 7);   // 30 used: the other 70 to give back
+    /// assert_eq!((unused.n(), unused.mark()), (70, 7));
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn tail(&self, keep: u32, mark: u64) -> Receipt {
+        Receipt {
+            n: self.n.saturating_sub(keep),
+            mark,
+            tag: self.tag,
+        }
+    }
 }
 
 /// Why a request was not admitted. A denial never changes the limiter's state.
@@ -222,6 +245,62 @@ impl Denied {
     pub(crate) fn rate_limited(nanos: u64) -> Denied {
         Denied::RateLimited {
             retry_after: Duration::from_nanos(nanos),
+        }
+    }
+}
+
+/// What a charge did: a forced charge (`charge_at`: usage measured after the work), or the
+/// excess of a reservation settled above its estimate (`settle`).
+///
+/// A charge is never refused: the permits are recorded even past the limit, as debt (a
+/// TAT beyond the burst for the GCRA family and a [`Budget`](crate::Budget), a count above
+/// the limit for the window limiters), and every request after it, a request for no
+/// permits included, is refused until the debt is paid back at the rate (or, for a
+/// window, until the window ends). What a state cannot hold is never dropped silently: it
+/// is [`Charged::shortfall`] (each limiter documents what it holds: a budget its configured
+/// maximum debt, a token bucket `MAX_CLOCK_LAG_NS` of its rate; a window keeps its count
+/// closed to the end of the window and gives nothing back from it).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::{Gcra, Quota, RateLimiter, Refund};
+/// use limitcore::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let limiter = Gcra::with_clock("10/s".parse()?, ManualClock::new())?;
+/// let charged = limiter.charge_at(12, 0);      // 12 tokens used where 10 were allowed
+/// assert_eq!((charged.charged, charged.shortfall), (12, 0));
+/// // In debt by 2: even a request for no permits waits until it is paid back.
+/// assert_eq!(charged.wait, Duration::from_millis(300));
+/// assert!(limiter.try_acquire_n_at(0, 0).is_err());
+/// assert!(limiter.try_acquire_n_at(0, 200_000_000).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Charged {
+    /// Permits charged.
+    pub charged: u32,
+    /// Permits not charged because the state cannot hold them (past a budget's burst plus
+    /// its maximum debt, or past what the limiter documents it can hold), or because a
+    /// budget is disabled (then 0 is charged and nothing is short).
+    pub shortfall: u32,
+    /// How long a request for one permit now waits (zero if it would be admitted).
+    pub wait: Duration,
+}
+
+impl Charged {
+    /// The report of a charge of `charged` permits, `shortfall` not held, with the wait of
+    /// a request for one permit now (`Err` of a check of one permit: its `retry_after`, or
+    /// [`Duration::MAX`] when no wait helps).
+    pub(crate) fn after(charged: u32, shortfall: u32, next: Result<(), Denied>) -> Charged {
+        Charged {
+            charged,
+            shortfall,
+            wait: match next {
+                Ok(()) => Duration::ZERO,
+                Err(denied) => denied.retry_after().unwrap_or(Duration::MAX),
+            },
         }
     }
 }

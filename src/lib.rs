@@ -212,12 +212,12 @@ pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
 #[cfg(feature = "budget")]
 #[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
-pub use budget::{Budget, BudgetConfig, BudgetRule, Charged, Mode};
+pub use budget::{Budget, BudgetConfig, BudgetRule, Mode};
 pub use clock::DefaultClock;
 #[cfg(feature = "counters")]
 #[cfg_attr(docsrs, doc(cfg(feature = "counters")))]
 pub use counters::{Counted, Counts};
-pub use decision::{Decision, Denied, Receipt, Snapshot};
+pub use decision::{Charged, Decision, Denied, Receipt, Snapshot};
 #[cfg(all(feature = "keyed", limitcore_loom))]
 pub use keyed::LoomStore;
 #[cfg(feature = "keyed")]

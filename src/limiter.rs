@@ -3,7 +3,7 @@
 //! [`decision`](crate::decision) ([`Denied`], [`Snapshot`], [`Decision`], [`Receipt`]).
 
 use crate::clock::Nanos;
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Receipt, Snapshot};
 use crate::quota::Quota;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -17,7 +17,10 @@ use alloc::sync::Arc;
 ///
 /// # Contract (for every implementation)
 ///
-/// - `n == 0` succeeds and changes nothing.
+/// - `n == 0` changes nothing, and succeeds unless a charge ([`Refund::charge_at`]) left
+///   the limiter in debt: then it is refused with the wait until the debt is paid back (a
+///   check with no cost: Envoy's `hits_addend: 0`). A limiter that was never charged past
+///   its limit always admits it.
 /// - `n > capacity()` is [`Denied::ExceedsCapacity`] and consumes nothing. The capacity is
 ///   the quota's burst for every limiter in this crate (the window limiters refuse a quota
 ///   whose burst is not its count, so nothing of a quota is ever ignored).
@@ -169,6 +172,54 @@ pub trait Refund: RateLimiter {
     ///
     /// As [`RateLimiter::try_acquire_n_at`].
     fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied>;
+
+    /// Charge `n` permits at `now`, never refused: usage measured after the work (an LLM
+    /// response's tokens, the bytes a read took), recorded even past the limit, so that the
+    /// limiter is in debt and every later request, one for no permits included, is refused
+    /// until the debt is paid back at the rate (a window: until it ends). What the
+    /// limiter's state cannot hold is reported as [`Charged::shortfall`], never dropped
+    /// silently; each limiter documents what it holds.
+    ///
+    /// Never more permissive than admitting the same permits: a charge decides every later
+    /// request at least as strictly as an admission of `n` would have.
+    fn charge_at(&self, n: u32, now: Nanos) -> Charged;
+
+    /// Settle the reservation on `receipt` (an admission of an estimate) to its actual
+    /// cost `actual` at `at` (ns, at or after the admission), exactly once (the receipt is
+    /// consumed): `actual` below the estimate gives the difference back as a refund of the
+    /// unused permits (at most what was reserved, never more permissive than having
+    /// charged `actual` up front), above it charges the excess at `at`
+    /// ([`Refund::charge_at`], into debt). Reserve-then-settle never overshoots a limit
+    /// the way check-then-report does: the estimate is held while the work runs.
+    ///
+    /// Returns the excess charge's report ([`Charged::charged`] 0 when `actual` was at most
+    /// the estimate), with the wait a request for one permit now faces.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Gcra, Quota, RateLimiter, Refund};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let tokens = Gcra::with_clock("1000/min".parse()?, ManualClock::new())?;
+    /// let estimate = tokens.acquire_refundable_at(100, 0)?;   // reserve 100 tokens
+    /// let settled = tokens.settle(estimate, 30, 0);            // the response used 30
+    /// assert_eq!(settled.charged, 0);
+    /// assert_eq!(tokens.snapshot_at(0).remaining, 970);
+    /// let estimate = tokens.acquire_refundable_at(100, 0)?;
+    /// let settled = tokens.settle(estimate, 1_200, 0);         // and this one 1,200: debt
+    /// assert_eq!(settled.charged, 1_100);
+    /// assert!(tokens.try_acquire_n_at(0, 0).is_err());         // refused until paid back
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged;
+
+    /// Give back up to `n` permits at `at` that no receipt names, never past a full state:
+    /// a caller's own accounting (Envoy's negative hits). Unlike [`Refund::refund`] it can
+    /// make the limiter more permissive than its admissions alone, by at most `n` permits:
+    /// the caller asserts they were over-counted. Each limiter documents what it gives back
+    /// (a window, nothing from a saturated count; a sliding log over its limit, nothing).
+    fn credit(&self, n: u32, at: Nanos);
 }
 
 /// One limit per key (a client address, a tenant, an API key): the keyed form of
@@ -299,6 +350,17 @@ pub trait KeyedRefund<K: ?Sized>: KeyedRateLimiter<K> {
     ///
     /// As [`KeyedRateLimiter::try_acquire_n_at`].
     fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied>;
+
+    /// Charge `n` permits to `key` at `now`, never refused (see [`Refund::charge_at`]). A key
+    /// in debt is not idle, so eviction never forgives it.
+    fn charge_at(&self, key: &K, n: u32, now: Nanos) -> Charged;
+
+    /// Settle `key`'s reservation on `receipt` to its actual cost (see [`Refund::settle`]).
+    fn settle(&self, key: &K, receipt: Receipt, actual: u32, at: Nanos) -> Charged;
+
+    /// Give back up to `n` of `key`'s permits that no receipt names (see
+    /// [`Refund::credit`]).
+    fn credit(&self, key: &K, n: u32, at: Nanos);
 }
 
 /// The four traits for a pointer to a limiter (`&L`, `Box<L>`, `Arc<L>`), so that shared
@@ -347,6 +409,15 @@ macro_rules! forward {
             fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
                 (**self).check_at(n, now)
             }
+            fn charge_at(&self, n: u32, now: Nanos) -> Charged {
+                (**self).charge_at(n, now)
+            }
+            fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+                (**self).settle(receipt, actual, at)
+            }
+            fn credit(&self, n: u32, at: Nanos) {
+                (**self).credit(n, at)
+            }
         }
 
         impl<K: ?Sized, L: KeyedRateLimiter<K> + ?Sized> KeyedRateLimiter<K> for $ptr {
@@ -383,6 +454,15 @@ macro_rules! forward {
             }
             fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
                 (**self).check_at(key, n, now)
+            }
+            fn charge_at(&self, key: &K, n: u32, now: Nanos) -> Charged {
+                (**self).charge_at(key, n, now)
+            }
+            fn settle(&self, key: &K, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+                (**self).settle(key, receipt, actual, at)
+            }
+            fn credit(&self, key: &K, n: u32, at: Nanos) {
+                (**self).credit(key, n, at)
             }
         }
     )*};

@@ -62,7 +62,35 @@ fn check_decision(
 ) -> Result<(), TestCaseError> {
     let count = sketch.quota().count();
     if n == 0 {
-        prop_assert_eq!(got, &Ok(()));
+        // No permits: refused only while the key's rows all lie past the limit as seen at
+        // `now` (no test charges, so only a reading behind a row's window sees that), and
+        // then with the exact wait until one is back within it.
+        if let Err(d) = got {
+            let w = wait_ns(d);
+            prop_assert!(
+                w.is_some_and(|w| w > 0),
+                "key {} n 0 at {}: {:?}",
+                key,
+                now,
+                d
+            );
+            if let Some(at) = w.and_then(|w| now.checked_add(w)) {
+                prop_assert!(
+                    sketch.debt_at(&key, at).is_ok(),
+                    "key {} n 0 at {}: still refused after {:?}",
+                    key,
+                    now,
+                    d
+                );
+                prop_assert!(
+                    sketch.debt_at(&key, at - 1).is_err(),
+                    "key {} n 0 at {}: {:?} too long",
+                    key,
+                    now,
+                    d
+                );
+            }
+        }
     } else if n > count {
         prop_assert_eq!(got, &Err(Denied::ExceedsCapacity { capacity: count }));
     } else if let Err(d) = got {

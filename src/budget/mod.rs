@@ -220,17 +220,9 @@ impl Mode {
     }
 }
 
-/// What a forced charge ([`Budget::charge`]) did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Charged {
-    /// Permits charged.
-    pub charged: u32,
-    /// Permits not charged because the backlog reached the burst plus the maximum debt (or
-    /// because the budget is disabled: then 0 is charged and nothing is short).
-    pub shortfall: u32,
-    /// How long a request for one permit now waits (zero if it would be admitted).
-    pub wait: Duration,
-}
+/// What a forced charge ([`Budget::charge`]) did: the crate's [`Charged`](crate::Charged),
+/// named here too for the budgets' users.
+pub use crate::decision::Charged;
 
 impl<C: Clock> Limiter<BudgetRule, C> {
     /// A budget of `config` reading time from `clock`.

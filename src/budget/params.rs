@@ -321,6 +321,43 @@ impl Hot {
         Some(word::pack(self.gen, word::tat(word).wrapping_sub(give)))
     }
 
+    /// The answer to a request for no permits at `now`: refused while the backlog passes
+    /// the burst (a charge or an oversized request left the budget in debt), until it is
+    /// back within it. Disabled or paused, admitted (a pause is not a debt).
+    pub(crate) fn debt(&self, word: u64, now: Nanos) -> Result<(), Denied> {
+        if self.mode != Mode::Enabled {
+            return Ok(());
+        }
+        let at = self.scale.units(now);
+        let b = self.backlog(word, &at);
+        if b > self.span {
+            Err(self.wait(&at, b - self.span))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `word` with up to `n` permits given back at `at` that no receipt names, never past
+    /// full (`None` when it is full, or nothing changes).
+    pub(crate) fn credit(&self, word: u64, n: u32, at: Nanos) -> Option<u64> {
+        let b = self.backlog(word, &self.scale.units(at));
+        let give = b.min(u64::from(n).saturating_mul(self.scale.per_permit));
+        (give > 0).then(|| word::pack(self.gen, word::tat(word).wrapping_sub(give)))
+    }
+
+    /// The receipt of the permits of `receipt` (of this generation) past its first `keep`:
+    /// they start `keep` permits' units after it, with no rounding of their own.
+    pub(crate) fn split(&self, receipt: &Receipt, keep: u32) -> Receipt {
+        // The mark is where the first permit started (after any rounding up of an idle
+        // reading, which belongs to the first permits, kept).
+        let start = word::tat(receipt.mark())
+            .wrapping_add(u64::from(keep).wrapping_mul(self.scale.per_permit))
+            & TAT_MASK;
+        let mut tail = receipt.tail(keep, word::pack(self.gen, start));
+        tail.tag &= !ROUNDED;
+        tail
+    }
+
     /// Whether `word` has been idle (full) at every reading from `since` on.
     pub(crate) fn idle_since(&self, word: u64, since: Nanos) -> bool {
         self.backlog(word, &self.scale.units(since)) == 0

@@ -258,6 +258,47 @@ impl Rule for BudgetRule {
         let (params, current) = self.resolve(*word);
         current == IDLE || params.idle_since(current, since)
     }
+
+    /// [`BudgetRule::charge`]: up to the burst plus the maximum debt, the rest the
+    /// shortfall (a budget's debt is what its configuration allows); disabled, nothing.
+    #[inline]
+    fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> u32 {
+        self.charge_compact(word, now, n).shortfall
+    }
+
+    /// In debt while the backlog passes the burst; a disabled or paused budget admits a
+    /// request for no permits.
+    fn debt(&self, word: &u64, now: Nanos) -> Result<(), Denied> {
+        let (params, current) = self.live.resolve_hot(*word);
+        params.debt(current, now)
+    }
+
+    /// The TAT up to `n` permits earlier, never past full.
+    fn credit(&self, word: &mut u64, n: u32, at: Nanos) -> bool {
+        let (params, current) = self.resolve(*word);
+        if current == IDLE {
+            return false;
+        }
+        match params.credit(current, n, at) {
+            Some(next) => {
+                *word = next;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The tail starts `keep` permits after the receipt's start, in the receipt's own
+    /// configuration; a receipt from before a change of configuration keeps its mark (and
+    /// a refund gives it nothing back, as any such receipt).
+    fn split(&self, receipt: &Receipt, keep: u32) -> Receipt {
+        let params = self.live.current();
+        if word::gen(receipt.mark()) == params.gen {
+            params.split(receipt, keep)
+        } else {
+            receipt.tail(keep, receipt.mark())
+        }
+    }
 }
 
 impl ReserveRule for BudgetRule {

@@ -72,9 +72,17 @@ fn charges_are_never_refused_and_saturate_at_the_debt() {
     let c = b.charge_at(10, 0);
     assert_eq!((c.charged, c.shortfall), (3, 7)); // 15 = burst + debt
     assert_eq!(c.wait, Duration::from_millis(600));
-    // A refund across the debt gives back what no reading absorbed.
-    let receipt = b.acquire_refundable_at(0, 0).unwrap();
-    b.refund(receipt, 0);
+    // In debt (1.5 s of backlog on a 1 s burst), even a request for no permits waits until
+    // the debt is paid back, and is admitted then; nothing was written.
+    assert_eq!(
+        b.acquire_refundable_at(0, 0),
+        Err(Denied::rate_limited(500_000_000))
+    );
+    assert_eq!(
+        b.try_acquire_n_at(0, 499_999_999),
+        Err(Denied::rate_limited(1))
+    );
+    assert_eq!(b.try_acquire_n_at(0, 500_000_000), Ok(()));
     assert_eq!(b.snapshot_at(0).full_after, Duration::from_millis(1_500));
 }
 

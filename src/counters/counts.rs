@@ -26,6 +26,9 @@ use core::time::Duration;
 /// | a refusal [`Denied::RateLimited`](crate::Denied::RateLimited) | `rate_limited` +1 |
 /// | a final refusal ([`Denied::is_final`](crate::Denied::is_final)) | `final_refusals` +1 |
 /// | `refund` of a receipt of `n > 0` permits | `refunds` +1, `permits_refunded` +n |
+/// | `charge_at` of `n` (never refused) | `permits_charged` + the permits charged |
+/// | `settle` of a receipt of `e` to `a` | `a > e`: `permits_charged` + the excess charged; `a < e`: `refunds` +1, `permits_refunded` +(e − a) |
+/// | `credit` of `n` | `permits_credited` +n |
 /// | `check_at`, `snapshot*`, `quota*`, `now` | nothing (they decide nothing) |
 ///
 /// A request for `n = 0` permits is an admitted decision of 0 permits. A wait through the
@@ -112,6 +115,13 @@ pub struct Counts {
     /// ([`Refund::refund`](crate::Refund::refund): exact at the admission's own time,
     /// never more permissive); this is what was given back.
     pub permits_refunded: u64,
+    /// Permits charged after the work: forced charges (`charge_at`) and the excess of
+    /// reservations settled above their estimate (`settle`), as recorded (a shortfall the
+    /// limiter could not hold is not counted). Not part of `permits`, which counts
+    /// admissions.
+    pub permits_charged: u64,
+    /// Permits given back without a receipt (`credit`), as asked.
+    pub permits_credited: u64,
     /// The closed exhausted episodes' total length, ns (see "Time exhausted" above).
     pub exhausted_ns: u64,
     /// When the open exhausted episode started (the opening refusal's time, ns of the
@@ -198,6 +208,8 @@ impl Counts {
             wait_ns: f(self.wait_ns, other.wait_ns),
             refunds: f(self.refunds, other.refunds),
             permits_refunded: f(self.permits_refunded, other.permits_refunded),
+            permits_charged: f(self.permits_charged, other.permits_charged),
+            permits_credited: f(self.permits_credited, other.permits_credited),
             exhausted_ns: f(self.exhausted_ns, other.exhausted_ns),
             exhausted_since: since,
         }
@@ -289,6 +301,15 @@ impl fmt::Display for Counts {
         if let Some(since) = self.exhausted_since {
             write!(f, ", exhausted since {since} ns")?;
         }
+        if self.permits_charged != 0 || self.permits_credited != 0 {
+            write!(
+                f,
+                ", charged {} permit{} after the work, credited {}",
+                self.permits_charged,
+                plural(self.permits_charged),
+                self.permits_credited
+            )?;
+        }
         Ok(())
     }
 }
@@ -308,6 +329,8 @@ mod tests {
             wait_ns: 1_500_000_000,
             refunds: 1,
             permits_refunded: 1,
+            permits_charged: 0,
+            permits_credited: 0,
             exhausted_ns: 250_000_000,
             exhausted_since: since,
         }

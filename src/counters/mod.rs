@@ -9,7 +9,7 @@ mod stripes;
 pub use counts::Counts;
 
 use crate::clock::Nanos;
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
 use crate::quota::Quota;
@@ -196,6 +196,27 @@ impl<L: Refund> Refund for Counted<L> {
     fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         self.inner.check_at(n, now)
     }
+
+    fn charge_at(&self, n: u32, now: Nanos) -> Charged {
+        let charged = self.inner.charge_at(n, now);
+        self.counters.charged(charged.charged);
+        charged
+    }
+
+    fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        let estimate = receipt.n();
+        if actual < estimate {
+            self.counters.refunded(estimate - actual);
+        }
+        let charged = self.inner.settle(receipt, actual, at);
+        self.counters.charged(charged.charged);
+        charged
+    }
+
+    fn credit(&self, n: u32, at: Nanos) {
+        self.counters.credited(n);
+        self.inner.credit(n, at);
+    }
 }
 
 impl<L: Reserve> Reserve for Counted<L> {
@@ -262,6 +283,27 @@ impl<K: ?Sized, L: KeyedRefund<K>> KeyedRefund<K> for Counted<L> {
 
     fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
         self.inner.check_at(key, n, now)
+    }
+
+    fn charge_at(&self, key: &K, n: u32, now: Nanos) -> Charged {
+        let charged = self.inner.charge_at(key, n, now);
+        self.counters.charged(charged.charged);
+        charged
+    }
+
+    fn settle(&self, key: &K, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        let estimate = receipt.n();
+        if actual < estimate {
+            self.counters.refunded(estimate - actual);
+        }
+        let charged = self.inner.settle(key, receipt, actual, at);
+        self.counters.charged(charged.charged);
+        charged
+    }
+
+    fn credit(&self, key: &K, n: u32, at: Nanos) {
+        self.counters.credited(n);
+        self.inner.credit(key, n, at);
     }
 }
 

@@ -29,7 +29,7 @@ use super::Counts;
 /// epoch).
 const NONE: Nanos = Nanos::MAX;
 
-/// One thread's counters. Together they are 72 bytes, in one [`CachePadded`] block of the
+/// One thread's counters. Together they are 88 bytes, in one [`CachePadded`] block of the
 /// per-thread slots (128 bytes on x86-64, two lines that the adjacent-line prefetcher moves
 /// together), so that no stripe shares a line with another. The fields every decision
 /// touches come first.
@@ -53,6 +53,10 @@ struct Stripe {
     refunds: Tally,
     /// Their permits.
     permits_refunded: Tally,
+    /// Permits charged after the work, as recorded.
+    permits_charged: Tally,
+    /// Permits credited.
+    permits_credited: Tally,
     /// The closed exhausted episodes' time, ns.
     exhausted_ns: Tally,
 }
@@ -128,6 +132,22 @@ impl Counters {
                 }
             }
             Err(denied) => self.refused(denied, now),
+        }
+    }
+
+    /// Count a charge after the work of `n` permits (as recorded).
+    #[inline]
+    pub(crate) fn charged(&self, n: u32) {
+        if n > 0 {
+            bump(&self.stripe().permits_charged, u64::from(n));
+        }
+    }
+
+    /// Count a credit of `n` permits.
+    #[inline]
+    pub(crate) fn credited(&self, n: u32) {
+        if n > 0 {
+            bump(&self.stripe().permits_credited, u64::from(n));
         }
     }
 
@@ -224,6 +244,12 @@ impl Counters {
             counts.permits_refunded = counts
                 .permits_refunded
                 .wrapping_add(load(&s.permits_refunded));
+            counts.permits_charged = counts
+                .permits_charged
+                .wrapping_add(load(&s.permits_charged));
+            counts.permits_credited = counts
+                .permits_credited
+                .wrapping_add(load(&s.permits_credited));
             counts.exhausted_ns = counts.exhausted_ns.wrapping_add(load(&s.exhausted_ns));
         }
         counts.permits = counts.admitted.wrapping_add(beyond_one);

@@ -1,7 +1,7 @@
 //! [`Global`]: one limiter applied to every key.
 
 use crate::clock::Nanos;
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::limiters::{KeyedReserve, Reservation, Reserve};
 use crate::quota::Quota;
@@ -97,6 +97,18 @@ impl<K: ?Sized, L: Refund> KeyedRefund<K> for Global<L> {
 
     fn check_at(&self, _key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
         self.0.check_at(n, now)
+    }
+
+    fn charge_at(&self, _key: &K, n: u32, now: Nanos) -> Charged {
+        self.0.charge_at(n, now)
+    }
+
+    fn settle(&self, _key: &K, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        self.0.settle(receipt, actual, at)
+    }
+
+    fn credit(&self, _key: &K, n: u32, at: Nanos) {
+        self.0.credit(n, at);
     }
 }
 

@@ -81,6 +81,7 @@
 
 #[cfg(feature = "budget")]
 mod budget;
+mod charge;
 mod global;
 mod per_key;
 mod sketch;
@@ -96,7 +97,7 @@ pub use store::{DashMapStore, KeyHash, KeyHasher, PapayaStore, Store};
 use crate::cell::sealed::Cells;
 use crate::cell::{Attempt, Gone};
 use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
-use crate::decision::{Decision, Denied, Packed, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Packed, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund};
 use crate::limiters::{KeyedReserve, Reservation};
 use crate::quota::{Quota, QuotaError};
@@ -608,7 +609,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if n == 0 {
-            return Ok(());
+            return self.debt_at(key, now).map_err(Denied::pack);
         }
         self.with_state(key, n, now, |rule, s| {
             rule.take(s, now, n).map_err(Denied::pack)
@@ -670,7 +671,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if n == 0 {
-            return (Ok(Receipt::NOTHING), self.snapshot_at(key, now));
+            let answer = self.debt_at(key, now).map(|()| Receipt::NOTHING);
+            return (answer, self.snapshot_at(key, now));
         }
         let state = core::cell::Cell::new(None);
         let outcome = self.with_state(key, n, now, |rule, s| match rule.take(s, now, n) {
@@ -828,7 +830,7 @@ where
 {
     fn acquire_refundable_at(&self, key: &Q, n: u32, now: Nanos) -> Result<Receipt, Denied> {
         if n == 0 {
-            return Ok(Receipt::NOTHING);
+            return self.debt_at(key, now).map(|()| Receipt::NOTHING);
         }
         self.with_state(key, n, now, |rule, s| rule.take(s, now, n))
     }
@@ -846,32 +848,13 @@ where
         if receipt.n() == 0 {
             return;
         }
-        // `Err` when there is nothing to give back: then nothing is written.
-        let give_back = |rule: &R, s: &mut R::State| {
-            if rule.refund(s, &receipt, at) {
-                Ok(())
-            } else {
-                Err(())
-            }
-        };
-        if receipt.tag & OVERFLOW != 0 {
-            let _ = R::State::update_slot(&self.overflow, |s| give_back(&self.default, s));
-            return;
-        }
         // A key no longer in the map was evicted: its state is fresh already.
-        let main = S::with_slot(&self.map, key, |cell| {
-            R::State::update_slot(cell, |s| give_back(&self.default, s))
-        });
-        if let Some(Err(Attempt::Redirect)) = main {
-            S::with_slot(&self.side().own, key, |own| {
-                let _ = R::State::update_slot(&own.state, |s| give_back(&own.rule, s));
-            });
-        }
+        self.update_receipt_state(key, &receipt, |rule, s| rule.refund(s, &receipt, at));
     }
 
     fn check_at(&self, key: &Q, n: u32, now: Nanos) -> Result<(), Denied> {
         if n == 0 {
-            return Ok(());
+            return self.debt_at(key, now);
         }
         let check = |rule: &R, s: &R::State| {
             precheck(n, rule.capacity())?;
@@ -907,6 +890,18 @@ where
                 }
             }
         }
+    }
+
+    fn charge_at(&self, key: &Q, n: u32, now: Nanos) -> Charged {
+        Keyed::charge_at(self, key, n, now)
+    }
+
+    fn settle(&self, key: &Q, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        Keyed::settle(self, key, receipt, actual, at)
+    }
+
+    fn credit(&self, key: &Q, n: u32, at: Nanos) {
+        Keyed::credit(self, key, n, at);
     }
 }
 

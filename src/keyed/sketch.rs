@@ -96,7 +96,7 @@
 
 use crate::cas;
 use crate::clock::{Clock, DefaultClock, Nanos};
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund};
 use crate::quota::{Quota, QuotaError};
 use crate::rules::{precheck, window_quota, Counter, SlidingWindowRule, Window};
@@ -342,7 +342,12 @@ impl Cells {
         } else {
             w
         };
-        if c.available(&w) >= n {
+        // `estimate + n ≤ count`: `available ≥ n` for a request, and for a request for no
+        // permits (a debt's wait) an estimate back within the limit.
+        if self
+            .estimate(&w)
+            .is_some_and(|e| e + n <= u64::from(c.count))
+        {
             // Admits from the start of a later window (a row ahead of the reading).
             Denied::rate_limited(w.at - now)
         } else {
@@ -748,7 +753,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     /// recorded the permits in (or [`MIXED_WINDOWS`]).
     fn acquire(&self, key: &K, n: u32, now: Nanos) -> Result<Receipt, Denied> {
         if !precheck(n, self.arith.counter.count)? {
-            return Ok(Receipt::NOTHING);
+            return self.debt_at(key, now).map(|()| Receipt::NOTHING);
         }
         let n32 = n;
         let n = u64::from(n);
@@ -948,7 +953,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRefund<K> for KeyedSketch<K, C> {
     /// count), else the earliest wait of any row.
     fn check_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
         if !precheck(n, self.arith.counter.count)? {
-            return Ok(());
+            return self.debt_at(key, now);
         }
         let n = u64::from(n);
         let cells = self.cells_of(key);
@@ -961,6 +966,59 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRefund<K> for KeyedSketch<K, C> {
             }
             let row = self.arith.retry(word, now, n);
             denied = sooner(denied, row);
+        }
+        Err(denied)
+    }
+
+    /// `n` more in every row's cell for `key` (each cell saturating: a saturated count
+    /// admits none of its keys until it ages out), never refused, with no shortfall: the
+    /// sketch holds any charge, at worst as a saturated count.
+    fn charge_at(&self, key: &K, n: u32, now: Nanos) -> Charged {
+        let cells = self.cells_of(key);
+        for &c in &cells[..self.depth()] {
+            self.add(&self.cells[c], now, u64::from(n));
+        }
+        Charged::after(n, 0, KeyedRefund::check_at(self, key, 1, now))
+    }
+
+    /// The unused permits refunded from the receipt's window (see [`KeyedRefund::refund`]),
+    /// or the excess charged.
+    fn settle(&self, key: &K, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        let estimate = receipt.n();
+        if actual > estimate {
+            return KeyedRefund::charge_at(self, key, actual - estimate, at);
+        }
+        if actual < estimate {
+            KeyedRefund::refund(self, key, receipt.tail(actual, receipt.mark()), at);
+        }
+        Charged::after(0, 0, KeyedRefund::check_at(self, key, 1, at))
+    }
+
+    /// Nothing: a cell counts every key that maps to it, and cannot tell `key`'s permits
+    /// from its neighbours', so a credit could give back theirs (stricter, never more
+    /// permissive).
+    fn credit(&self, _key: &K, _n: u32, _at: Nanos) {}
+}
+
+impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
+    /// The answer to a request for no permits for `key` at `now`: admitted unless a
+    /// charge left every row's estimate past the limit (or saturated), until one row is
+    /// back within it.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::RateLimited`] with the wait until one row admits again.
+    pub fn debt_at(&self, key: &K, now: Nanos) -> Result<(), Denied> {
+        let count = u64::from(self.arith.counter.count);
+        let cells = self.cells_of(key);
+        let mut denied = Denied::NEVER;
+        for &c in &cells[..self.depth()] {
+            // Relaxed: an observation (module "Orderings"); nothing is admitted on it.
+            let word = self.cells[c].load(Ordering::Relaxed);
+            if self.arith.row_estimate(word, now) <= count {
+                return Ok(());
+            }
+            denied = sooner(denied, self.arith.retry(word, now, 0));
         }
         Err(denied)
     }

@@ -25,7 +25,7 @@ pub use rule_cell::RuleCell;
 pub use sliding_window::SlidingWindow;
 
 use crate::clock::{Clock, DefaultClock, Nanos};
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{RateLimiter, Refund};
 use crate::quota::{Quota, QuotaError};
 #[cfg(feature = "std")]
@@ -217,6 +217,18 @@ impl<R: Rule, C: Clock> Refund for Limiter<R, C> {
 
     fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         self.cell.check_at(n, now)
+    }
+
+    fn charge_at(&self, n: u32, now: Nanos) -> Charged {
+        self.cell.charge_at(n, now)
+    }
+
+    fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        self.cell.settle(receipt, actual, at)
+    }
+
+    fn credit(&self, n: u32, at: Nanos) {
+        self.cell.credit(n, at);
     }
 }
 

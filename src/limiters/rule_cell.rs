@@ -3,7 +3,7 @@
 
 use crate::cell::sealed::Cells;
 use crate::clock::{duration_to_nanos, Nanos};
-use crate::decision::{Decision, Denied, Packed, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Packed, Receipt, Snapshot};
 use crate::limiters::Reservation;
 use crate::rules::{precheck, precheck_take, ReserveRule, Rule};
 use core::fmt;
@@ -17,8 +17,9 @@ use core::time::Duration;
 /// Every change of the state goes through the crate's one compare-and-swap loop (or, for
 /// the sliding log's ring, one critical section), so the decisions keep the rule's
 /// contract under any interleaving: a denial never writes, no permit is created by a race.
-/// The size checks come first ([`precheck`](crate::rules::precheck)): `n = 0` succeeds and
-/// writes nothing, `n > capacity` is [`Denied::ExceedsCapacity`].
+/// The size checks come first ([`precheck`](crate::rules::precheck)): `n = 0` writes
+/// nothing and is answered by [`Rule::debt`] (admitted unless a charge left the state in
+/// debt), `n > capacity` is [`Denied::ExceedsCapacity`].
 ///
 /// # Examples
 ///
@@ -92,7 +93,7 @@ impl<R: Rule> RuleCell<R> {
     #[inline(always)]
     pub fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         if !precheck_take(&self.rule, n)? {
-            return Ok(());
+            return self.debt_at(now);
         }
         let rule = &self.rule;
         // The refusal leaves the loop packed in two words (see `Packed`).
@@ -130,9 +131,67 @@ impl<R: Rule> RuleCell<R> {
                     Err((d, state)) => (Err(d), state),
                 }
             }
-            Ok(false) => (Ok(Receipt::NOTHING), self.snapshot_at(now)),
+            Ok(false) => (
+                self.debt_at(now).map(|()| Receipt::NOTHING),
+                self.snapshot_at(now),
+            ),
             Err(d) => (Err(d), self.snapshot_at(now)),
         }
+    }
+
+    /// The answer to a request for no permits at `now` ([`Rule::debt`]): admitted unless a
+    /// charge left the state in debt.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::RateLimited`] with the wait until the debt is paid back.
+    #[cold]
+    pub fn debt_at(&self, now: Nanos) -> Result<(), Denied> {
+        R::State::read(&self.state, |s| self.rule.debt(s, now))
+    }
+
+    /// Charge `n` permits at `now`, never refused ([`Refund::charge_at`](crate::Refund::charge_at)):
+    /// through the same compare-and-swap loop (or lock) as every decision.
+    pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
+        let rule = &self.rule;
+        let (short, next) = match R::State::update(&self.state, |s| {
+            let short = rule.charge(s, now, n);
+            Ok::<_, core::convert::Infallible>((short, rule.check(s, now, 1)))
+        }) {
+            Ok(done) => done,
+            Err(never) => match never {},
+        };
+        Charged::after(n - short, short, next)
+    }
+
+    /// Settle the reservation on `receipt` to `actual` at `at` ([`Refund::settle`](crate::Refund::settle)):
+    /// the permits past `actual` refunded, or the excess charged.
+    pub fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        let estimate = receipt.n();
+        if actual > estimate {
+            return self.charge_at(actual - estimate, at);
+        }
+        if actual < estimate {
+            self.refund(self.rule.split(&receipt, actual), at);
+        }
+        let next = R::State::read(&self.state, |s| self.rule.check(s, at, 1));
+        Charged::after(0, 0, next)
+    }
+
+    /// Give back up to `n` permits at `at` that no receipt names ([`Refund::credit`](crate::Refund::credit)).
+    pub fn credit(&self, n: u32, at: Nanos) {
+        if n == 0 {
+            return;
+        }
+        let rule = &self.rule;
+        // `Err` when the rule has nothing to give back: then nothing is written.
+        let _ = R::State::update(&self.state, |s| {
+            if rule.credit(s, n, at) {
+                Ok(())
+            } else {
+                Err(())
+            }
+        });
     }
 
     /// Decide `n` permits at `now`, returning what to give back.
@@ -143,7 +202,7 @@ impl<R: Rule> RuleCell<R> {
     #[inline]
     pub fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
         if !precheck_take(&self.rule, n)? {
-            return Ok(Receipt::NOTHING);
+            return self.debt_at(now).map(|()| Receipt::NOTHING);
         }
         let rule = &self.rule;
         R::State::update(&self.state, move |s| rule.take(s, now, n))
@@ -173,7 +232,7 @@ impl<R: Rule> RuleCell<R> {
     /// As [`RuleCell::try_acquire_n_at`].
     pub fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         if !precheck(n, self.rule.capacity())? {
-            return Ok(());
+            return self.debt_at(now);
         }
         R::State::read(&self.state, |s| self.rule.check(s, now, n))
     }

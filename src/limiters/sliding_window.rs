@@ -14,7 +14,7 @@
 
 use crate::cas;
 use crate::clock::{Clock, DefaultClock, Nanos};
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Charged, Decision, Denied, Receipt, Snapshot};
 use crate::limiter::{RateLimiter, Refund};
 use crate::quota::{Quota, QuotaError};
 use crate::rules::{precheck, window_quota, Counter};
@@ -273,7 +273,7 @@ impl<C: Clock> RateLimiter for SlidingWindow<C> {
     #[inline]
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         if !precheck(n, self.counter.count)? {
-            return Ok(());
+            return self.debt_at(now);
         }
         self.take(n, now, &mut 0)
     }
@@ -308,7 +308,7 @@ impl<C: Clock> RateLimiter for SlidingWindow<C> {
             .filter(|&(k, _)| k == w.k)
             .map(|(_, lease)| lease)
             .sum();
-        let remaining = (c.available(&w) + leased).min(u64::from(c.count)) as u32;
+        let remaining = (c.room(&w) + leased).min(u64::from(c.count)) as u32;
         let full_after = c.full_after(&w, now);
         Snapshot {
             remaining,
@@ -329,7 +329,7 @@ impl<C: Clock> RateLimiter for SlidingWindow<C> {
 impl<C: Clock> Refund for SlidingWindow<C> {
     fn acquire_refundable_at(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
         if !precheck(n, self.counter.count)? {
-            return Ok(Receipt::NOTHING);
+            return self.debt_at(now).map(|()| Receipt::NOTHING);
         }
         let mut window = 0;
         self.take(n, now, &mut window)?;
@@ -353,7 +353,7 @@ impl<C: Clock> Refund for SlidingWindow<C> {
 
     fn check_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
         if !precheck(n, self.counter.count)? {
-            return Ok(());
+            return self.debt_at(now);
         }
         let c = &self.counter;
         // Relaxed: read-only observations (module "Orderings").
@@ -364,5 +364,68 @@ impl<C: Clock> Refund for SlidingWindow<C> {
         // Relaxed: as above.
         c.lease(self.global.load(Ordering::Relaxed), now, u64::from(n))
             .map(|_| ())
+    }
+
+    /// The permits this CPU holds leased for the window of `now` first (they are counted
+    /// in the global word already, unused), the rest added to the global word's window of
+    /// `now`, up to its field's ceiling: see
+    /// [`SlidingWindowRule`](crate::rules::SlidingWindowRule)'s "Charges". The other CPUs'
+    /// leases, counted within the limit before the charge, stay theirs (at most the batch
+    /// each).
+    fn charge_at(&self, n: u32, now: Nanos) -> Charged {
+        let c = &self.counter;
+        let shard = self.shard();
+        // Relaxed: an observation; `take_leased` decides on the word it swaps.
+        let (_, lease) = c.unpack_shard(shard.load(Ordering::Relaxed));
+        let from_lease = lease.min(u64::from(n));
+        let from_lease = if from_lease > 0 && self.take_leased(shard, now, from_lease).is_some() {
+            from_lease as u32
+        } else {
+            0
+        };
+        let rest = n - from_lease;
+        let short = match cas::apply(&self.global, |global| {
+            Ok::<_, core::convert::Infallible>(c.charge(global, now, rest))
+        }) {
+            Ok(short) => short,
+            Err(never) => match never {},
+        };
+        Charged::after(n - short, short, self.check_at(1, now))
+    }
+
+    /// The unused permits go back to this CPU's lease (see [`Refund::refund`]), the
+    /// excess is charged.
+    fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
+        let estimate = receipt.n();
+        if actual > estimate {
+            return self.charge_at(actual - estimate, at);
+        }
+        if actual < estimate {
+            self.refund(receipt.tail(actual, receipt.mark()), at);
+        }
+        Charged::after(0, 0, self.check_at(1, at))
+    }
+
+    /// Up to `n` off the global word's count for the window of `at`.
+    fn credit(&self, n: u32, at: Nanos) {
+        let c = &self.counter;
+        // `Err`: nothing to give back, nothing written.
+        let _ = cas::apply(&self.global, |global| {
+            c.credit(global, n, at).map(|g| (g, ())).ok_or(())
+        });
+    }
+}
+
+impl<C: Clock> SlidingWindow<C> {
+    /// The answer to a request for no permits at `now`: admitted unless a charge left the
+    /// global word's estimate past the limit.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::RateLimited`] with the wait until the estimate is back within the limit.
+    #[cold]
+    pub fn debt_at(&self, now: Nanos) -> Result<(), Denied> {
+        // Relaxed: a read-only observation (module "Orderings").
+        self.counter.debt(self.global.load(Ordering::Relaxed), now)
     }
 }

@@ -156,7 +156,16 @@ impl BudgetModel {
     ///
     /// As [`Budget`](crate::Budget)'s decisions.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if n == 0 || self.config.mode == Mode::Disabled {
+        if self.config.mode == Mode::Disabled {
+            return Ok(());
+        }
+        if n == 0 {
+            // Refused only in debt (a backlog past the burst), until it is paid back; a
+            // pause is not a debt.
+            let (b, floor) = (self.backlog(now), self.floor(now));
+            if self.config.mode == Mode::Enabled && b > self.span {
+                return Err(wait(self.until(now, floor + b - self.span)));
+            }
             return Ok(());
         }
         if n > self.capacity {

@@ -177,15 +177,21 @@ model!(
 );
 
 /// The two answers that do not depend on the state: `n > capacity` never conforms (and
-/// consumes nothing), `n == 0` always does (and changes nothing).
+/// consumes nothing), `n == 0` always does (and changes nothing): the window models', which
+/// no charge puts in debt.
 fn by_size(n: u32, capacity: u32) -> Option<Result<(), Denied>> {
-    if n > capacity {
-        Some(Err(Denied::ExceedsCapacity { capacity }))
-    } else if n == 0 {
+    if n == 0 {
         Some(Ok(()))
     } else {
-        None
+        too_large(n, capacity)
     }
+}
+
+/// `n > capacity` never conforms (and consumes nothing). The GCRA family's models answer
+/// `n == 0` by their formula: admitted unless the state lies past its limit at `now` (a
+/// reading behind the state's own time can see it so: stricter, as the limiters).
+fn too_large(n: u32, capacity: u32) -> Option<Result<(), Denied>> {
+    (n > capacity).then_some(Err(Denied::ExceedsCapacity { capacity }))
 }
 
 /// The denial that waits from `now` until the absolute time `at` (ns, may lie past the
@@ -245,12 +251,21 @@ impl GcraModel {
     ///
     /// The [`Denied`] the crate's limiters must return for the same history.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if let Some(answer) = by_size(n, self.burst) {
+        if let Some(answer) = too_large(n, self.burst) {
             return answer;
         }
         let now_i = i128::from(now);
         let x = self.content_at(now_i);
         let limit = i128::from(self.burst) * self.t;
+        if n == 0 {
+            // No permits: refused only while the content lies past the limit; nothing moves.
+            return match x - limit {
+                over if over > 0 => Err(Denied::RateLimited {
+                    retry_after: Duration::from_nanos(over as u64),
+                }),
+                _ => Ok(()),
+            };
+        }
         let after = x + i128::from(n) * self.t;
         // The TAT this request would leave, now or after waiting, must fit the u64 clock.
         if now_i + after > i128::from(u64::MAX) {
@@ -326,11 +341,21 @@ impl TokenBucketModel {
     ///
     /// The [`Denied`] the crate's limiters must return for the same history.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if let Some(answer) = by_size(n, self.burst) {
+        if let Some(answer) = too_large(n, self.burst) {
             return answer;
         }
         let now_i = i128::from(now);
         let credit = self.credit_at(now_i);
+        if n == 0 {
+            // No permits: refused only while the credit lies below empty; nothing moves.
+            return if credit < 0 {
+                Err(Denied::RateLimited {
+                    retry_after: Duration::from_nanos((-credit) as u64),
+                })
+            } else {
+                Ok(())
+            };
+        }
         let cost = i128::from(n) * self.t;
         let cap = i128::from(self.burst) * self.t;
         // The time this request would leave the bucket full again, now or after waiting,
@@ -621,12 +646,17 @@ impl SlidingWindowModel {
     ///
     /// As the limiter.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
-        if let Some(answer) = by_size(n, self.count) {
+        // `n == 0` by the formula: refused only while the estimate lies past the count at
+        // the effective time (a stale reading, decided at the latest window's start, can
+        // see that).
+        if let Some(answer) = too_large(n, self.count) {
             return answer;
         }
         let t = self.effective(now);
         if self.fits(u128::from(t), n) {
-            *self.counts.entry(t / self.period).or_insert(0) += u64::from(n);
+            if n > 0 {
+                *self.counts.entry(t / self.period).or_insert(0) += u64::from(n);
+            }
             return Ok(());
         }
         // The estimate never rises as time passes, so "fits" is monotone: binary search
@@ -760,6 +790,21 @@ impl LeakyBucketModel {
     /// As [`RateLimiter::try_acquire_n_at`](crate::RateLimiter::try_acquire_n_at) on the
     /// limiter.
     pub fn acquire(&mut self, n: u32, now: Nanos) -> Result<(), Denied> {
+        if n == 0 {
+            // Refused while the queue runs past its capacity (from a reading behind it).
+            let backlog = self
+                .queue
+                .back()
+                .map_or(0, |&(_, end)| end.saturating_sub(u128::from(now)));
+            let over = backlog.saturating_sub(u128::from(self.capacity) * self.t);
+            return if over > 0 {
+                Err(Denied::RateLimited {
+                    retry_after: Duration::from_nanos(over as u64),
+                })
+            } else {
+                Ok(())
+            };
+        }
         self.reserve(n, now, 0).map(|_| ())
     }
 

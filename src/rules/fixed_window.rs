@@ -32,12 +32,13 @@ pub(crate) enum Position {
 /// +-------------------------+-----------------+
 /// | window number k          | used (b bits)   |
 /// +-------------------------+-----------------+
-///   k = now / period           b = bit length of count (1..=32)
+///   k = now / period           b = bit length of count + 1 (1..=33)
 /// ```
 ///
 /// Every `k` for a `u64` time fits its `64 − b` bits because the period must be at least
 /// `2^b` ns (refused otherwise with [`QuotaError::WindowTooShort`]; only quotas faster
-/// than one permit per 2 ns are). No wrap-around. A reading earlier than the stored window
+/// than one permit per 2 ns are). No wrap-around. The count field holds up to `2^b − 1 >
+/// count`, so a count past the limit (a charge's debt) is held too. A reading earlier than the stored window
 /// (stale, or a clock stepped back) is counted against the stored window: stricter, never
 /// more permissive.
 ///
@@ -52,6 +53,17 @@ pub(crate) enum Position {
 /// subtracts the permits from its count (the count then holds exactly the other
 /// admissions, so the window still admits at most `count`); later, the window is over and
 /// nothing is given back.
+///
+/// # Charges
+///
+/// A charge ([`Rule::charge`]) adds to the window's count past `count`: the window then
+/// refuses every request, one for no permits included ([`Rule::debt`]), until it ends,
+/// exactly as a window whose count had been that high (envoyproxy/ratelimit's `INCRBY` and
+/// its `limitAfterIncrease > limit`). The field holds up to `2^b − 1`; a charge past that
+/// leaves the count there, *saturated*, and reports the rest as the shortfall: the window is
+/// closed to its end either way, and a saturated count gives nothing back to a refund or a
+/// credit (its true count is unknown; never more permissive). The next window starts from
+/// zero: a window's debt ends with it.
 ///
 /// # Examples
 ///
@@ -71,7 +83,7 @@ pub(crate) enum Position {
 pub struct FixedWindowRule {
     pub(crate) period: Nanos,
     pub(crate) count: u32,
-    /// `b`, the bit length of `count`.
+    /// `b`, the bit length of `count + 1`: the count field holds up to `2^b − 1 > count`.
     pub(crate) used_bits: u32,
     quota: Quota,
 }
@@ -100,6 +112,13 @@ impl FixedWindowRule {
     }
 
     /// Time from `now` until window `k` ends, or `None` if it ends past the clock's range.
+    /// The largest count the field holds, `2^b − 1 > count`: a count there is saturated
+    /// (see "Charges").
+    #[inline]
+    fn ceiling(&self) -> u64 {
+        (1u64 << self.used_bits) - 1
+    }
+
     #[inline]
     fn until_end(&self, k: u64, now: Nanos) -> Option<Nanos> {
         (k + 1).checked_mul(self.period).map(|end| end - now)
@@ -117,7 +136,7 @@ impl Rule for FixedWindowRule {
     fn new(quota: &Quota) -> Result<Self, QuotaError> {
         window_quota(quota, "fixed-window")?;
         let count = quota.count();
-        let used_bits = u32::BITS - count.leading_zeros();
+        let used_bits = u64::BITS - (u64::from(count) + 1).leading_zeros();
         let min_period = 1u64 << used_bits;
         if quota.period_ns() < min_period {
             return Err(QuotaError::WindowTooShort {
@@ -178,7 +197,8 @@ impl Rule for FixedWindowRule {
                 full_after: Duration::ZERO,
             },
             _ => Snapshot {
-                remaining: self.count - used as u32,
+                // A count past the limit (a charge's debt) leaves nothing.
+                remaining: self.count.saturating_sub(used as u32),
                 full_after: self
                     .until_end(k, now)
                     .map_or(Duration::MAX, Duration::from_nanos),
@@ -194,11 +214,54 @@ impl Rule for FixedWindowRule {
             || k != receipt.mark()
             || !matches!(self.position(k, at), Position::Same | Position::Earlier)
             || used < n
+            || used == self.ceiling()
         {
             return false;
         }
         *word -= n;
         true
+    }
+
+    /// `n` more in the window of `now` (a new window if the stored one is over), up to the
+    /// field's ceiling (see "Charges").
+    fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> u32 {
+        let (k, used) = self.unpack(*word);
+        let (k, used) = match self.position(k, now) {
+            Position::Later => (now / self.period, 0),
+            Position::Same | Position::Earlier => (k, used),
+        };
+        let total = used + u64::from(n);
+        let held = total.min(self.ceiling());
+        *word = (k << self.used_bits) | held;
+        // ≤ n: `held ≥ used`.
+        (total - held) as u32
+    }
+
+    /// In debt while the window of `now` (or the stored one, for a reading behind it) holds
+    /// more than `count`: until it ends.
+    fn debt(&self, word: &u64, now: Nanos) -> Result<(), Denied> {
+        let (k, used) = self.unpack(*word);
+        match self.position(k, now) {
+            Position::Same | Position::Earlier if used > u64::from(self.count) => Err(self
+                .until_end(k, now)
+                .map_or(Denied::NEVER, Denied::rate_limited)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Up to `n` off the count of the window of `at`, never below 0; a saturated count
+    /// gives nothing back.
+    fn credit(&self, word: &mut u64, n: u32, at: Nanos) -> bool {
+        let (k, used) = self.unpack(*word);
+        if used == 0
+            || used == self.ceiling()
+            || !matches!(self.position(k, at), Position::Same | Position::Earlier)
+        {
+            return false;
+        }
+        let give = used.min(u64::from(n));
+        *word -= give;
+        give > 0
     }
 
     fn fresh_since(&self, word: &u64, since: Nanos, _now: Nanos) -> bool {

@@ -111,6 +111,48 @@ impl Schedule {
         Ok((next, delay))
     }
 
+    /// The most a TAT word may hold: below the two words a keyed slot reserves (see
+    /// `cell::RETIRED` and `cell::REDIRECT`), so that a charge never has to be refused there.
+    const MAX_TAT: Nanos = u64::MAX - 2;
+
+    /// A forced charge of `n` permits at `now` from `tat`: the new TAT `max(tat, now) + k·T`
+    /// for the most `k ≤ n` that keep it within [`Schedule::MAX_TAT`] (all of them short of
+    /// the clock's 584-year range), and the `n − k` not charged.
+    #[inline]
+    pub(crate) fn charge(&self, tat: Nanos, now: Nanos, n: u32) -> (Nanos, u32) {
+        let base = tat.max(now);
+        let room = Self::MAX_TAT.saturating_sub(base) / self.interval;
+        // `room` counts whole intervals before the end: k·T ≤ MAX_TAT − base, no overflow.
+        let k = u64::from(n).min(room) as u32;
+        (base + self.interval * u64::from(k), n - k)
+    }
+
+    /// The answer to a request for no permits: refused while the TAT lies more than the
+    /// burst's span ahead of `now` (a charge left it in debt), until it is back within it.
+    #[inline]
+    pub(crate) fn debt(&self, tat: Nanos, now: Nanos) -> Result<(), Denied> {
+        match tat.saturating_sub(now).checked_sub(self.span) {
+            Some(over) if over > 0 => Err(Denied::rate_limited(over)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Give back up to `n` permits at `at` that no receipt names: the TAT `n·T` earlier, but
+    /// never before `at` (a full state stays full; an idle reading is not moved back).
+    #[inline]
+    pub(crate) fn credit(&self, tat: &mut Nanos, n: u32, at: Nanos) -> bool {
+        if *tat <= at {
+            return false;
+        }
+        let give = u128::from(self.interval) * u128::from(n);
+        let next = u64::try_from(u128::from(*tat).saturating_sub(give))
+            .unwrap_or(0)
+            .max(at);
+        let changed = next != *tat;
+        *tat = next;
+        changed
+    }
+
     /// What [`Schedule::gcra`] would allow at `now` from `tat`, consuming nothing.
     #[inline]
     pub(crate) fn snapshot(&self, tat: Nanos, now: Nanos) -> Snapshot {
@@ -317,6 +359,37 @@ impl<const PACE: bool> Rule for TatRule<PACE> {
     #[inline]
     fn fresh_since(&self, tat: &u64, since: Nanos, _now: Nanos) -> bool {
         *tat <= since
+    }
+
+    /// `max(TAT, now) + n·T`, however far past the burst (the debt); short only of the
+    /// clock's range (a TAT within 2 ns of `u64::MAX`).
+    #[inline]
+    fn charge(&self, tat: &mut u64, now: Nanos, n: u32) -> u32 {
+        let (next, short) = self.schedule.charge(*tat, now, n);
+        *tat = next;
+        short
+    }
+
+    /// In debt while `TAT − now > burst·T`: for GCRA, a request for one permit more than the
+    /// burst could carry; for the pacer, a queue longer than its capacity.
+    #[inline]
+    fn debt(&self, tat: &u64, now: Nanos) -> Result<(), Denied> {
+        self.schedule.debt(*tat, now)
+    }
+
+    /// The TAT `n·T` earlier, never before `at`.
+    #[inline]
+    fn credit(&self, tat: &mut u64, n: u32, at: Nanos) -> bool {
+        self.schedule.credit(tat, n, at)
+    }
+
+    /// The tail of an admission that started at `mark` is the schedule from `mark + keep·T`.
+    #[inline]
+    fn split(&self, receipt: &Receipt, keep: u32) -> Receipt {
+        let at = receipt
+            .mark()
+            .saturating_add(self.schedule.interval.saturating_mul(u64::from(keep)));
+        receipt.tail(keep, at)
     }
 }
 

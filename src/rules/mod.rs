@@ -188,6 +188,45 @@ pub trait Rule: Clone + fmt::Debug + Send + Sync + 'static {
     /// `since`, up to `now` (`since ≤ now`), so that replacing it by a fresh one changes no
     /// decision for such readings. Eviction ([`Keyed`][crate::Keyed]) asks this.
     fn fresh_since(&self, state: &Self::State, since: Nanos, now: Nanos) -> bool;
+
+    /// Charge `n` permits at `now` whatever the state (usage measured after the work):
+    /// never refused, recorded even past the limit, so that the state is *in debt* and
+    /// [`Rule::debt`] refuses until it is paid back; returns the permits the state could not
+    /// hold (each rule says what it holds; 0 for the GCRA family short of the clock's
+    /// range). Like [`Rule::take`], a pure transition a shell may evaluate once per attempt.
+    ///
+    /// Never more permissive than a [`Rule::take`] of the same permits that had been
+    /// admitted: the state after a charge decides every later request at least as strictly.
+    fn charge(&self, state: &mut Self::State, now: Nanos, n: u32) -> u32;
+
+    /// The answer to a request for no permits at `now`: admitted unless a charge left the
+    /// state past its limit (in debt), then [`Denied::RateLimited`] with the exact wait
+    /// until it is back within it. A state that no charge touched is never in debt.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::RateLimited`] while in debt ([`Denied::BeyondHorizon`] if the debt ends past
+    /// the clock's range).
+    fn debt(&self, state: &Self::State, now: Nanos) -> Result<(), Denied>;
+
+    /// Give back up to `n` permits at `at` that no receipt names (a caller's own
+    /// accounting: Envoy's negative hits), never past a full state; returns whether `state`
+    /// changed. Unlike [`Rule::refund`] it can make the state more permissive than the
+    /// history of its admissions, by at most `n` permits: the caller asserts they were
+    /// over-counted. Each rule says what it gives back.
+    fn credit(&self, state: &mut Self::State, n: u32, at: Nanos) -> bool;
+
+    /// The receipt of the permits of `receipt` past its first `keep` (`keep < receipt.n()`),
+    /// for giving back the part of a reservation that its actual cost did not use
+    /// ([`RuleCell::settle`](crate::RuleCell::settle)). The provided version keeps the
+    /// receipt's mark: right for the window rules (the mark is the window) and the sliding
+    /// log (the time the entries were recorded at), and for a rule whose mark is a position
+    /// in a schedule it gives back at most what the exact split would (stricter, never more
+    /// permissive); the TAT rules and the budget place the tail at its own position.
+    #[inline]
+    fn split(&self, receipt: &Receipt, keep: u32) -> Receipt {
+        receipt.tail(keep, receipt.mark())
+    }
 }
 
 /// A rule whose whole configuration is its [`Quota`]: every rule of this module (not a

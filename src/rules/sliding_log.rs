@@ -38,6 +38,10 @@ pub struct Log {
     head: usize,
     len: usize,
     period: Nanos,
+    /// Until when the log is over its limit: the newest entry a charge pushed out of the
+    /// ring, plus `period` (0: never). While a reading lies before it, more than `count`
+    /// entries are in its window (those pushed out, and the ring's), so nothing is admitted.
+    over_until: Nanos,
 }
 
 impl Log {
@@ -47,6 +51,7 @@ impl Log {
             head: 0,
             len: 0,
             period,
+            over_until: 0,
         }
     }
 
@@ -87,9 +92,18 @@ impl Log {
     /// time plus `period`), or `None` past the clock's range. Requires `t ≥` the newest entry.
     #[cfg(feature = "throttler")]
     pub(crate) fn earliest(&self, t: Nanos, n: u32) -> Option<Nanos> {
-        match self.blocking_entry(n as usize) {
-            Some(e) => e.checked_add(self.period).map(|free| free.max(t)),
-            None => Some(t),
+        self.free(n as usize).map(|free| free.max(t))
+    }
+
+    /// When `n` more entries fit: after the blocking entry has left the window and the log
+    /// is no longer over its limit (0 if both already hold); `None` past the clock's range.
+    #[inline]
+    fn free(&self, n: usize) -> Option<Nanos> {
+        match self.blocking_entry(n) {
+            Some(e) => e
+                .checked_add(self.period)
+                .map(|free| free.max(self.over_until)),
+            None => Some(self.over_until),
         }
     }
 
@@ -115,31 +129,75 @@ impl Log {
     /// `count` entries lie in `(t − period, t]`, the half-open window of length `period`
     /// ending at `t`.
     pub(crate) fn take(&mut self, now: Nanos, n: u32) -> Result<Nanos, Denied> {
-        let n = n as usize;
         let t = self.newest().map_or(now, |newest| newest.max(now));
-        if let Some(e) = self.blocking_entry(n) {
-            match e.checked_add(self.period) {
-                Some(free) if free <= t => {}
-                // `free > t ≥ now`: exact wait, inclusive at `free`.
-                Some(free) => return Err(Denied::rate_limited(free - now)),
-                None => return Err(Denied::NEVER),
-            }
+        match self.free(n as usize) {
+            Some(free) if free <= t => {}
+            // `free > t ≥ now`: exact wait, inclusive at `free`.
+            Some(free) => return Err(Denied::rate_limited(free - now)),
+            None => return Err(Denied::NEVER),
         }
-        self.record(t, n as u32);
+        self.record(t, n);
         Ok(t)
+    }
+
+    /// Record `n` entries at `now` whatever the log holds (a charge): the oldest entries
+    /// leave the ring to make room (all of them, and all but `count` of the new ones, for
+    /// `n ≥ count`), and the newest that left sets [`Log::over_until`].
+    pub(crate) fn charge(&mut self, now: Nanos, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let t = self.newest().map_or(now, |newest| newest.max(now));
+        let n = n as usize;
+        let overflow = (self.len + n).saturating_sub(self.capacity());
+        if overflow > 0 {
+            // The newest entry to leave: an old one, or (past the ring) one of the new ones.
+            let left = if overflow <= self.len {
+                self.get(overflow - 1)
+            } else {
+                t
+            };
+            self.over_until = self.over_until.max(left.saturating_add(self.period));
+        }
+        // At most `count` of them fit; `record` drops the oldest entries for them.
+        self.record(t, n.min(self.capacity()) as u32);
+    }
+
+    /// The answer to a request for no permits at `now`: refused while the log is over its
+    /// limit (entries a charge pushed out are still in the window).
+    pub(crate) fn debt(&self, now: Nanos) -> Result<(), Denied> {
+        let t = self.newest().map_or(now, |newest| newest.max(now));
+        if self.over_until > t {
+            Err(Denied::rate_limited(self.over_until - now))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Remove up to `n` of the newest entries still in the window at `at` (a credit): none
+    /// while the log is over its limit (the entries pushed out of the ring are unknown, so
+    /// nothing is given back from them: never more permissive). Returns how many left.
+    pub(crate) fn credit(&mut self, n: u32, at: Nanos) -> usize {
+        let t = self.newest().map_or(at, |newest| newest.max(at));
+        if self.over_until > t {
+            return 0;
+        }
+        let inside = (0..self.len)
+            .rev()
+            .take_while(|&i| u128::from(self.get(i)) + u128::from(self.period) > u128::from(t))
+            .count();
+        let gone = inside.min(n as usize);
+        self.len -= gone;
+        gone
     }
 
     /// What [`Log::take`] would answer, recording nothing.
     pub(crate) fn check(&self, now: Nanos, n: u32) -> Result<(), Denied> {
         let t = self.newest().map_or(now, |newest| newest.max(now));
-        match self
-            .blocking_entry(n as usize)
-            .map(|e| e.checked_add(self.period))
-        {
-            None => Ok(()),
-            Some(Some(free)) if free <= t => Ok(()),
-            Some(Some(free)) => Err(Denied::rate_limited(free - now)),
-            Some(None) => Err(Denied::NEVER),
+        match self.free(n as usize) {
+            Some(free) if free <= t => Ok(()),
+            Some(free) => Err(Denied::rate_limited(free - now)),
+            None => Err(Denied::NEVER),
         }
     }
 
@@ -187,8 +245,15 @@ impl Log {
                 }),
             _ => Duration::ZERO,
         };
+        // Over its limit (a charge's debt): nothing left until the entries it pushed out of
+        // the ring have left the window.
+        let remaining = if self.over_until > t {
+            0
+        } else {
+            (self.capacity() - inside) as u32
+        };
         Snapshot {
-            remaining: (self.capacity() - inside) as u32,
+            remaining,
             full_after,
         }
     }
@@ -215,6 +280,15 @@ impl Log {
 /// log then holds exactly the other admissions, so it still admits at most `count` in any
 /// window; entries already dropped from the ring had left every window a later decision
 /// can see.
+///
+/// # Charges
+///
+/// A charge ([`Rule::charge`]) records its entries whatever the window holds, so the log
+/// can be over its limit: exact, with no shortfall. The ring keeps the newest `count`
+/// entries (all a decision for one permit or more needs), and the newest entry a charge
+/// pushed out of it, plus `period`, is when the log is back within its limit: until then
+/// every request is refused, one for no permits included ([`Rule::debt`]), and a credit
+/// gives nothing back (the entries pushed out are unknown; never more permissive).
 ///
 /// # Examples
 ///
@@ -299,6 +373,26 @@ impl Rule for SlidingLogRule {
         log.newest().map_or(true, |t| {
             t.checked_add(self.period).is_some_and(|free| free <= since)
         })
+    }
+
+    /// `n` entries at `max(newest, now)`, however many the window holds: exact, with no
+    /// shortfall (the ring keeps the newest `count`; the newest of those a charge pushed out
+    /// keeps the log over its limit while it is in the window).
+    fn charge(&self, log: &mut Log, now: Nanos, n: u32) -> u32 {
+        log.charge(now, n);
+        0
+    }
+
+    /// In debt while more than `count` entries are in the window (some pushed out by a
+    /// charge).
+    fn debt(&self, log: &Log, now: Nanos) -> Result<(), Denied> {
+        log.debt(now)
+    }
+
+    /// Up to `n` of the newest entries still in the window leave the log; none while it is
+    /// over its limit.
+    fn credit(&self, log: &mut Log, n: u32, at: Nanos) -> bool {
+        log.credit(n, at) > 0
     }
 }
 

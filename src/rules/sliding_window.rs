@@ -64,7 +64,9 @@ impl Counter {
                 max: SlidingWindowRule::MAX_COUNT,
             });
         }
-        let bits = u32::BITS - count.leading_zeros();
+        // One bit more than `count` needs: a count past the limit (a charge's debt) is held
+        // up to `2^bits − 1 > count`, and that value marks a saturated count.
+        let bits = u64::BITS - (u64::from(count) + 1).leading_zeros();
         if quota.period_ns() < 1 << bits {
             return Err(QuotaError::WindowTooShort {
                 period_ns: quota.period_ns(),
@@ -161,6 +163,102 @@ impl Counter {
 
     /// The most permits the formula allows now: `count − curr − ⌈prev·(P − e)/P⌉`, with
     /// `e` the time elapsed in the window (0 if the formula is already exceeded).
+    /// The largest count a field holds, `2^bits − 1 > count`: a count there is saturated
+    /// (a charge past it), and a saturated previous count weighs as the whole limit.
+    #[inline]
+    pub(crate) fn ceiling(&self) -> u64 {
+        self.mask()
+    }
+
+    /// Whether a count of `w` (read from this counter's own word, not a sketch's cell) is
+    /// saturated: a charge went past the field.
+    #[inline]
+    fn saturated(&self, w: &Window) -> bool {
+        w.prev == self.ceiling() || w.curr == self.ceiling()
+    }
+
+    /// What the formula still allows in `w`, 0 while a count is saturated: the
+    /// [`Counter::available`] of the counter's own words.
+    #[inline]
+    pub(crate) fn room(&self, w: &Window) -> u64 {
+        if self.saturated(w) {
+            0
+        } else {
+            self.available(w)
+        }
+    }
+
+    /// The exact wait from `now` until `n` (0 for a request for no permits: until the
+    /// estimate is back within the limit) fit in `w` of the counter's own word: a saturated
+    /// count weighs as the whole limit while it counts (its true count is unknown; never
+    /// more permissive), a current one through the next window, a previous one to the end
+    /// of its window.
+    pub(crate) fn wait(&self, w: &Window, now: Nanos, n: u64) -> Denied {
+        if !self.saturated(w) {
+            return self.retry_after(w, now, n);
+        }
+        let start = |k: u64| k.checked_mul(self.period);
+        if w.curr == self.ceiling() {
+            return match w.k.checked_add(2).and_then(start) {
+                Some(at) => Denied::rate_limited(at - now),
+                None => Denied::NEVER,
+            };
+        }
+        // The previous count: in window k + 1 it is gone, and `curr` is the previous one.
+        let Some(at) = w.k.checked_add(1).and_then(start) else {
+            return Denied::NEVER;
+        };
+        let next = Window {
+            k: w.k + 1,
+            prev: w.curr,
+            curr: 0,
+            at,
+        };
+        if self.available(&next) >= n {
+            Denied::rate_limited(at - now)
+        } else {
+            self.retry_after(&next, now, n)
+        }
+    }
+
+    /// The answer to a request for no permits on `global` at `now`: refused while a count
+    /// is saturated or the estimate passes `count` (a charge's debt), until it is back
+    /// within the limit.
+    pub(crate) fn debt(&self, global: u64, now: Nanos) -> Result<(), Denied> {
+        let w = self.window(global, now);
+        let over = self.saturated(&w) || {
+            let p = u128::from(self.period);
+            let e = u128::from(w.at - w.k * self.period);
+            let weighted = (u128::from(w.prev) * (p - e)).div_ceil(p);
+            u128::from(w.curr) + weighted > u128::from(self.count)
+        };
+        if over {
+            Err(self.wait(&w, now, 0))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `global` with `n` more in the window of `now` (of the stored one, for a reading behind
+    /// it), up to the ceiling; and the permits past it.
+    pub(crate) fn charge(&self, global: u64, now: Nanos, n: u32) -> (u64, u32) {
+        let w = self.window(global, now);
+        let total = w.curr + u64::from(n);
+        let held = total.min(self.ceiling());
+        (self.pack_global(w.k, w.prev, held), (total - held) as u32)
+    }
+
+    /// `global` with up to `n` fewer in the window of `at`, never below 0; a saturated count
+    /// gives nothing back. `None` when nothing changes.
+    pub(crate) fn credit(&self, global: u64, n: u32, at: Nanos) -> Option<u64> {
+        let w = self.window(global, at);
+        if w.curr == 0 || w.curr == self.ceiling() || n == 0 {
+            return None;
+        }
+        let give = w.curr.min(u64::from(n));
+        Some(self.pack_global(w.k, w.prev, w.curr - give))
+    }
+
     pub(crate) fn available(&self, w: &Window) -> u64 {
         let p = u128::from(self.period);
         let e = u128::from(w.at - w.k * self.period);
@@ -180,9 +278,9 @@ impl Counter {
         n: u64,
     ) -> Result<(u64, Window, u64), Denied> {
         let w = self.window(global, now);
-        let available = self.available(&w);
+        let available = self.room(&w);
         if available < n {
-            return Err(self.retry_after(&w, now, n));
+            return Err(self.wait(&w, now, n));
         }
         // Leave most of what is left for the other shards as the budget runs low.
         let extra = u64::from(self.batch).min((available - n) / self.shards as u64);
@@ -243,9 +341,10 @@ impl Counter {
             global & self.mask(),
         );
         let wm = self.window_mask();
-        if stored == k & wm && curr >= n {
+        let ceiling = self.ceiling();
+        if stored == k & wm && curr >= n && curr != ceiling {
             Some(self.pack_global(k, prev, curr - n))
-        } else if stored == k.wrapping_add(1) & wm && prev >= n {
+        } else if stored == k.wrapping_add(1) & wm && prev >= n && prev != ceiling {
             Some(self.pack_global(k + 1, prev - n, curr))
         } else {
             None
@@ -273,8 +372,8 @@ impl Counter {
 /// +-------------------------+---------------+---------------+
 /// ```
 ///
-/// `b` is the bit length of `count`, at most 24 ([`SlidingWindowRule::MAX_COUNT`]), so the
-/// window number has at least 16 bits and is compared modulo its width. A reading from an
+/// `b` is the bit length of `count + 1`, at most 25 ([`SlidingWindowRule::MAX_COUNT`]), so
+/// the window number has at least 14 bits and is compared modulo its width. A reading from an
 /// earlier window than the stored one, by up to [`SlidingWindowRule::MAX_CLOCK_LAG_NS`]
 /// (8.59 s; at least 4 windows, at most a quarter of the field's range), is stale and
 /// counts against the stored window at its start (stricter). A word left idle for about a
@@ -287,6 +386,16 @@ impl Counter {
 /// The receipt's mark is the window the permits were counted in; a refund subtracts them
 /// from that window's count (`curr`, or `prev` once the word has moved one window on), and
 /// nothing once the refund time is two windows later (the permits no longer count).
+///
+/// # Charges
+///
+/// A charge ([`Rule::charge`]) adds to the current window's count past `count`, up to the
+/// field's `2^b − 1`: while the estimate passes `count`, every request is refused, one for
+/// no permits included ([`Rule::debt`]), and the debt weighs on the next window through
+/// the formula, as an admitted count would. A charge past the field leaves the count
+/// *saturated* and reports the rest as the shortfall; a saturated count admits nothing
+/// until the window after its own has ended (its true count is unknown: it weighs as
+/// the whole limit) and gives nothing back to a refund or a credit. Never more permissive.
 ///
 /// # Examples
 ///
@@ -356,7 +465,7 @@ impl Rule for SlidingWindowRule {
         let c = &self.counter;
         let w = c.window(*word, now);
         Snapshot {
-            remaining: c.available(&w) as u32,
+            remaining: c.room(&w) as u32,
             full_after: c.full_after(&w, now),
         }
     }
@@ -374,6 +483,29 @@ impl Rule for SlidingWindowRule {
     fn fresh_since(&self, word: &u64, since: Nanos, _now: Nanos) -> bool {
         let w = self.counter.window(*word, since);
         w.prev == 0 && w.curr == 0
+    }
+
+    /// `n` more in the window of `now`, up to the field's ceiling (see "Charges").
+    fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> u32 {
+        let (next, short) = self.counter.charge(*word, now, n);
+        *word = next;
+        short
+    }
+
+    /// In debt while the estimate of the window ending now passes `count`.
+    fn debt(&self, word: &u64, now: Nanos) -> Result<(), Denied> {
+        self.counter.debt(*word, now)
+    }
+
+    /// Up to `n` off the count of the window of `at`; a saturated count gives nothing back.
+    fn credit(&self, word: &mut u64, n: u32, at: Nanos) -> bool {
+        match self.counter.credit(*word, n, at) {
+            Some(next) => {
+                *word = next;
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -135,9 +135,16 @@ impl Layout {
 /// # Refund
 ///
 /// GCRA's refund (see [`GcraRule`](super::GcraRule)) on the equivalent TAT at the refund
-/// time `at`: the word is rewritten to encode the smaller backlog at `at`, exactly. (A
-/// reading of `at` that lies behind the stored refill time gives back whole tokens only,
-/// stricter by less than one token.)
+/// time `at`: the word is rewritten to encode the smaller backlog at `at`, exactly (a debt,
+/// or a reading of `at` behind the stored refill time, included).
+///
+/// # Charges
+///
+/// GCRA's charge on the equivalent TAT ([`Rule::charge`]): past the burst the debt is
+/// held as a stored refill time ahead of the reading, which later readings see as readings
+/// behind it. So a bucket holds at most [`TokenBucketRule::MAX_CLOCK_LAG_NS`] of debt (8.59 s
+/// of its rate, or a quarter of the time field's wrap if shorter), and reports the rest as
+/// the shortfall; [`GcraRule`](super::GcraRule)'s word holds any debt.
 ///
 /// # Examples
 ///
@@ -289,6 +296,24 @@ impl TokenBucketRule {
         l.offset(l.time(word), now).ok()?.checked_sub(missing)
     }
 
+    /// The word that encodes a backlog of `backlog` ns at `now` (the time until full; above
+    /// `burst·T`, a debt): `m = ⌈backlog / T⌉` tokens missing (at least one, so that the
+    /// word is never the fresh, full-at-any-time one) at the stored time
+    /// `now + backlog − m·T`, which carries the fraction; past `burst·T`, no token at the
+    /// stored time `now + backlog − burst·T`, ahead of `now` by the debt (read as a reading
+    /// behind the stored time: `backlog − burst·T ≤ max_lag`, the caller's bound).
+    fn encode(&self, backlog: Nanos, now: Nanos) -> u64 {
+        let (l, t) = (&self.layout, self.schedule.interval);
+        let burst = u64::from(self.schedule.burst);
+        match backlog.checked_sub(self.schedule.span) {
+            Some(debt) if debt > 0 => l.pack(now.wrapping_add(debt), 0),
+            _ => {
+                let m = backlog.div_ceil(t).clamp(1, burst);
+                l.pack(now.wrapping_add(backlog).wrapping_sub(m * t), burst - m)
+            }
+        }
+    }
+
     /// The backlog (time until full) the word encodes at `now`: 0 when full.
     #[inline]
     fn backlog(&self, word: u64, now: Nanos) -> Nanos {
@@ -364,32 +389,15 @@ impl Rule for TokenBucketRule {
     }
 
     fn refund(&self, word: &mut u64, receipt: &Receipt, at: Nanos) -> bool {
-        let (l, t) = (&self.layout, self.schedule.interval);
-        let cost = t * u64::from(receipt.n());
+        let cost = self.schedule.interval * u64::from(receipt.n());
         let give = cost - cost.min(at.saturating_sub(receipt.mark()));
-        let tokens = l.tokens(*word);
-        let burst = u64::from(self.schedule.burst);
-        if give == 0 || tokens == burst {
-            return false;
+        // The backlog at `at` (with a debt, or a reading behind the stored time, past the
+        // burst), less what the refund gives back, encoded at `at` exactly.
+        let backlog = self.backlog(*word, at);
+        if give == 0 || backlog == 0 {
+            return false; // nothing to give, or full at `at`
         }
-        let last = l.time(*word);
-        let next = match l.offset(last, at) {
-            Ok(ahead) => {
-                let missing = (burst - tokens) * t;
-                let Some(backlog) = missing.checked_sub(ahead).filter(|&b| b > 0) else {
-                    return false; // full at `at`: nothing left to give back
-                };
-                // Encode the smaller backlog at `at` exactly: `m` tokens missing (at least
-                // one, so the word is never the fresh, full-at-any-time one), the stored time
-                // `at + backlog − m·T ≤ at` carrying the fraction.
-                let backlog = backlog - backlog.min(give);
-                let m = backlog.div_ceil(t).max(1);
-                l.pack(at.wrapping_add(backlog).wrapping_sub(m * t), burst - m)
-            }
-            // `at` reads behind the stored time: give back whole tokens only (stricter by
-            // less than one), never filling the bucket to its fresh word.
-            Err(_) => l.pack(last, (tokens + give / t).min(burst - 1)),
-        };
+        let next = self.encode(backlog - backlog.min(give), at);
         let changed = next != *word;
         *word = next;
         changed
@@ -397,6 +405,54 @@ impl Rule for TokenBucketRule {
 
     fn fresh_since(&self, word: &u64, since: Nanos, now: Nanos) -> bool {
         *word == self.fresh() || self.full_for(*word, now).is_some_and(|d| d >= now - since)
+    }
+
+    /// GCRA's charge on the equivalent TAT, encoded back: the debt is held as a stored
+    /// refill time ahead of `now`, which later readings see as readings behind it, so it
+    /// can reach [`TokenBucketRule::MAX_CLOCK_LAG_NS`] (8.59 s of the rate, or a quarter of
+    /// the time field's wrap if shorter) and no more; the permits past it are the shortfall
+    /// (use [`GcraRule`](super::GcraRule), whose word holds any debt, where more is needed).
+    fn charge(&self, word: &mut u64, now: Nanos, n: u32) -> u32 {
+        let t = self.schedule.interval;
+        let backlog = self.backlog(*word, now);
+        // Room up to the deepest debt the word can hold, and (as GCRA) within the clock.
+        let ceiling = (self.schedule.span + self.layout.max_lag).min(u64::MAX - now);
+        let k = (ceiling.saturating_sub(backlog) / t).min(u64::from(n));
+        if k > 0 {
+            *word = self.encode(backlog + k * t, now);
+        }
+        n - k as u32
+    }
+
+    /// In debt while the equivalent GCRA backlog passes `burst·T`.
+    fn debt(&self, word: &u64, now: Nanos) -> Result<(), Denied> {
+        match self.backlog(*word, now).checked_sub(self.schedule.span) {
+            Some(over) if over > 0 => Err(Denied::rate_limited(over)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The backlog at `at` shortened by `n·T`, never below 0 (full); a full bucket is
+    /// unchanged.
+    fn credit(&self, word: &mut u64, n: u32, at: Nanos) -> bool {
+        let backlog = self.backlog(*word, at);
+        if backlog == 0 || n == 0 {
+            return false;
+        }
+        let give = self.schedule.interval.saturating_mul(u64::from(n));
+        // A backlog of 0 encodes as a bucket that became full at `at`.
+        let next = self.encode(backlog.saturating_sub(give), at);
+        let changed = next != *word;
+        *word = next;
+        changed
+    }
+
+    /// As GCRA's: the tail of an admission that started at `mark` starts `keep·T` later.
+    fn split(&self, receipt: &Receipt, keep: u32) -> Receipt {
+        let at = receipt
+            .mark()
+            .saturating_add(self.schedule.interval.saturating_mul(u64::from(keep)));
+        receipt.tail(keep, at)
     }
 }
 
