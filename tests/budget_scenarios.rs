@@ -1,11 +1,25 @@
 //! Budgets in the peers' own scenarios (described and re-derived, not copied), and under
 //! real threads.
 
-use limitcore::clock::ManualClock;
+use limitcore::clock::{Clock, ManualClock};
 use limitcore::{Budget, BudgetConfig, BudgetRule, Denied, Keyed, Mode, Quota, RateLimiter};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+/// How long an outcome that is already due may take to arrive: generous, for a loaded
+/// machine (it takes microseconds).
+const PROMPT: Duration = Duration::from_secs(10);
+
+/// Wait (real time, at most [`PROMPT`]) until `cond` holds.
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < PROMPT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 fn config(quota: &str, debt: Duration) -> BudgetConfig {
     BudgetConfig::new(quota.parse().unwrap()).max_debt(debt)
@@ -41,27 +55,30 @@ fn cockroach_large_request_goes_into_debt() {
 
 /// RocksDB's `LimitChangeTest`: a request of one full refill is pending when the rate
 /// doubles, or halves; it still completes, at the new rate's time.
+///
+/// On a manual clock: the waiter sleeps until the clock moves, so the change comes at 20 ms
+/// exactly, however slowly the threads run, and the waiter's return is read on the same
+/// clock (on the real clock a change delayed by a loaded machine came after the waiter had
+/// finished at the old rate).
 #[test]
 fn rocksdb_limit_change_completes_the_pending_request() {
+    let ms = |m: u64| m * 1_000_000;
     for factor in [2u32, 0] {
-        // 20 permits a second, 20 at most: the pending request needs a whole second.
+        // 200 permits a second, 20 at most: the pending request needs 100 ms.
+        let clock = ManualClock::new();
         let b = Arc::new(
-            Budget::with_config(
-                &config("200/s burst 20", Duration::ZERO),
-                limitcore::DefaultClock::new(),
-            )
-            .unwrap(),
+            Budget::with_config(&config("200/s burst 20", Duration::ZERO), clock.clone()).unwrap(),
         );
         b.try_acquire_n(20).unwrap();
         let waiter = {
-            let b = Arc::clone(&b);
+            let (b, clock) = (Arc::clone(&b), clock.clone());
             std::thread::spawn(move || {
-                let t0 = Instant::now();
                 b.acquire_n_blocking(20).unwrap();
-                t0.elapsed()
+                clock.now()
             })
         };
-        std::thread::sleep(Duration::from_millis(20));
+        until("the waiter to take its place", || b.waiting() == 1);
+        clock.set_nanos(ms(20));
         let rate = if factor == 2 {
             "400/s burst 20"
         } else {
@@ -69,14 +86,20 @@ fn rocksdb_limit_change_completes_the_pending_request() {
         };
         b.reconfigure(&b.config().quota(rate.parse().unwrap()))
             .unwrap();
-        let took = waiter.join().unwrap();
-        // At 200/s it would take 100 ms; the rest after 20 ms runs at the new rate.
-        let expected = if factor == 2 { 20 + 40 } else { 20 + 160 };
-        assert!(
-            took >= Duration::from_millis(expected - 5)
-                && took <= Duration::from_millis(expected + 60),
-            "{rate}: took {took:?}, expected about {expected} ms"
-        );
+        // At 200/s it would take 100 ms; the 16 permits left after 20 ms go at the new rate.
+        let expected = if factor == 2 {
+            ms(20 + 40)
+        } else {
+            ms(20 + 160)
+        };
+        // One nanosecond before, it still waits. The waiter is given 20 ms to look at the
+        // clock again; a slower machine can only hide an early admission from this check,
+        // and then the time the waiter returns with shows it.
+        clock.set_nanos(expected - 1);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(b.waiting(), 1, "{rate}: admitted before {expected} ns");
+        clock.set_nanos(expected);
+        assert_eq!(waiter.join().unwrap(), expected, "{rate}");
     }
 }
 
@@ -134,39 +157,50 @@ fn tikv_toggle_off_and_on() {
 }
 
 /// RisingWave's `Pause`: waiters park until the policy changes, then decide again.
+///
+/// On a frozen manual clock nothing but the change of mode can wake the waiters (no time
+/// passes for them), so their prompt return shows that the change woke them; a lost
+/// wake-up leaves them asleep for good, and the 10 s bound (for a wake-up that takes
+/// microseconds) fails it whatever the machine's load.
 #[test]
 fn risingwave_pause_parks_waiters_until_resumed() {
-    let b = Arc::new(Budget::new("1000/s burst 10".parse().unwrap()).unwrap());
+    let clock = ManualClock::new();
+    let b =
+        Arc::new(Budget::with_clock("1000/s burst 10".parse().unwrap(), clock.clone()).unwrap());
     b.set_mode(Mode::Paused).unwrap();
-    let done = Arc::new(AtomicU32::new(0));
+    let (done_tx, done) = mpsc::channel();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
-            let (b, done) = (Arc::clone(&b), Arc::clone(&done));
+            let (b, done_tx) = (Arc::clone(&b), done_tx.clone());
             std::thread::spawn(move || {
                 b.acquire_n_blocking(1).unwrap();
-                done.fetch_add(1, Ordering::SeqCst);
+                done_tx.send(()).unwrap();
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(done.load(Ordering::SeqCst), 0, "admitted while paused");
-    let t0 = Instant::now();
-    b.set_mode(Mode::Enabled).unwrap();
-    for w in waiters {
-        w.join().unwrap();
-    }
-    assert_eq!(done.load(Ordering::SeqCst), 3);
-    assert!(
-        t0.elapsed() < Duration::from_millis(500),
-        "woken late: {:?}",
-        t0.elapsed()
-    );
-    // A waiter with a deadline gives up while still paused.
-    b.set_mode(Mode::Paused).unwrap();
+    until("the three waiters to queue", || b.waiting() == 3);
     assert_eq!(
-        b.acquire_n_blocking_within(1, Duration::from_millis(20)),
-        Err(Denied::Paused)
+        done.try_recv(),
+        Err(TryRecvError::Empty),
+        "admitted while paused"
     );
+    b.set_mode(Mode::Enabled).unwrap();
+    for i in 0..3 {
+        done.recv_timeout(PROMPT)
+            .unwrap_or_else(|e| panic!("waiter {i} not woken by the resume: {e}"));
+    }
+    waiters.into_iter().for_each(|w| w.join().unwrap());
+    assert_eq!(b.waiting(), 0);
+    // A waiter with a deadline gives up while still paused (its deadline is on the
+    // budget's clock: 20 ms of it).
+    b.set_mode(Mode::Paused).unwrap();
+    let deadline = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || b.acquire_n_blocking_within(1, Duration::from_millis(20)))
+    };
+    until("the waiter with a deadline to queue", || b.waiting() == 1);
+    clock.advance(Duration::from_millis(20));
+    assert_eq!(deadline.join().unwrap(), Err(Denied::Paused));
 }
 
 /// async-speed-limit's speed change: what was consumed stays consumed, re-timed at the
@@ -188,48 +222,46 @@ fn speed_change_keeps_what_was_consumed() {
 }
 
 /// First come, first served: a large waiter is not overtaken by small ones that come later.
+///
+/// On a manual clock, so that the order is read from the budget's own state rather than
+/// from which thread got to record its return first: at the time the large waiter goes
+/// the small ones must all still wait (their places come after its own).
 #[test]
 fn a_large_waiter_is_not_overtaken() {
+    let clock = ManualClock::new();
     let b = Arc::new(
         Budget::with_config(
             &config("1000/s burst 10", Duration::from_millis(200)),
-            limitcore::DefaultClock::new(),
+            clock.clone(),
         )
         .unwrap(),
     );
     b.try_acquire_n(10).unwrap();
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // The large request goes once the budget is full again (10 ms), into debt.
+    let full = b.snapshot().full_after;
     let large = {
-        let (b, order) = (Arc::clone(&b), Arc::clone(&order));
-        std::thread::spawn(move || {
-            b.acquire_n_blocking(100).unwrap();
-            order.lock().unwrap().push("large");
-        })
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || b.acquire_n_blocking(100))
     };
-    // Once the large waiter has taken its place (its 100 permits queued: more than 50 ms of
-    // backlog), the small ones come.
-    let t0 = Instant::now();
-    while b.snapshot().full_after < Duration::from_millis(50) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "the large waiter never queued"
-        );
-        std::thread::yield_now();
-    }
+    // Once the large waiter has taken its place, the small ones come.
+    until("the large waiter to queue", || b.waiting() == 1);
     let small: Vec<_> = (0..5)
         .map(|_| {
-            let (b, order) = (Arc::clone(&b), Arc::clone(&order));
-            std::thread::spawn(move || {
-                b.acquire_n_blocking(1).unwrap();
-                order.lock().unwrap().push("small");
-            })
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || b.acquire_n_blocking(1))
         })
         .collect();
-    large.join().unwrap();
+    until("the small waiters to queue", || b.waiting() == 6);
+    // A small one needs 1 ms of refill: had it overtaken, it would have gone by now, and
+    // the large one would still wait for a full budget.
+    clock.advance(full);
+    assert_eq!(large.join().unwrap(), Ok(()));
+    assert_eq!(b.waiting(), 5, "a small waiter went before the large one");
+    // The small ones go after the large one's debt: 90 ms, then 1 ms each.
+    clock.advance(Duration::from_secs(1));
     for s in small {
-        s.join().unwrap();
+        assert_eq!(s.join().unwrap(), Ok(()));
     }
-    assert_eq!(order.lock().unwrap()[0], "large");
 }
 
 /// Threads deciding on one busy key while its configuration is changed — to the same

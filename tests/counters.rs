@@ -2,7 +2,7 @@
 //! threads whose counted sums equal the admissions they saw, and a differential check that
 //! wrapping a limiter changes none of its decisions while the counts follow their definition.
 
-use limitcore::clock::{Clock, ManualClock, MonotonicClock, Nanos};
+use limitcore::clock::{ManualClock, MonotonicClock, Nanos};
 use limitcore::rules::{GcraRule, LeakyBucketRule};
 use limitcore::{
     All, Counted, Counts, Denied, FixedWindow, Gcra, Keyed, KeyedRateLimiter, KeyedRefund,
@@ -281,26 +281,41 @@ fn counted_parts_and_a_counted_whole_of_all() {
 
 /// A blocking wait through the wrapper counts its attempts: the refusal it slept on, then the
 /// admission.
+///
+/// On a manual clock, so that the second call is refused whatever the machine's speed (on
+/// the real clock a test thread preempted for a whole slot found it free): the wait sleeps
+/// until the clock moves, and the episode it opens lasts exactly the 50 ms the clock is moved.
 #[test]
 fn a_wait_counts_each_attempt() {
     use limitcore::wait::Blocking;
-    // 50 ms a permit: the second call comes well within the first's slot, even on a loaded
-    // machine (at 1 ms a slot, a preempted test thread found it free and was never refused).
     let q = Quota::per_second(20).unwrap().with_burst(1).unwrap();
-    let clock = MonotonicClock::new();
-    let l = Counted::new(Gcra::with_clock(q, clock.clone()).unwrap());
+    let clock = ManualClock::new();
+    let l = Arc::new(Counted::new(Gcra::with_clock(q, clock.clone()).unwrap()));
     l.retry_acquire_blocking().unwrap();
-    let start = clock.now();
-    l.retry_acquire_blocking().unwrap(); // refused at first: the 50 ms slot is taken
-    let elapsed = Duration::from_nanos(clock.now() - start);
+    let second = {
+        let l = Arc::clone(&l);
+        thread::spawn(move || l.retry_acquire_blocking())
+    };
+    // Refused at first (the 50 ms slot is taken), then asleep until the clock moves.
+    let t0 = std::time::Instant::now();
+    while l.counts().rate_limited == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the second call was never refused"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    clock.advance(Duration::from_millis(50));
+    second.join().unwrap().unwrap();
     let c = l.counts();
-    assert_eq!((c.admitted, c.permits, c.final_refusals), (2, 2, 0));
-    assert!(c.rate_limited >= 1, "{c}");
-    // The refusal opened an episode, the admission after the sleep closed it: both within
-    // the second call, read on the limiter's own clock.
+    assert_eq!(
+        (c.admitted, c.permits, c.rate_limited, c.final_refusals),
+        (2, 2, 1, 0)
+    );
+    // The refusal opened an episode at 0, the admission at 50 ms closed it: both read on
+    // the limiter's own clock.
     assert_eq!(c.exhausted_since, None);
-    assert!(c.exhausted_ns > 0, "{c}");
-    assert!(c.exhausted() <= elapsed, "{c}, {elapsed:?}");
+    assert_eq!(c.exhausted(), Duration::from_millis(50), "{c}");
 }
 
 /// `threads` threads each make `attempts` calls of `decide` on `limiter` after a common start;

@@ -5,7 +5,7 @@
 //! behind the writer's backlog. The async adapter's dropped operation keeps its place and a
 //! release takes it out of the queue.
 
-use limitcore::clock::{Clock, MonotonicClock};
+use limitcore::clock::{Clock, ManualClock, MonotonicClock};
 use limitcore::io::{InLane, Paced};
 use limitcore::{Lane, LaneError, Lanes, LanesConfig};
 use std::fs::File;
@@ -18,12 +18,12 @@ const KIB: usize = 1 << 10;
 #[test]
 fn a_user_read_is_not_held_behind_a_saturating_writer() {
     let dir = tempfile::tempdir().unwrap();
-    // 8 MiB/s, 64 KiB at once: the writer's 2 MiB alone need about 250 ms.
+    // 4 MiB/s, 64 KiB at once: the writer's 2 MiB alone need about 500 ms.
     // The lanes' own clock, read once before they exist: the rate bound below is measured
     // in the time the budget reads.
     let clock = MonotonicClock::new();
     let born = clock.now();
-    let config = LanesConfig::new("8MiB/s burst 64KiB".parse().unwrap());
+    let config = LanesConfig::new("4MiB/s burst 64KiB".parse().unwrap());
     let lanes = Arc::new(Lanes::with_clock(config, clock.clone()).unwrap());
     let user_data: Vec<u8> = (0..128 * KIB).map(|i| (i % 251) as u8).collect();
     std::fs::write(dir.path().join("user"), &user_data).unwrap();
@@ -32,24 +32,31 @@ fn a_user_read_is_not_held_behind_a_saturating_writer() {
     let writer = {
         let lane = InLane::new(Arc::clone(&lanes), Lane::LOW).unwrap();
         let path = dir.path().join("compaction");
+        let clock = clock.clone();
         std::thread::spawn(move || {
             let mut out = Paced::new(File::create(&path).unwrap(), lane);
             for _ in 0..32 {
                 out.write_all(&[0xAB; 64 * KIB]).unwrap();
             }
             out.flush().unwrap();
-            start.elapsed()
+            (start.elapsed(), clock.now())
         })
     };
-    // Let the writer build its backlog first.
-    std::thread::sleep(Duration::from_millis(40));
+    // Let the writer build its backlog first: its second chunk waits.
+    let t0 = Instant::now();
+    while lanes.counts(Lane::LOW).unwrap().delayed == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the writer never waited"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let user = InLane::new(Arc::clone(&lanes), Lane::USER).unwrap();
-    let began = Instant::now();
     let mut input = Paced::new(File::open(dir.path().join("user")).unwrap(), user);
     let mut read = Vec::new();
     input.read_to_end(&mut read).unwrap();
-    let user_took = began.elapsed();
-    let writer_took = writer.join().unwrap();
+    let user_done = clock.now();
+    let (writer_took, writer_done) = writer.join().unwrap();
     // Both lanes' last grants are behind us.
     let ended = clock.now();
 
@@ -76,19 +83,23 @@ fn a_user_read_is_not_held_behind_a_saturating_writer() {
     // clock from before their first reading to after their last grant (no slack).
     let total = low.granted + top.granted;
     let elapsed = Duration::from_nanos(ended - born).as_secs_f64();
-    let allowed = (64 * KIB) as f64 + 8.0 * (1 << 20) as f64 * elapsed;
+    let allowed = (64 * KIB) as f64 + 4.0 * (1 << 20) as f64 * elapsed;
     assert!(
         total as f64 <= allowed,
         "{total} bytes in {elapsed} s: more than {allowed}"
     );
-    // The user's bytes at the rate take about 16 ms; behind the writer's backlog (up to
-    // 2 MiB, 250 ms) they would take far longer. Slack for a loaded 2-core machine.
+    // The user's bytes at the rate take about 32 ms (the top lane goes first); held behind
+    // the writer's backlog they would come after it, 480 ms of it at least. So the reads end
+    // before the writer does, with the difference (over 400 ms) for a loaded machine that
+    // holds the reading thread off its CPU (a fixed bound on the read's own time would be
+    // at its mercy).
     assert!(
-        user_took < Duration::from_millis(150),
-        "the user read took {user_took:?}"
+        user_done < writer_done,
+        "the user read ended {} µs after the writer",
+        (user_done - writer_done) / 1_000
     );
     assert!(
-        writer_took >= Duration::from_millis(200),
+        writer_took >= Duration::from_millis(450),
         "the writer finished in {writer_took:?}: faster than the rate"
     );
 }
@@ -141,11 +152,20 @@ mod asynchronous {
     use limitcore::io::AsyncPaced;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// On a manual clock, so that the budget is where the test says it is: the first
+    /// writes take all of it and it stays empty while the clock stands still (on the real
+    /// clock, a loaded machine could refill it before the write that must wait).
     #[tokio::test]
     async fn async_lanes_move_the_bytes_and_a_release_leaves_the_queue() {
         let dir = tempfile::tempdir().unwrap();
-        let lanes =
-            Arc::new(Lanes::new(LanesConfig::new("4MiB/s burst 64KiB".parse().unwrap())).unwrap());
+        let clock = ManualClock::new();
+        let lanes = Arc::new(
+            Lanes::with_clock(
+                LanesConfig::new("4MiB/s burst 256KiB".parse().unwrap()),
+                clock.clone(),
+            )
+            .unwrap(),
+        );
         let path = dir.path().join("out");
         let mut out = Box::pin(AsyncPaced::new(
             tokio::fs::File::create(&path).await.unwrap(),
@@ -156,8 +176,8 @@ mod asynchronous {
         assert_eq!(tokio::fs::read(&path).await.unwrap(), vec![1; 200 * KIB]);
         assert_eq!(lanes.counts(Lane::MID).unwrap().granted, (200 * KIB) as u64);
 
-        // The budget is empty now (the writes ran ahead of the rate): a write waits. Its
-        // future dropped, the request keeps its place in the queue...
+        // The budget holds 56 KiB now, and the clock stands still: a write of 64 KiB waits.
+        // Its future dropped, the request keeps its place in the queue...
         let write = out.write_all(&[2; 64 * KIB]);
         assert!(tokio::time::timeout(Duration::from_millis(1), write)
             .await
@@ -168,13 +188,24 @@ mod asynchronous {
         let counts = lanes.counts(Lane::MID).unwrap();
         assert_eq!((counts.pending, counts.cancelled), (0, 1));
 
-        // A user read of the file in the top lane.
+        // A user read of the file in the top lane. Its reads ask for more than a burst in
+        // all, so the clock moves on, 10 ms a step, while it runs.
+        let ticker = tokio::spawn({
+            let clock = clock.clone();
+            async move {
+                loop {
+                    clock.advance(Duration::from_millis(10));
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        });
         let mut input = AsyncPaced::new(
             tokio::fs::File::open(&path).await.unwrap(),
             InLane::new(Arc::clone(&lanes), Lane::USER).unwrap(),
         );
         let mut read = Vec::new();
         input.read_to_end(&mut read).await.unwrap();
+        ticker.abort();
         assert_eq!(read.len(), 200 * KIB);
         assert!(lanes.counts(Lane::USER).unwrap().granted >= (200 * KIB) as u64);
     }

@@ -97,9 +97,11 @@ fn resizes_under_load_cap_every_grant() {
     for round in 0..2_000 {
         permits.reconfigure([1, 6, 2, 4][round % 4]).unwrap();
     }
-    // A cut to 1: once the holders that were in are out, at most 1 at a time.
+    // A cut to 1: once the holders that were in are out, at most 1 at a time. Each holder
+    // leaves after one `yield_now`; the 10 s bound is for a loaded machine that keeps one
+    // off its CPU (the loop ends as soon as they are out).
     permits.reconfigure(1).unwrap();
-    let until = Instant::now() + Duration::from_millis(200);
+    let until = Instant::now() + Duration::from_secs(10);
     while permits.in_flight() > 1 && Instant::now() < until {
         thread::yield_now();
     }
@@ -290,6 +292,14 @@ async fn tasks_never_hold_more_than_the_limit() {
             tokio::spawn(async move {
                 let permit = permits.acquire_owned(1).await.unwrap();
                 assert!(shadow.enter(1) <= 8);
+                // The first eight holders stay until all eight are in, so that the limit is
+                // reached however the tasks are scheduled (with a fixed hold, a loaded
+                // machine could let one go before the eighth arrived); a limit that grants
+                // fewer than eight leaves them waiting, and the peak below fails.
+                let until = Instant::now() + Duration::from_secs(10);
+                while shadow.peak() < 8 && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 shadow.leave(1);
                 permit.success();

@@ -5,10 +5,10 @@
 use limitcore::concurrency::{AcquireError, KeyedPermits, Partitioned};
 use limitcore::PapayaStore;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[test]
 fn keys_are_isolated_and_idle_keys_evicted() {
@@ -115,23 +115,34 @@ fn eviction_races<S: limitcore::Store<u8> + Default>() {
         Arc::new((0..3).map(|k| (k, AtomicU32::new(0))).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(THREADS + 1));
+    // Keys the evictor has removed so far.
+    let evictions = Arc::new(AtomicUsize::new(0));
     let evictor = {
         let (keyed, stop, start) = (keyed.clone(), stop.clone(), start.clone());
+        let evictions = evictions.clone();
         thread::spawn(move || {
             start.wait();
-            let mut evicted = 0;
             while !stop.load(Ordering::Relaxed) {
-                evicted += keyed.evict_idle();
+                evictions.fetch_add(keyed.evict_idle(), Ordering::SeqCst);
             }
-            evicted
         })
     };
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             let (keyed, shadow, start) = (keyed.clone(), shadow.clone(), start.clone());
+            let evictions = evictions.clone();
             thread::spawn(move || {
                 start.wait();
-                for i in 0..20_000u32 {
+                // 20 000 attempts, and on until the evictor has removed a key while this
+                // thread runs: on a loaded machine the evictor may not get a CPU before the
+                // 20 000 are done (the 10 s bound is for one that never evicts).
+                let until = Instant::now() + Duration::from_secs(10);
+                for i in 0u32.. {
+                    if i >= 20_000
+                        && (evictions.load(Ordering::SeqCst) > 0 || Instant::now() >= until)
+                    {
+                        break;
+                    }
                     let key = ((i as usize + t) % 3) as u8;
                     if let Ok(permit) = keyed.try_acquire(&key, 1) {
                         let held = shadow[&key].fetch_add(1, Ordering::SeqCst) + 1;
@@ -147,9 +158,9 @@ fn eviction_races<S: limitcore::Store<u8> + Default>() {
         w.join().unwrap();
     }
     stop.store(true, Ordering::Relaxed);
-    let evicted = evictor.join().unwrap();
+    evictor.join().unwrap();
     assert!(
-        evicted > 0,
+        evictions.load(Ordering::SeqCst) > 0,
         "the evictor never removed a key: the race was not exercised"
     );
     for key in 0..3u8 {

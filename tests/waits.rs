@@ -282,10 +282,31 @@ fn a_panic_while_reconfiguring_leaves_no_lock_held() {
     assert_eq!(tenants.quota_for(&Touchy(1)), gold.quota);
 }
 
+/// A clock that answers like an OS clock (the provided `sleep_hint`: sleep the time left, on
+/// the OS timer; no waker) but moves only when the test moves it: the driver's naps are then
+/// taken on it, so the places' times are exact however fast the machine is.
+#[derive(Debug, Clone, Default)]
+struct Stepped(Arc<std::sync::atomic::AtomicU64>);
+
+impl Stepped {
+    fn advance(&self, d: Duration) {
+        self.0
+            .fetch_add(d.as_nanos() as u64, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for Stepped {
+    fn now(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// The budget's public poll seam (`Budget::poll_acquire` with a `Nap`), driven by a driver
-/// of one's own on an OS clock, as the crate's `io` adapters drive it: a pending poll naps at
-/// most the time left to its place, and places are kept in arrival order (a later waiter is
-/// never ready before an earlier one).
+/// of one's own on an OS clock, as the crate's `io` adapters drive it: a pending poll naps
+/// exactly the time left to its place, and places are kept in arrival order (a later waiter
+/// is never ready before an earlier one). The clock is an OS clock to the budget, but the
+/// test moves it by each nap instead of sleeping (on the real clock a preemption between
+/// the first acquisition and the polls let the places come due before they were looked at).
 #[test]
 fn the_public_poll_seam_naps_on_an_os_clock_and_keeps_the_order() {
     use limitcore::budget::Waiter;
@@ -293,7 +314,8 @@ fn the_public_poll_seam_naps_on_an_os_clock_and_keeps_the_order() {
     use std::task::{Context, Poll, Waker};
 
     // 1000 a second, 1 at once: each place is 1 ms after the one before it.
-    let budget = Budget::new("1000/s burst 1".parse().unwrap()).unwrap();
+    let clock = Stepped::default();
+    let budget = Budget::with_clock("1000/s burst 1".parse().unwrap(), clock.clone()).unwrap();
     budget.try_acquire().unwrap();
     let mut cx = Context::from_waker(Waker::noop());
     let mut poll = |waiter: &mut Waiter| {
@@ -305,23 +327,28 @@ fn the_public_poll_seam_naps_on_an_os_clock_and_keeps_the_order() {
     let (a, nap_a) = poll(&mut first);
     let (b, nap_b) = poll(&mut second);
     assert!(a.is_pending() && b.is_pending());
-    // The time left to each place, at most (an OS clock has no waker to call: it naps).
-    let nap_a = nap_a.expect("an OS clock's wait naps");
-    let nap_b = nap_b.expect("an OS clock's wait naps");
-    assert!(nap_a <= Duration::from_millis(1), "{nap_a:?}");
-    assert!(nap_b <= Duration::from_millis(2), "{nap_b:?}");
+    // The time left to each place (an OS clock has no waker to call: it naps).
+    assert_eq!(nap_a, Some(Duration::from_millis(1)));
+    assert_eq!(nap_b, Some(Duration::from_millis(2)));
     assert_eq!(budget.waiting(), 2);
-    // Poll the later waiter first: once it is ready, the earlier one is too.
-    let t0 = Instant::now();
+    // Poll the later waiter first, napping as it says: once it is ready, the earlier one is
+    // too.
+    let mut naps = 0;
     loop {
-        assert!(t0.elapsed() < Duration::from_secs(10), "never granted");
         let (b, nap) = poll(&mut second);
         if let Poll::Ready(receipt) = b {
             assert_eq!(receipt.unwrap().n(), 1);
             break;
         }
-        std::thread::sleep(nap.expect("an OS clock's wait naps"));
+        naps += 1;
+        assert!(naps < 10, "never granted");
+        clock.advance(nap.expect("an OS clock's wait naps"));
     }
+    assert_eq!(
+        clock.now(),
+        2_000_000,
+        "granted at its place, not before or after"
+    );
     match poll(&mut first) {
         (Poll::Ready(Ok(receipt)), _) => assert_eq!(receipt.n(), 1),
         (polled, _) => panic!("the earlier place is not ready after the later: {polled:?}"),

@@ -105,13 +105,18 @@ fn copies_the_file_exactly_and_reports_json() {
     assert_eq!(report["writes"], 4);
     assert_eq!(report["rate_bytes_per_second"], 268_435_456.0);
     assert_eq!(report["window_bound_bytes"], (256u64 << 20) + (1 << 20));
-    assert_eq!(report["max_window_bytes"], 4 << 20); // every write within 1 s
     assert_eq!(report["within_bound"], true);
     // Three waits of 1/256 s after the first MiB.
-    assert!(
-        report["seconds"].as_f64().unwrap() >= 3.0 / 256.0,
-        "{report}"
-    );
+    let seconds = report["seconds"].as_f64().unwrap();
+    assert!(seconds >= 3.0 / 256.0, "{report}");
+    // Every write within 1 s, so all 4 MiB in one window: unless a loaded machine stretched
+    // the copy past a second (it takes 12 ms), then at least a write's MiB.
+    let most = report["max_window_bytes"].as_u64().unwrap();
+    if seconds < 1.0 {
+        assert_eq!(most, 4 << 20, "{report}");
+    } else {
+        assert!((1 << 20..=4 << 20).contains(&most), "{report}");
+    }
 }
 
 #[test]
@@ -145,6 +150,9 @@ fn keeps_the_rate_and_prints_the_table() {
         .unwrap()
         .parse()
         .unwrap();
+    // At least what the rate needs; at most that and 1.3 s more, a sanity bound for a
+    // copy that sleeps far too long (its 11 waits are OS timer sleeps, late by milliseconds
+    // on a loaded machine).
     assert!((0.6875..2.0).contains(&seconds), "{table}");
     assert!(lines[3].starts_with("achieved: "), "{table}");
     assert!(

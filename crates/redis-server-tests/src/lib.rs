@@ -85,10 +85,16 @@ fn missing(program: &str) -> ! {
     unreachable!("the first caller of `missing` ends the process")
 }
 
-/// The test configuration: generous deadline (a loaded 2-core machine), fast breaker.
+/// The test configuration: a generous deadline, fast breaker. A call is one loopback round
+/// trip; the deadline matters for the tests on this configuration only where a call missed
+/// it, which fails them (a refusal of the outage policy instead of Redis's answer), on a
+/// loaded 2-core machine that holds the server or the test off its CPU for a while. So it
+/// is 1 s, four times what it was; it costs time only where a test kills the server (the
+/// first calls to a killed server wait it out before the breaker opens). The tests that time
+/// a server's silence (`faults.rs`, `seam.rs`) have configurations of their own.
 pub fn config() -> RedisConfig {
     RedisConfig::default()
-        .deadline(Duration::from_millis(250))
+        .deadline(Duration::from_secs(1))
         .breaker(3, Duration::from_millis(100))
         .heartbeat(Duration::from_millis(100))
 }
@@ -100,6 +106,18 @@ pub fn config() -> RedisConfig {
 /// If the URL is invalid (never for a [`RedisServer`]'s).
 pub async fn connect(server: &RedisServer) -> Redis {
     connect_with(&server.url(), config()).await
+}
+
+/// A handle on `server` with the test configuration but heartbeats an hour apart (the first
+/// is sent as it connects): for tests that count the commands a call sends
+/// ([`Redis::commands`] counts heartbeats too, and one every 100 ms could land inside any
+/// call that waits for Redis, the longer the call the likelier).
+///
+/// # Panics
+///
+/// If the URL is invalid (never for a [`RedisServer`]'s).
+pub async fn connect_counted(server: &RedisServer) -> Redis {
+    connect_with(&server.url(), config().heartbeat(Duration::from_secs(3600))).await
 }
 
 /// A handle on the server at `url` (a test server, or a proxy in front of one).
@@ -159,6 +177,42 @@ pub fn max_in_window(times: &mut [u64], window_us: u64) -> (usize, u64) {
         }
     }
     (best, at)
+}
+
+/// The most events *surely* in one half-open window of `window_us` among events each known
+/// only to lie within a span `[from, to]` of µs (a local decision read on the wall clock
+/// before and after the call that made it; `from == to` for a time Redis gave), and where
+/// that window starts. An event counts in a window only if its whole span does, so the
+/// result is at most the true count of the busiest window, whatever the spans: a bound
+/// checked on it holds however long a loaded machine held the test between a decision and
+/// its reading (a single reading after the call could move an event into a later window).
+/// With narrow spans it is the true count.
+pub fn max_surely_in_window(spans: &mut [(u64, u64)], window_us: u64) -> (usize, u64) {
+    spans.sort_unstable();
+    let (mut best, mut at) = (0, 0);
+    for (i, &(start, _)) in spans.iter().enumerate() {
+        let end = start.saturating_add(window_us);
+        let inside = spans[i..]
+            .iter()
+            .take_while(|&&(from, _)| from < end)
+            .filter(|&&(_, to)| to < end)
+            .count();
+        if inside > best {
+            best = inside;
+            at = start;
+        }
+    }
+    (best, at)
+}
+
+/// The time this thread has spent runnable but waiting for a CPU since it started (Linux's
+/// `/proc/thread-self/schedstat`, its second field), or `None` where the kernel does not
+/// say. Around a synchronous call, its growth is how long a loaded machine held the call off
+/// its CPU: the rest of the call's wall-clock time is its own (running, or blocked).
+pub fn run_delay() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let waited = stat.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Duration::from_nanos(waited))
 }
 
 /// The GCRA bound: at most `burst + ⌈Δ/T⌉ − 1` permits in any window of Δ (`window_us`),

@@ -101,6 +101,7 @@ async fn three_masters_same_api() {
     // The leased limiter on the cluster.
     let leased =
         LeasedLimiter::new(redis.clone(), q, LeaseConfig::new(4), Policy::FailClosed).unwrap();
+    let started = Instant::now();
     assert!(leased.acquire("tenant-x", 1).await.is_admitted());
     let until = Instant::now() + Duration::from_millis(300);
     let mut n = 1;
@@ -110,7 +111,9 @@ async fn three_masters_same_api() {
         }
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
-    // 300 ms of 100/s with burst 5 and L = 4: at most 5 + 30 + 4.
-    assert!((5..=40).contains(&n), "{n} admitted");
+    // About 300 ms of 100/s with burst 5 and L = 4: at most 5 + 30 + 4, over the time the
+    // admissions really took (a loaded machine stretches it, and 10 ms more admit one more).
+    let most = 5 + started.elapsed().as_millis().div_ceil(10) as u32 + 4;
+    assert!((5..=most).contains(&n), "{n} admitted, at most {most}");
     assert!(leased.leases() > 1);
 }

@@ -67,6 +67,13 @@ impl Drop for Envoy {
     }
 }
 
+/// How long Envoy waits for the service's answer before its `failure_mode_deny` decides.
+/// The service answers in a millisecond; on a loaded machine a call can take far longer,
+/// and one past this timeout would be let through (or refused) by Envoy instead of decided
+/// by the service, failing the test. So it is generous: it costs nothing while the service
+/// answers, and a killed service is refused at once (its port is closed), not waited for.
+const RLS_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn envoy(rls: SocketAddr, upstream: SocketAddr, failure_mode_deny: bool) -> Envoy {
     if Command::new("envoy")
         .arg("--version")
@@ -109,7 +116,7 @@ static_resources:
               domain: edge
               failure_mode_deny: {failure_mode_deny}
               enable_x_ratelimit_headers: DRAFT_VERSION_03
-              timeout: 0.25s
+              timeout: {timeout}s
               rate_limit_service:
                 transport_api_version: V3
                 grpc_service:
@@ -139,6 +146,7 @@ static_resources:
 "#,
         up = upstream.port(),
         rls = rls.port(),
+        timeout = RLS_TIMEOUT.as_secs(),
     );
     let path = dir.path().join("envoy.yaml");
     std::fs::write(&path, config).unwrap();
@@ -292,7 +300,33 @@ async fn a_rule_change_in_a_file_applies_without_a_restart() {
         dir.path(),
         &EDGE.replace("requests_per_unit: 3", "requests_per_unit: 6"),
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The watcher looks every 50 ms: until the service answers with the new limit (asked for
+    // users of their own, so that bob's count is untouched; 10 s for a loaded machine).
+    let mut c = client(&rls).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for probe in 0.. {
+        let r = ask(
+            &mut c,
+            req(
+                "edge",
+                vec![desc(&[("user", &format!("probe-{probe}"))])],
+                0,
+            ),
+        )
+        .await;
+        let limit = r.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit);
+        if limit == Some(6) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new limit never applied: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let e2 = e.clone();
     let after =
         tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e2, "bob").0).collect::<Vec<_>>())
@@ -301,7 +335,11 @@ async fn a_rule_change_in_a_file_applies_without_a_restart() {
     assert_eq!(after, vec![200, 200, 200, 429]);
     // A broken file keeps the configuration in force, and says why.
     write(dir.path(), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: eon, requests_per_unit: 1}\n");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Until the watcher has looked at it (10 s for a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rls.reloader.last_error().is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let why = rls.reloader.last_error().expect("the bad file is reported");
     assert!(
         why.contains("edge.yaml:4: unit: invalid rate limit unit"),
@@ -337,7 +375,10 @@ async fn service_killed_then_failure_mode_deny_decides() {
     })
     .await
     .map(|(a, b, took)| {
-        assert!(took < Duration::from_secs(2), "{took:?}");
+        // Decided by Envoy at once: the service's port is closed. Two requests that each
+        // waited for Envoy's timeout would take it twice; one is the bound, seconds more
+        // than the milliseconds they take.
+        assert!(took < RLS_TIMEOUT, "{took:?}");
         (a, b)
     })
     .unwrap();

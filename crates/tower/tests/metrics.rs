@@ -334,18 +334,23 @@ async fn queued_requests_are_counted_when_granted_or_shed() {
     let layer = metrics::with_local_recorder(&recorder, || {
         ConcurrencyLimitLayer::fixed(1)
             .unwrap()
-            .queue(1, Duration::from_millis(50))
+            .queue(1, Duration::from_millis(500))
             .unwrap()
             .build()
     });
     let svc = layer.layer(inner());
     let held = svc.clone().oneshot(Request::new(())).await.unwrap();
-    // Waits 50 ms in the queue, then is shed.
+    // Waits 500 ms in the queue, then is shed.
     let timed_out = svc.clone().oneshot(Request::new(())).await.unwrap();
     assert_eq!(timed_out.status(), StatusCode::SERVICE_UNAVAILABLE);
-    // Waits, and is granted when `held` goes.
+    // Waits, and is granted when `held` goes: `held` goes as soon as the request has
+    // queued, well within its 500 ms (the time a loaded machine may take to come back here).
     let waiting = tokio::spawn(svc.clone().oneshot(Request::new(())));
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    let since = std::time::Instant::now();
+    while layer.permits().waiters() == 0 {
+        assert!(since.elapsed() < Duration::from_secs(10), "never queued");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     drop(held);
     let granted = waiting.await.unwrap().unwrap();
     assert_eq!(granted.status(), StatusCode::OK);

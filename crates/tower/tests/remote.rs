@@ -308,7 +308,9 @@ async fn a_failed_decision_is_refused_when_so_configured() {
 }
 
 /// Decisions 150 ms away each: 16 requests at once are all answered in about one round trip
-/// (serialized they would take 2.4 s), and exactly the burst is admitted.
+/// (serialized they would take 2.4 s at least: each decision sleeps 150 ms on tokio's timer,
+/// which never fires early), and exactly the burst is admitted. The ceiling is that 2.4 s,
+/// so a loaded machine has over 2 s beyond the one round trip.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_wait_for_their_decisions_concurrently() {
     let clock = ManualClock::new();
@@ -339,7 +341,10 @@ async fn requests_wait_for_their_decisions_concurrently() {
     }
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(150), "{took:?}");
-    assert!(took < Duration::from_millis(1200), "serialized? {took:?}");
+    assert!(
+        took < Duration::from_millis(16 * 150),
+        "serialized? {took:?}"
+    );
     assert_eq!((ok, calls.load(Ordering::SeqCst)), (5, 5));
 }
 
