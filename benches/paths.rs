@@ -24,6 +24,9 @@
 //! - `lanes`: `Gcra::try_acquire_n(1)`, `Budget::try_acquire_n(1)` (the budget the lanes
 //!   share, alone), and `Lanes::try_acquire(Lane::TOP, 1)` and
 //!   `Lanes::try_acquire(Lane::LOW, 1)` with nobody waiting;
+//! - `settle`: `Gcra::try_acquire`; a reservation of 2 settled to 1
+//!   (`acquire_refundable_at` + `settle`) and a forced `charge_at(1)` (issue 37: at most 2×
+//!   and 1.15× the decision);
 //! - `governor`: governor's `check` and `Gcra`, `TokenBucket`, admitting and refusing.
 
 #![allow(missing_docs)]
@@ -33,7 +36,8 @@ mod common;
 use governor::{clock::DefaultClock as GovClock, state::InMemoryState, state::NotKeyed};
 use limitcore::concurrency::Permits;
 use limitcore::{
-    Budget, BudgetConfig, Counted, Gcra, Lane, Lanes, LanesConfig, Quota, RateLimiter, TokenBucket,
+    Budget, BudgetConfig, Counted, Gcra, Lane, Lanes, LanesConfig, Quota, RateLimiter, Refund,
+    TokenBucket,
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -200,6 +204,28 @@ fn group(name: &str) -> Vec<(String, Op)> {
                 Box::new(move || l.try_acquire(Lane::LOW, 1).is_ok()),
             ));
         }
+        "settle" => {
+            // Costs known after the work (issue 37), every call admitted: a reservation of
+            // 2 settled to 1 (the unused one given back) and a forced charge of 1, beside the
+            // decision they cost against.
+            v.push(("gcra".into(), limiter(Gcra::new(allow()).unwrap(), false)));
+            let g = Gcra::new(allow()).unwrap();
+            v.push((
+                "reserve-settle".into(),
+                Box::new(move || {
+                    let now = g.now();
+                    match g.acquire_refundable_at(2, now) {
+                        Ok(receipt) => g.settle(receipt, 1, now).charged == 0,
+                        Err(_) => false,
+                    }
+                }),
+            ));
+            let g = Gcra::new(allow()).unwrap();
+            v.push((
+                "gcra-charge".into(),
+                Box::new(move || g.charge_at(1, g.now()).shortfall == 0),
+            ));
+        }
         "governor" => {
             for (path, deny) in [("allow", false), ("deny", true)] {
                 let q = if deny { self::deny() } else { allow() };
@@ -215,7 +241,7 @@ fn group(name: &str) -> Vec<(String, Op)> {
                 ));
             }
         }
-        other => panic!("no group {other:?}: budget, counted, permits, lanes, governor"),
+        other => panic!("no group {other:?}: budget, counted, permits, lanes, settle, governor"),
     }
     v
 }
@@ -262,7 +288,9 @@ fn main() {
         .map(String::as_str)
         .collect();
     if groups.is_empty() {
-        groups = vec!["budget", "counted", "permits", "lanes", "governor"];
+        groups = vec![
+            "budget", "counted", "permits", "lanes", "settle", "governor",
+        ];
     }
     println!("{rounds} rounds, {ITERS} calls per thread per measurement; 2 cores on this machine");
     for name in groups {

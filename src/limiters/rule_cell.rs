@@ -152,20 +152,31 @@ impl<R: Rule> RuleCell<R> {
 
     /// Charge `n` permits at `now`, never refused ([`Refund::charge_at`](crate::Refund::charge_at)):
     /// through the same compare-and-swap loop (or lock) as every decision.
+    #[inline]
     pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         let rule = &self.rule;
-        let (short, next) = match R::State::update(&self.state, |s| {
-            let short = rule.charge(s, now, n);
-            Ok::<_, core::convert::Infallible>((short, rule.check(s, now, 1)))
-        }) {
+        // The wait of one more permit is read in the same step as the charge, packed (no
+        // division across the loop), and the report is built after it.
+        let (short, next) = match R::State::update(
+            &self.state,
+            #[inline(always)]
+            move |s| {
+                let short = rule.charge(s, now, n);
+                Ok::<_, core::convert::Infallible>((
+                    short,
+                    rule.check(s, now, 1).map_err(Denied::pack),
+                ))
+            },
+        ) {
             Ok(done) => done,
             Err(never) => match never {},
         };
-        Charged::after(n - short, short, next)
+        Charged::after(n - short, short, next.map_err(Packed::unpack))
     }
 
     /// Settle the reservation on `receipt` to `actual` at `at` ([`Refund::settle`](crate::Refund::settle)):
     /// the permits past `actual` refunded, or the excess charged.
+    #[inline]
     pub fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
         let estimate = receipt.n();
         if actual > estimate {

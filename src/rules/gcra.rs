@@ -121,6 +121,22 @@ impl Schedule {
     #[inline]
     pub(crate) fn charge(&self, tat: Nanos, now: Nanos, n: u32) -> (Nanos, u32) {
         let base = tat.max(now);
+        // Every charge short of the clock's last span: no division.
+        if let Some(next) = self
+            .interval
+            .checked_mul(u64::from(n))
+            .and_then(|cost| base.checked_add(cost))
+            .filter(|&next| next <= Self::MAX_TAT)
+        {
+            return (next, 0);
+        }
+        self.charge_near_the_end(base, n)
+    }
+
+    /// [`Schedule::charge`] past the end of the clock's range: the whole intervals that fit.
+    #[cold]
+    #[inline(never)]
+    fn charge_near_the_end(&self, base: Nanos, n: u32) -> (Nanos, u32) {
         let room = Self::MAX_TAT.saturating_sub(base) / self.interval;
         // `room` counts whole intervals before the end: k·T ≤ MAX_TAT − base, no overflow.
         let k = u64::from(n).min(room) as u32;
