@@ -46,11 +46,14 @@
 //! # Verbs
 //!
 //! One verb per operation, named the same way in every area: decide now (`try_…`, never
-//! waits); wait (tokio's scheme: the async wait takes the plain name, the blocking one ends
-//! in `_blocking`, with a timeout `_within(max_wait)`, with a deadline
-//! `_until(Option<Instant>)`, a permit that owns its limit `_owned`); change a limit
-//! (`reconfigure`, per key `reconfigure_key`); look (`snapshot`). Every decision and
-//! change that reads the clock has an `_at(…, now)` form at an explicit time.
+//! waits); costs known after the work (`charge_at`: never refused, past the limit as debt;
+//! `settle`: a reservation's receipt to its actual cost; `credit`: permits given back that
+//! no receipt names; on every limiter, [`Refund`] and [`KeyedRefund`]); wait (tokio's
+//! scheme: the async wait takes the plain name, the blocking one ends in `_blocking`, with a
+//! timeout `_within(max_wait)`, with a deadline `_until(Option<Instant>)`, a permit that
+//! owns its limit `_owned`); change a limit (`reconfigure`, per key `reconfigure_key`); look
+//! (`snapshot`). Every decision and change that reads the clock has an `_at(…, now)` form
+//! at an explicit time.
 //!
 //! | area (feature) | decide | wait (async / blocking) | reconfigure | inspect |
 //! |---|---|---|---|---|
