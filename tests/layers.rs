@@ -51,6 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "budget",
             "keyed",
             "all",
+            "batch",
             "counters",
             "throttler",
             "lanes",
