@@ -190,9 +190,10 @@ impl<P> Ask<P> {
 /// at most the nanoseconds between the two steps stay charged, never a permit), and the
 /// later requests are only checked: the batch's refusal is the strictest of the hard ones
 /// ([`Denied::stricter`]). A soft request's refusal leaves its part uncharged and the
-/// batch going. `asks` is called again for the same index; the requests are built on the
-/// fly (two references for a keyed limit), and a decision allocates nothing: its record
-/// lives on the stack, one frame per request.
+/// batch going. `asks` is called once for each index, in order, so the requests can be
+/// built on the fly (two references for a keyed limit), and a decision allocates nothing:
+/// its record lives on the stack, one frame per request (a batch's length is bounded by
+/// the stack).
 ///
 /// Between a charge and its refund, the charge is visible to other threads: a concurrent
 /// request may be refused because of a request that is about to be refused itself. That

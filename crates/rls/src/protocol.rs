@@ -35,6 +35,23 @@ pub struct Descriptor {
 }
 
 /// A `ShouldRateLimit` request.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::{Descriptor, Request};
+///
+/// // Two hits of `user=alice`, and a check (0 hits) of the route's limit.
+/// let request = Request {
+///     domain: "api".into(),
+///     descriptors: vec![
+///         Descriptor { entries: vec![("user".into(), "alice".into())], ..Default::default() },
+///         Descriptor { entries: vec![("route".into(), "/a".into())], hits_addend: Some(0), ..Default::default() },
+///     ],
+///     hits_addend: 2,
+/// };
+/// # let _ = request;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Request {
     /// The domain; must not be empty.
@@ -97,6 +114,15 @@ pub struct Response {
 
 /// Why a request got no decision: answered as a gRPC status, so the proxy applies its
 /// `failure_mode_deny`.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::RequestError;
+///
+/// let e = RequestError::InvalidArgument("rate limit domain must not be empty".into());
+/// assert_eq!(e.to_string(), "invalid argument: rate limit domain must not be empty");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequestError {
     /// The request is malformed (gRPC `INVALID_ARGUMENT`): an empty domain or descriptor

@@ -26,6 +26,15 @@ impl Default for HeaderNames {
 }
 
 /// How the service answers.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::{HeaderNames, Mode, Options};
+///
+/// let options = Options { mode: Mode::ChargeEach, headers: Some(HeaderNames::default()), ..Options::default() };
+/// assert_eq!(options.max_overrides, 1024);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// All or nothing (default), or charge each descriptor.
