@@ -1,7 +1,8 @@
 //! [`All`]: several limits at once, all or nothing, keyed or not.
 
+use crate::batch::{Ask, Batch, Part, WithKey};
 use crate::clock::Nanos;
-use crate::decision::{Decision, Denied, Receipt, Snapshot};
+use crate::decision::{Decision, Denied, Snapshot};
 use crate::limiter::{KeyedRateLimiter, KeyedRefund, RateLimiter, Refund};
 use crate::quota::Quota;
 use alloc::vec::Vec;
@@ -82,63 +83,6 @@ impl<L> All<L> {
     }
 }
 
-/// One limit of a decision, keyed or not: the operations the all-or-nothing protocol needs.
-trait Part {
-    fn acquire(&self, n: u32, now: Nanos) -> Result<Receipt, Denied>;
-    fn decide(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot);
-    fn refund(&self, receipt: Receipt, at: Nanos);
-    fn check(&self, n: u32, now: Nanos) -> Result<(), Denied>;
-    fn snapshot(&self, now: Nanos) -> Snapshot;
-    fn now(&self) -> Nanos;
-}
-
-impl<L: Refund> Part for L {
-    #[inline]
-    fn acquire(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
-        self.acquire_refundable_at(n, now)
-    }
-    fn decide(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
-        self.decide_refundable_at(n, now)
-    }
-    fn refund(&self, receipt: Receipt, at: Nanos) {
-        Refund::refund(self, receipt, at);
-    }
-    fn check(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        self.check_at(n, now)
-    }
-    fn snapshot(&self, now: Nanos) -> Snapshot {
-        self.snapshot_at(now)
-    }
-    fn now(&self) -> Nanos {
-        RateLimiter::now(self)
-    }
-}
-
-/// A keyed limit with its key.
-struct Keyed<'a, L: ?Sized, K: ?Sized>(&'a L, &'a K);
-
-impl<L: KeyedRefund<K> + ?Sized, K: ?Sized> Part for Keyed<'_, L, K> {
-    #[inline]
-    fn acquire(&self, n: u32, now: Nanos) -> Result<Receipt, Denied> {
-        self.0.acquire_refundable_at(self.1, n, now)
-    }
-    fn decide(&self, n: u32, now: Nanos) -> (Result<Receipt, Denied>, Snapshot) {
-        self.0.decide_refundable_at(self.1, n, now)
-    }
-    fn refund(&self, receipt: Receipt, at: Nanos) {
-        self.0.refund(self.1, receipt, at);
-    }
-    fn check(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        self.0.check_at(self.1, n, now)
-    }
-    fn snapshot(&self, now: Nanos) -> Snapshot {
-        self.0.snapshot_at(self.1, now)
-    }
-    fn now(&self) -> Nanos {
-        self.0.now()
-    }
-}
-
 /// The most restrictive of two states: the fewer permits, the longer until full.
 fn tighter(a: Snapshot, b: Snapshot) -> Snapshot {
     Snapshot {
@@ -153,112 +97,39 @@ const OPEN: Snapshot = Snapshot {
     full_after: Duration::ZERO,
 };
 
-/// The all-or-nothing protocol over the parts `get(0)`, `get(1)`, … (limits seen through
-/// [`Part`], built on the fly: a keyed limit with its key is two references, so a decision
-/// allocates nothing).
-struct Protocol<G> {
-    get: G,
-}
-
-impl<P: Part, G: Fn(usize) -> Option<P>> Protocol<G> {
-    /// Acquire `n` on the parts from `i` on, in order (with `STATE`, through their decisions,
-    /// combining the states they left). On a refusal, every part that had admitted is
-    /// refunded (the latest first) before the refusal, its index and the refund time are
-    /// returned; the receipts live on the stack of this recursion, one frame per limit.
-    fn acquire_from<const STATE: bool>(
-        &self,
-        i: usize,
-        n: u32,
-        now: Nanos,
-    ) -> Result<Snapshot, (usize, Denied, Nanos)> {
-        let Some(part) = (self.get)(i) else {
-            return Ok(OPEN);
-        };
-        let (receipt, state) = if STATE {
-            part.decide(n, now)
-        } else {
-            (part.acquire(n, now), OPEN)
-        };
-        let receipt = match receipt {
-            Ok(receipt) => receipt,
-            // Refund at the later of the request's time and the clock's, so that every
-            // request decided in between was decided before it.
-            Err(denied) => return Err((i, denied, now.max(part.now()))),
-        };
-        match self.acquire_from::<STATE>(i + 1, n, now) {
-            Ok(rest) => Ok(tighter(state, rest)),
-            Err((j, denied, at)) => {
-                part.refund(receipt, at);
-                Err((j, denied, at))
-            }
-        }
-    }
-
-    /// The refusal of part `i`, with the later parts only checked.
-    fn refusal(&self, i: usize, denied: Denied, n: u32, now: Nanos) -> Denied {
-        (i + 1..)
-            .map_while(|j| (self.get)(j))
-            .filter_map(|part| part.check(n, now).err())
-            .fold(denied, Denied::stricter)
-    }
-
-    fn try_acquire(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        match self.acquire_from::<false>(0, n, now) {
-            Ok(_) => Ok(()),
-            Err((i, denied, _)) => Err(self.refusal(i, denied, n, now)),
-        }
-    }
-
-    /// The decision and the states it left: on admission, each limit's state from its own
-    /// decision, combined; on refusal (everything refunded), each limit's state read after.
-    fn decide(&self, n: u32, now: Nanos) -> Decision {
-        match self.acquire_from::<true>(0, n, now) {
-            Ok(state) => Decision {
-                result: Ok(()),
-                state,
-            },
-            Err((i, denied, _)) => Decision {
-                result: Err(self.refusal(i, denied, n, now)),
-                state: self.snapshot(now),
-            },
-        }
-    }
-
-    /// The smallest `remaining` and the largest `full_after` of the parts.
-    fn snapshot(&self, now: Nanos) -> Snapshot {
-        (0..)
-            .map_while(|i| (self.get)(i))
-            .map(|p| p.snapshot(now))
-            .fold(OPEN, tighter)
-    }
+/// The decision of `batch` at `now` and the states it left: on admission, each limit's state
+/// from its own decision, combined; on refusal (everything refunded), each limit's state
+/// read after, combined.
+fn decide<P: Part>(batch: Batch<impl Fn(usize) -> Option<Ask<P>>>, now: Nanos) -> Decision {
+    let mut state = OPEN;
+    let result = batch.decide_at(now, |_, part| state = tighter(state, part.state));
+    Decision { result, state }
 }
 
 impl<L> All<L> {
-    /// The protocol over the unkeyed limits.
-    fn unkeyed<'a>(&'a self) -> Protocol<impl Fn(usize) -> Option<&'a L> + 'a> {
-        Protocol {
-            get: move |i| self.limits.get(i),
-        }
+    /// `n` permits of every unkeyed limit, as a batch (built on the fly: a decision
+    /// allocates nothing).
+    fn unkeyed<'a>(&'a self, n: u32) -> Batch<impl Fn(usize) -> Option<Ask<&'a L>> + 'a> {
+        Batch::new(move |i| self.limits.get(i).map(|l| Ask::new(l, n)))
     }
 
-    /// The protocol over the keyed limits, each with `key`.
+    /// `n` permits of every keyed limit for `key`, as a batch.
     fn keyed<'a, K: ?Sized>(
         &'a self,
         key: &'a K,
-    ) -> Protocol<impl Fn(usize) -> Option<Keyed<'a, L, K>> + 'a> {
-        Protocol {
-            get: move |i| self.limits.get(i).map(|l| Keyed(l, key)),
-        }
+        n: u32,
+    ) -> Batch<impl Fn(usize) -> Option<Ask<WithKey<'a, L, K>>> + 'a> {
+        Batch::new(move |i| self.limits.get(i).map(|l| Ask::new(WithKey(l, key), n)))
     }
 }
 
 impl<L: Refund> RateLimiter for All<L> {
     fn try_acquire_n_at(&self, n: u32, now: Nanos) -> Result<(), Denied> {
-        self.unkeyed().try_acquire(n, now)
+        self.unkeyed(n).try_acquire_at(now)
     }
 
     fn decide_n_at(&self, n: u32, now: Nanos) -> Decision {
-        self.unkeyed().decide(n, now)
+        decide(self.unkeyed(n), now)
     }
 
     /// The first limit's clock.
@@ -268,7 +139,10 @@ impl<L: Refund> RateLimiter for All<L> {
 
     /// The smallest `remaining` and the largest `full_after` of the limits.
     fn snapshot_at(&self, now: Nanos) -> Snapshot {
-        self.unkeyed().snapshot(now)
+        self.limits
+            .iter()
+            .map(|l| l.snapshot_at(now))
+            .fold(OPEN, tighter)
     }
 
     /// The first limit's quota.
@@ -290,15 +164,18 @@ impl<L: Refund> RateLimiter for All<L> {
 
 impl<K: ?Sized, L: KeyedRefund<K>> KeyedRateLimiter<K> for All<L> {
     fn try_acquire_n_at(&self, key: &K, n: u32, now: Nanos) -> Result<(), Denied> {
-        self.keyed(key).try_acquire(n, now)
+        self.keyed(key, n).try_acquire_at(now)
     }
 
     fn decide_n_at(&self, key: &K, n: u32, now: Nanos) -> Decision {
-        self.keyed(key).decide(n, now)
+        decide(self.keyed(key, n), now)
     }
 
     fn snapshot_at(&self, key: &K, now: Nanos) -> Snapshot {
-        self.keyed(key).snapshot(now)
+        self.limits
+            .iter()
+            .map(|l| l.snapshot_at(key, now))
+            .fold(OPEN, tighter)
     }
 
     /// The first limit's quota for `key`.

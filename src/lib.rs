@@ -11,7 +11,8 @@
 //!   [`SlidingLog`] (exact "at most N in any T") and [`LeakyBucket`] (a pacer that gives each
 //!   request its start time, through [`Reserve`]).
 //! - [`Keyed`]: one limiter per key with bounded memory, on a concurrent map of your choice
-//!   ([`Store`]); [`All`]: several limits, keyed or not, all or nothing; [`Throttler`]:
+//!   ([`Store`]); [`All`]: several limits, keyed or not, all or nothing, on [`Batch`] (the
+//!   protocol itself, each limit with its own request and its own report); [`Throttler`]:
 //!   calls started in submission order under per-channel and total limits.
 //! - [`KeyedSketch`]: a per-key sliding-window limit in fixed memory for huge key spaces (a
 //!   count-min sketch, Cormode & Muthukrishnan 2005): collisions only make it stricter.
@@ -92,8 +93,8 @@
 //! 4. **Composites**: [`Budget`] ([`budget`]: units with debt, forced charges and live
 //!    reconfiguration, first-come-first-served waits), [`Keyed`] (any rule per key, keyed
 //!    budgets), [`KeyedSketch`], [`Global`], [`All`] (keyed and unkeyed limits, all or
-//!    nothing), [`Counted`] (any limiter, keyed or not, with its decisions counted),
-//!    [`Throttler`], [`Lanes`] ([`lanes`]: a budget shared by priority lanes), and the
+//!    nothing, on [`Batch`]: the protocol over [`Part`]s), [`Counted`] (any limiter, keyed
+//!    or not, with its decisions counted), [`Throttler`], [`Lanes`] ([`lanes`]: a budget shared by priority lanes), and the
 //!    concurrency limits ([`concurrency`]): a sibling stack on the primitives, built the
 //!    same way (a pure rule on one word, its shell, keyed, partitioned and adaptive
 //!    composites), that uses none of the rules nor the decision vocabulary, only the keyed
@@ -185,6 +186,7 @@ pub mod wait;
 
 // Layer 4: the composites.
 mod all;
+mod batch;
 #[cfg(feature = "budget")]
 #[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
 pub mod budget;
@@ -213,6 +215,7 @@ pub mod reference;
 pub use algorithm::{Algorithm, Bound, UnknownAlgorithm, WithRule};
 pub use all::All;
 pub use async_limiter::AsyncKeyedRateLimiter;
+pub use batch::{Ask, Batch, Part, WithKey};
 #[cfg(feature = "budget")]
 #[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
 pub use budget::{Budget, BudgetConfig, BudgetRule, Mode};

@@ -1,22 +1,25 @@
-//! The crate's layering, checked on its source: `lib.rs` is a facade only, the top-level
-//! modules of `src/` import one another without a cycle, and none imports a module of a
-//! layer above its own ([`LAYERS`], the list of the crate docs' "# Layers" and the README's
-//! "Layout").
+//! The workspace's layering, checked on its source: in the core (`src/`) and in every crate
+//! under `crates/` ([`CRATES`]), nothing imports an item through the crate root (`lib.rs`
+//! only re-exports), the top-level modules import one another without a cycle, and none
+//! imports a module of a layer above its own ([`LAYERS`], the list of the core's crate
+//! docs' "# Layers" and the README's "Layout"; each crate's own list in [`CRATES`], the
+//! list of its crate docs).
 //!
 //! `cargo test -p limitcore --test layers` is the command that shows it: on failure it prints
 //! every import through the crate root (file and line), every cycle of the import graph (the
 //! modules in order, with a file and line that makes each edge) and every import that runs
 //! up the layers (or out of a module that must import nothing, [`LEAVES`]); with
-//! `-- --nocapture` it prints the graph.
+//! `-- --nocapture` it prints each crate's graph.
 //!
-//! What it reads: every `src/**/*.rs` file, with comments (doc comments included) and string
-//! literals blanked out, so that intra-doc links (`[...](crate::Gcra)`) are free.
-//! In what remains, every `crate::` path (in a `use` line, a grouped `use crate::{...}` over
-//! several lines, or a path in code):
+//! What it reads: every `.rs` file of the crate's `src/`, with comments (doc comments
+//! included) and string literals blanked out, so that intra-doc links
+//! (`[...](crate::Gcra)`) are free. A crate root is `lib.rs` or a binary's `main.rs` (which
+//! imports the library by its name). In what remains, every `crate::` path (in a `use` line,
+//! a grouped `use crate::{...}` over several lines, or a path in code):
 //!
 //! - names an item directly at the root (`crate::Quota`, `crate::{DefaultClock, ...}`: an
-//!   item whose name starts with an uppercase letter): refused in every file but `lib.rs`,
-//!   which re-exports them; everything else imports an item from its home module
+//!   item whose name starts with an uppercase letter): refused in every file but the crate
+//!   root, which re-exports them; everything else imports an item from its home module
 //!   (`crate::quota::Quota`). Test code included.
 //! - names a top-level module (`crate::clock::...`, `crate::{clock::..., quota::...}`): an
 //!   edge of the import graph from the top-level module of the file (`src/budget/wait.rs` is
@@ -51,6 +54,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "budget",
             "keyed",
             "all",
+            "batch",
             "counters",
             "throttler",
             "lanes",
@@ -63,8 +67,95 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// Modules that import nothing of the crate: the decision vocabulary every layer speaks.
 const LEAVES: &[&str] = &["decision"];
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS
+/// A crate's layers, lowest first, each named, with its top-level modules.
+type Layers = &'static [(&'static str, &'static [&'static str])];
+
+/// One crate of the workspace under `crates/`: its directory, its layers and its leaves
+/// (as [`LAYERS`] and [`LEAVES`] are the core's).
+struct Crate {
+    dir: &'static str,
+    layers: Layers,
+    leaves: &'static [&'static str],
+}
+
+/// The workspace's other crates, each with the layers of its crate docs (a crate whose
+/// `src/` holds one file, or whose modules import nothing of one another, has one layer).
+/// A new crate under `crates/` must be placed here.
+const CRATES: &[Crate] = &[
+    Crate {
+        dir: "cli",
+        layers: &[
+            ("traces", &["trace"]),
+            ("tools", &["engine", "pace", "lanes", "copy", "scale"]),
+            ("reports", &["report"]),
+        ],
+        leaves: &[],
+    },
+    // One file: no module.
+    Crate {
+        dir: "no-std-check",
+        layers: &[],
+        leaves: &[],
+    },
+    Crate {
+        dir: "redis",
+        layers: &[
+            (
+                "primitives",
+                &["sync", "time", "error", "scripts", "telemetry"],
+            ),
+            ("client and policies", &["client", "policy", "fair"]),
+            ("exact", &["exact"]),
+            ("leased", &["leased"]),
+            ("test servers", &["server"]),
+        ],
+        leaves: &["error"],
+    },
+    Crate {
+        dir: "redis-server-tests",
+        layers: &[("helpers", &["fair_model", "proxy"])],
+        leaves: &[],
+    },
+    Crate {
+        dir: "rls",
+        layers: &[
+            ("vocabulary", &["clock", "config", "metrics", "protocol"]),
+            ("matching and backends", &["matching", "backend"]),
+            ("service", &["service"]),
+            ("faces", &["grpc", "json", "http", "reload"]),
+            ("server", &["server"]),
+        ],
+        leaves: &["clock", "metrics"],
+    },
+    Crate {
+        dir: "testkit",
+        layers: &[
+            ("models and strategies", &["as_model", "strategies"]),
+            ("drivers", &["differential", "fuzz"]),
+        ],
+        leaves: &[],
+    },
+    Crate {
+        dir: "tower",
+        layers: &[
+            (
+                "vocabulary",
+                &["body", "forwarded", "headers", "mode", "outcome"],
+            ),
+            ("keys and metrics", &["key", "telemetry"]),
+            ("decisions", &["policy", "future"]),
+            ("services", &["service", "remote"]),
+            (
+                "layers",
+                &["layer", "builder", "concurrency", "pace", "limit_req"],
+            ),
+        ],
+        leaves: &[],
+    },
+];
+
+fn layer_of(layers: Layers, module: &str) -> Option<usize> {
+    layers
         .iter()
         .position(|(_, modules)| modules.contains(&module))
 }
@@ -87,8 +178,8 @@ struct Reference {
     first: String,
 }
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn workspace_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -348,25 +439,26 @@ fn crate_references(code: &[u8]) -> Vec<Reference> {
     out
 }
 
-fn read_sources() -> Vec<Source> {
-    let src = src_dir();
+/// Every file of the crate whose sources are in `src`.
+fn read_sources(src: &Path) -> Vec<Source> {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(src, &mut files);
     let mut sources = Vec::new();
     let mut test_files = BTreeSet::new();
     for file in files {
         let path = file
-            .strip_prefix(&src)
+            .strip_prefix(src)
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
         let text = fs::read_to_string(&file).unwrap();
         let code = blank_comments_and_literals(&text);
         let mut lib_code = code.clone();
+        let root = is_root(&path);
         let dir = match path.rsplit_once('/') {
             Some((dir, "mod.rs")) => format!("{dir}/"),
             Some((dir, name)) => format!("{dir}/{}/", name.trim_end_matches(".rs")),
-            None if path == "lib.rs" => String::new(),
+            None if root => String::new(),
             None => format!("{}/", path.trim_end_matches(".rs")),
         };
         for name in blank_test_items(&mut lib_code) {
@@ -375,7 +467,7 @@ fn read_sources() -> Vec<Source> {
         }
         let module = match path.split_once('/') {
             Some((top, _)) => Some(top.to_owned()),
-            None if path == "lib.rs" => None,
+            None if root => None,
             None => Some(path.trim_end_matches(".rs").to_owned()),
         };
         sources.push(Source {
@@ -391,6 +483,12 @@ fn read_sources() -> Vec<Source> {
         }
     }
     sources
+}
+
+/// Whether the file at `path` (relative to `src/`) is a crate root: the library's
+/// `lib.rs`, or a binary's `main.rs` (which imports the library by its name).
+fn is_root(path: &str) -> bool {
+    path == "lib.rs" || path == "main.rs"
 }
 
 /// The cycles of `graph`, each once (its elementary circuits through the edges that are in
@@ -421,9 +519,12 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     found
 }
 
-#[test]
-fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
-    let sources = read_sources();
+/// Every import of the crate in `src` (shown as `shown/`) through its root, every cycle of
+/// its top-level modules' import graph, every import up `layers` or out of a module of
+/// `leaves`, and every top-level module in no layer: the report (empty if none), and the
+/// graph printed.
+fn check(src: &Path, shown: &str, layers: Layers, leaves: &[&str]) -> String {
+    let sources = read_sources(src);
     let modules: BTreeSet<String> = sources.iter().filter_map(|s| s.module.clone()).collect();
 
     let mut report = String::new();
@@ -436,7 +537,7 @@ fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
             if r.first.starts_with(|c: char| c.is_ascii_uppercase()) {
                 writeln!(
                     report,
-                    "src/{}:{}: imports `crate::{}` through the crate root (import it from its home module)",
+                    "{shown}/{}:{}: imports `crate::{}` through the crate root (import it from its home module)",
                     source.path, r.line, r.first
                 )
                 .unwrap();
@@ -448,7 +549,7 @@ fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
                 edges
                     .entry((from.clone(), r.first.clone()))
                     .or_default()
-                    .push(format!("src/{}:{}", source.path, r.line));
+                    .push(format!("{shown}/{}:{}", source.path, r.line));
             }
         }
     }
@@ -458,7 +559,7 @@ fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
         graph.entry(from.clone()).or_default().insert(to.clone());
     }
     for cycle in cycles(&graph) {
-        write!(report, "import cycle: ").unwrap();
+        write!(report, "import cycle in {shown}: ").unwrap();
         for (k, from) in cycle.iter().enumerate() {
             let to = &cycle[(k + 1) % cycle.len()];
             let at = &edges[&(from.clone(), to.clone())];
@@ -472,26 +573,26 @@ fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
     }
 
     for module in &modules {
-        if layer_of(module).is_none() {
-            writeln!(report, "src/{module} is in no layer: place it in LAYERS (and in the crate docs' \"# Layers\" and the README's \"Layout\")").unwrap();
+        if layer_of(layers, module).is_none() {
+            writeln!(report, "{shown}/{module} is in no layer: place it in the crate's layers (and in its crate docs)").unwrap();
         }
     }
     for ((from, to), at) in &edges {
-        if LEAVES.contains(&from.as_str()) {
+        if leaves.contains(&from.as_str()) {
             writeln!(
                 report,
-                "{from} imports {to}, but imports nothing of the crate (LEAVES): {}",
+                "{shown}: {from} imports {to}, but imports nothing of the crate (leaves): {}",
                 at.join(", ")
             )
             .unwrap();
         }
-        if let (Some(a), Some(b)) = (layer_of(from), layer_of(to)) {
+        if let (Some(a), Some(b)) = (layer_of(layers, from), layer_of(layers, to)) {
             if b > a {
                 writeln!(
                     report,
-                    "{from} ({}) imports {to} ({}), a layer above it: {}",
-                    LAYERS[a].0,
-                    LAYERS[b].0,
+                    "{shown}: {from} ({}) imports {to} ({}), a layer above it: {}",
+                    layers[a].0,
+                    layers[b].0,
                     at.join(", ")
                 )
                 .unwrap();
@@ -499,12 +600,52 @@ fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
         }
     }
 
-    println!("import graph of src/ (top-level modules):");
+    println!("import graph of {shown}/ (top-level modules):");
     for (from, tos) in &graph {
         println!(
             "  {from} -> {}",
             tos.iter().cloned().collect::<Vec<_>>().join(", ")
         );
+    }
+    report
+}
+
+#[test]
+fn lib_rs_is_a_facade_and_the_modules_import_down_the_layers_without_a_cycle() {
+    let report = check(&workspace_dir().join("src"), "src", LAYERS, LEAVES);
+    assert!(report.is_empty(), "\n{report}");
+}
+
+/// Every crate under `crates/` as the core: no import through its root, its top-level
+/// modules without a cycle, each importing down the crate's layers ([`CRATES`]).
+#[test]
+fn every_crate_of_the_workspace_imports_down_its_layers_without_a_cycle() {
+    let crates = workspace_dir().join("crates");
+    let mut report = String::new();
+    let mut dirs: Vec<String> = fs::read_dir(&crates)
+        .unwrap_or_else(|e| panic!("read {}: {e}", crates.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("src").is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    for dir in &dirs {
+        match CRATES.iter().find(|c| c.dir == dir.as_str()) {
+            Some(c) => {
+                let src = crates.join(dir).join("src");
+                report += &check(&src, &format!("crates/{dir}/src"), c.layers, c.leaves);
+            }
+            None => writeln!(
+                report,
+                "crates/{dir} is not in CRATES: place it there, with its layers"
+            )
+            .unwrap(),
+        }
+    }
+    for c in CRATES {
+        if !dirs.iter().any(|d| d == c.dir) {
+            writeln!(report, "CRATES names crates/{}, which has no src/", c.dir).unwrap();
+        }
     }
     assert!(report.is_empty(), "\n{report}");
 }

@@ -20,6 +20,14 @@
 //! `limitcore copy SRC DST --rate 64MiB/s ...`, `limitcore lanes [--rate 64MiB/s] ...` and
 //! `limitcore bench [--threads 1,2,4] [--seconds 1] ...`.
 //!
+//! # Layers
+//!
+//! Each layer uses only the ones below it, without a cycle; no module imports through
+//! this file, which only re-exports (`tests/layers.rs` of the workspace checks it, with
+//! the layers, on the source: `cargo test -p limitcore --test layers`):
+//! the traces ([`trace`]); the tools ([`engine`], [`pace`], [`lanes`], [`copy`], [`scale`]);
+//! the reports ([`report`], from the engine's outcomes).
+//!
 //! # Examples
 //!
 //! Replay a small log through GCRA at one request per second per client:

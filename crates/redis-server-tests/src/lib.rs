@@ -8,6 +8,12 @@
 //! charge and requests above the lease, and the leased limiter behind the HTTP layer. They live in `tests/`; this library holds what they share: a server per test,
 //! a connected handle, the fault proxy ([`proxy`]) and the bounds they check.
 //!
+//! # Layers
+//!
+//! One layer: the fair lease's model (`fair_model`) and the fault proxy (`proxy`) import
+//! nothing of each other, and nothing imports through this file (`tests/layers.rs` of the
+//! workspace checks it).
+//!
 //! # Why a package of its own
 //!
 //! `cargo test --workspace` runs the packages' test binaries in the order of the

@@ -2,9 +2,9 @@
 //! deadline on every call, a circuit breaker, background reconnection, heartbeats and a
 //! count of the commands sent.
 
+use crate::error::Error;
 use crate::scripts::{scripts, Script};
 use crate::telemetry::ClientMetrics;
-use crate::Error;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, Pipeline, ServerErrorKind, Value};

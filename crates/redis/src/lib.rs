@@ -163,6 +163,21 @@
 //! The benchmarks (`benches/`, `cargo bench -p limitcore-redis`) and the `fleet` example
 //! stay here and start their own servers.
 //!
+//! ## Layers
+//!
+//! Each layer uses only the ones below it, without a cycle; no module imports through
+//! this file, which only re-exports (`tests/layers.rs` of the workspace checks it, with
+//! the layers, on the source: `cargo test -p limitcore --test layers`):
+//!
+//! 0. the primitives: the atomics (`sync`, loom's under `limitcore_loom`), Redis's clock
+//!    ([`RedisMicros`]), [`Error`] (which imports nothing of the crate), the scripts
+//!    ([`scripts`]), the metrics (`telemetry`);
+//! 1. the client ([`Redis`]), the outage policies ([`Policy`]), the fair shares
+//!    ([`fair`]);
+//! 2. the exact limits ([`RedisGcra`], [`RedisSlidingLog`], [`RedisAll`]);
+//! 3. the leased limits ([`leased`]);
+//! 4. the test servers ([`server`]).
+//!
 //! ## Sources
 //!
 //! GCRA: ATM Forum Traffic Management Specification 4.0 (af-tm-0056.000, 1996), §4.4.2
@@ -192,6 +207,7 @@
 //! ```
 
 mod client;
+mod error;
 mod exact;
 pub mod fair;
 pub mod leased;
@@ -203,6 +219,7 @@ mod telemetry;
 mod time;
 
 pub use client::{Redis, RedisConfig};
+pub use error::Error;
 pub use exact::{
     gcra_micros, Answer, ChargeAnswer, FairAnswer, RedisAll, RedisGcra, RedisSlidingLog,
     MAX_SPAN_US,
@@ -211,60 +228,3 @@ pub use fair::{Demand, FULL_DEMAND_PPM};
 pub use leased::{AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
 pub use policy::{ChargeVerdict, Policy, Source, Verdict};
 pub use time::RedisMicros;
-
-use std::fmt;
-use std::time::Duration;
-
-/// Why a call to Redis gave no decision.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore_redis::Error;
-/// use std::time::Duration;
-///
-/// let e = Error::Timeout(Duration::from_millis(20));
-/// assert!(e.to_string().contains("20ms"));
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Error {
-    /// The client or the server reported an error (connection refused or lost, a cluster
-    /// error, a script error).
-    Redis(redis::RedisError),
-    /// No answer within the deadline ([`RedisConfig::deadline`]).
-    Timeout(Duration),
-    /// The circuit breaker is open: Redis was not asked.
-    CircuitOpen,
-    /// A script answered something this crate does not understand.
-    Reply(String),
-    /// The quota (or tenant) cannot be represented on Redis.
-    Quota(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Redis(e) => write!(f, "redis: {e}"),
-            Error::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
-            Error::CircuitOpen => write!(f, "redis circuit breaker open: not asked"),
-            Error::Reply(why) => write!(f, "unexpected reply: {why}"),
-            Error::Quota(why) => write!(f, "quota not representable on redis: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Redis(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<redis::RedisError> for Error {
-    fn from(e: redis::RedisError) -> Self {
-        Error::Redis(e)
-    }
-}

@@ -5,7 +5,7 @@
 //! handle). Labels are the names the user gives (a limiter's key prefix, a policy), never a
 //! key. Without the feature every type here is empty and every call does nothing.
 
-use crate::{Error, Policy};
+use crate::error::Error;
 
 /// `limitcore_redis_errors_total`'s `kind` values, in the order of [`ClientMetrics`]'
 /// counters.
@@ -68,17 +68,6 @@ impl ClientMetrics {
     }
 }
 
-/// The `policy` label's value.
-#[cfg(feature = "metrics")]
-fn policy_name(policy: Policy) -> &'static str {
-    match policy {
-        Policy::FailOpen => "fail_open",
-        Policy::FailClosed => "fail_closed",
-        Policy::FailLocal => "fail_local",
-        Policy::Propagate => "propagate",
-    }
-}
-
 /// An outage policy's handle: the decisions (and forced charges) it made.
 pub(crate) struct FallbackMetrics {
     /// `limitcore_redis_fallback_decisions_total{limit, policy}`.
@@ -87,9 +76,10 @@ pub(crate) struct FallbackMetrics {
 }
 
 impl FallbackMetrics {
-    /// The handle of `policy` on the limit named `limit`, from the recorder in force now.
+    /// The handle of the policy labelled `policy` on the limit named `limit`, from the
+    /// recorder in force now.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn register(policy: Policy, limit: &str) -> Self {
+    pub(crate) fn register(policy: &'static str, limit: &str) -> Self {
         #[cfg(feature = "metrics")]
         {
             metrics::describe_counter!(
@@ -101,7 +91,7 @@ impl FallbackMetrics {
             let decisions = metrics::counter!(
                 "limitcore_redis_fallback_decisions_total",
                 "limit" => limit.to_owned(),
-                "policy" => policy_name(policy),
+                "policy" => policy,
             );
             FallbackMetrics { decisions }
         }

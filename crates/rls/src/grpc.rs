@@ -2,7 +2,8 @@
 //! tonic, with envoy-types' generated messages, converted to and from [`Request`] and
 //! [`Response`].
 
-use crate::decide::{Code, Descriptor, LimitOverride, Request, RequestError, Response, Service};
+use crate::protocol::{Code, Descriptor, LimitOverride, Request, RequestError, Response};
+use crate::service::Service;
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus, RateLimit,

@@ -2,7 +2,9 @@
 //! `RateLimitRequest` in, `200` or `429` with the JSON response out) and `/metrics`
 //! (Prometheus text), on hyper.
 
-use crate::decide::{Code, RequestError, Service};
+use crate::json;
+use crate::protocol::{Code, RequestError};
+use crate::service::Service;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -66,7 +68,7 @@ impl Endpoints {
                         ))
                     }
                 };
-                let req = match crate::json::request(&body) {
+                let req = match json::request(&body) {
                     Ok(r) => r,
                     Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, text, format!("{e}\n"))),
                 };
@@ -76,11 +78,7 @@ impl Endpoints {
                             Code::Ok => StatusCode::OK,
                             Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
                         };
-                        reply(
-                            status,
-                            "application/json",
-                            crate::json::response(&r).to_string(),
-                        )
+                        reply(status, "application/json", json::response(&r).to_string())
                     }
                     Err(RequestError::InvalidArgument(m)) => {
                         reply(StatusCode::BAD_REQUEST, text, format!("{m}\n"))

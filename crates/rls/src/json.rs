@@ -3,7 +3,7 @@
 //! name or number, 64-bit integers as numbers or strings, durations as `"1.5s"`).
 
 use crate::config::Unit;
-use crate::decide::{Code, Descriptor, LimitOverride, Request, Response};
+use crate::protocol::{Code, Descriptor, LimitOverride, Request, Response};
 use serde_json::{json, Map, Value};
 
 /// The field `camel` (or `snake`) of `o`.

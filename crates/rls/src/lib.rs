@@ -5,7 +5,7 @@
 //! Envoy Gateway, Contour, Emissary and Gloo — on [limitcore]'s limiters, configured by
 //! envoyproxy/ratelimit's YAML files, unchanged.
 //!
-//! - **Protocol**: all of RLS v3 ([`decide`]): the domain, ordered descriptors, the
+//! - **Protocol**: all of RLS v3 ([`protocol`], decided by [`Service`]): the domain, ordered descriptors, the
 //!   request's and each descriptor's `hits_addend` (0: a check that consumes nothing),
 //!   `is_negative_hits` (a refund), request-side limit overrides, every unit including
 //!   `WEEK`; statuses one per descriptor with `current_limit`, `limit_remaining` and an
@@ -22,9 +22,11 @@
 //! - **All or nothing** by default ([`Mode`]): a request is admitted only if every matched
 //!   descriptor admits it, and a refusal charges none (`charge-each` restores
 //!   envoyproxy/ratelimit's counters); per-rule and global shadow mode; quota mode.
-//! - **Backends** ([`Backend`]): in process (the core's keyed limiters, bounded memory);
-//!   Redis exact (one script call decides every descriptor of a request, atomically; a hash
-//!   tag per domain for Redis Cluster); Redis leased (limitcore-redis's [`LeasedLimiter`]).
+//! - **Backends** ([`Backend`], one interface): in process ([`Memory`]: the core's keyed
+//!   limiters, bounded memory, the core's all-or-nothing [`Batch`]); Redis exact
+//!   ([`RedisExact`]: one script call decides every descriptor of a request, atomically; a
+//!   hash tag per domain for Redis Cluster); Redis leased ([`RedisLeased`]: limitcore-redis's
+//!   [`LeasedLimiter`]). Each keeps its rules' states in a type of its own.
 //!   Redis calls have a deadline (10 ms by default) and a circuit breaker, and an outage
 //!   policy answers while Redis cannot.
 //! - **Operations** ([`server`]): gRPC health checking, `/healthcheck`, `/json`,
@@ -37,11 +39,28 @@
 //! draft-ietf-httpapi-ratelimit-headers for the `RateLimit-*` headers.
 //!
 //! [`LeasedLimiter`]: limitcore_redis::LeasedLimiter
+//! [`Batch`]: limitcore::Batch
+//!
+//! # Layers
+//!
+//! The modules are built in layers, each using only the ones below it (within a layer,
+//! without a cycle); no module imports through this file, which only re-exports. The
+//! workspace's `tests/layers.rs` checks both on the source (`cargo test -p limitcore --test
+//! layers`).
+//!
+//! 0. **Vocabulary**: the clock (`clock`), the configuration ([`config`]), the metrics
+//!    ([`metrics`](mod@metrics)), the RLS v3 messages as plain types ([`protocol`]).
+//! 1. **Matching and backends**: a descriptor matched to its rule ([`matching`]); where
+//!    decisions are made (`backend`: the [`Backend`] interface and its three places).
+//! 2. **The service** (`service`): a request planned, decided on the backend, answered.
+//! 3. **Faces**: gRPC ([`grpc`]), `/json` ([`json`]), the HTTP endpoints ([`http`]), the
+//!    configuration directory watched (`reload`).
+//! 4. **The server** ([`server`]): the flags, the listeners, the backend chosen.
 //!
 //! # Examples
 //!
 //! ```
-//! use limitcore_rls::{Backend, Code, Config, Descriptor, Options, Request, Service, Settings, UnixClock};
+//! use limitcore_rls::{Code, Config, Descriptor, Memory, Options, Request, Service, Settings, UnixClock};
 //!
 //! let config = Config::from_str_named("api.yaml", "
 //! domain: api
@@ -49,7 +68,7 @@
 //!   - key: user
 //!     rate_limit: {unit: minute, requests_per_unit: 2}
 //! ", &Settings::default())?;
-//! let service = Service::new(Backend::memory(UnixClock::shared(), 1000), Options::default());
+//! let service = Service::new(Memory::new(UnixClock::shared(), 1000), Options::default());
 //! service.apply(config)?;
 //! let request = Request {
 //!     domain: "api".into(),
@@ -64,24 +83,39 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod backend;
+// Layer 0: the vocabulary.
 mod clock;
 pub mod config;
-pub mod decide;
+pub mod metrics;
+pub mod protocol;
+
+// Layer 1: matching and the backends.
+mod backend;
+pub mod matching;
+
+// Layer 2: the service.
+mod service;
+
+// Layer 3: the faces.
 pub mod grpc;
 pub mod http;
 pub mod json;
-pub mod matching;
-pub mod metrics;
 mod reload;
+
+// Layer 4: the server.
 pub mod server;
 
-pub use backend::{Backend, BackendError, Mode, RedisExact, RedisLeased};
+pub use backend::memory::rule::RuleLimiter;
+pub use backend::memory::Memory;
+pub use backend::redis_exact::{RedisExact, RuleParams};
+pub use backend::redis_leased::{RedisLeased, RuleLease};
+pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome};
 pub use clock::{SharedClock, UnixClock};
 pub use config::{Config, ConfigError, Limit, Rule, Settings, Unit};
-pub use decide::{
-    ApplyError, Code, CurrentLimit, Descriptor, HeaderNames, LimitOverride, Options, Request,
-    RequestError, Response, Service, Status,
+pub use protocol::{
+    Code, CurrentLimit, Descriptor, LimitOverride, Request, RequestError, Response, Status,
+    MAX_HITS,
 };
 pub use reload::Reloader;
 pub use server::{start, BackendKind, OutagePolicy, Running, ServerConfig};
+pub use service::{ApplyError, HeaderNames, Options, Service};

@@ -2,7 +2,7 @@
 //! request, a bad one refused with its reason while the configuration in force stays.
 
 use crate::config::{read_dir, Config, Settings};
-use crate::decide::Service;
+use crate::service::Service;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,12 +13,12 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
-/// use limitcore_rls::{Backend, Options, Reloader, Service, Settings, UnixClock};
+/// use limitcore_rls::{Memory, Options, Reloader, Service, Settings, UnixClock};
 /// use std::sync::Arc;
 ///
 /// let dir = tempfile::tempdir()?;
 /// std::fs::write(dir.path().join("a.yaml"), "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")?;
-/// let service = Arc::new(Service::new(Backend::memory(UnixClock::shared(), 100), Options::default()));
+/// let service = Arc::new(Service::new(Memory::new(UnixClock::shared(), 100), Options::default()));
 /// let reloader = Reloader::new(dir.path().into(), Settings::default(), Arc::clone(&service));
 /// assert_eq!(reloader.reload(), Ok(true));   // loaded
 /// assert_eq!(reloader.reload(), Ok(false));  // unchanged

@@ -1,13 +1,16 @@
 //! [`ServerConfig`] (the command line and environment) and [`start`]: the gRPC and HTTP
 //! listeners, the configuration watcher, the backend, graceful shutdown.
 
-use crate::backend::{Backend, Mode, RedisExact, RedisLeased};
+use crate::backend::memory::Memory;
+use crate::backend::redis_exact::RedisExact;
+use crate::backend::redis_leased::RedisLeased;
+use crate::backend::Mode;
+use crate::clock::SharedClock;
 use crate::config::Settings;
-use crate::decide::{HeaderNames, Options, Service};
 use crate::grpc::Grpc;
 use crate::http::Endpoints;
 use crate::reload::Reloader;
-use crate::SharedClock;
+use crate::service::{HeaderNames, Options, Service};
 use hyper_util::rt::TokioIo;
 use limitcore::Algorithm;
 use limitcore_redis::{Policy, Redis, RedisConfig};
@@ -222,15 +225,16 @@ impl ServerConfig {
         }
     }
 
-    /// The backend (connecting to Redis for the Redis backends).
+    /// The service on the backend these settings name (connecting to Redis for the Redis
+    /// backends), answering by [`ServerConfig::options`], with no configuration yet.
     ///
     /// # Errors
     ///
     /// Redis's connection error.
-    pub async fn backend(&self, clock: SharedClock) -> Result<Backend, String> {
-        let memory = Backend::memory(clock, self.max_keys);
+    pub async fn service(&self, clock: SharedClock) -> Result<Service, String> {
+        let memory = Memory::new(clock, self.max_keys);
         if self.backend == BackendKind::Memory {
-            return Ok(memory);
+            return Ok(Service::new(memory, self.options()));
         }
         let config =
             RedisConfig::default().deadline(Duration::from_millis(self.redis_deadline_ms.max(1)));
@@ -242,20 +246,17 @@ impl ServerConfig {
         }
         .map_err(|e| format!("redis: {e}"))?;
         let policy = self.redis_policy.policy();
+        let prefix = self.redis_prefix.clone();
         Ok(match self.backend {
-            BackendKind::RedisExact => Backend::RedisExact(RedisExact::new(
-                redis,
-                policy,
-                self.redis_prefix.clone(),
-                memory,
-            )),
-            _ => Backend::RedisLeased(RedisLeased::new(
-                redis,
-                policy,
-                self.redis_prefix.clone(),
-                self.max_lease,
-                Duration::from_millis(self.lease_target_ms.max(1)),
-            )),
+            BackendKind::RedisExact => Service::new(
+                RedisExact::new(redis, policy, prefix, memory),
+                self.options(),
+            ),
+            _ => {
+                let target = Duration::from_millis(self.lease_target_ms.max(1));
+                let leased = RedisLeased::new(redis, policy, prefix, self.max_lease, target);
+                Service::new(leased, self.options())
+            }
         })
     }
 }
@@ -301,8 +302,7 @@ pub async fn start(
     clock: SharedClock,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 ) -> Result<Running, String> {
-    let backend = config.backend(clock).await?;
-    let service = Arc::new(Service::new(backend, config.options()));
+    let service = Arc::new(config.service(clock).await?);
     let reloader = Arc::new(Reloader::new(
         config.config_dir.clone(),
         config.settings(),

@@ -13,6 +13,14 @@
 //!   the one-line targets in `fuzz/fuzz_targets/` and replayed on stable by this crate's
 //!   `tests/fuzz_regressions.rs`.
 //!
+//! # Layers
+//!
+//! Each layer uses only the ones below it, without a cycle; no module imports through
+//! this file, which only re-exports (`tests/layers.rs` of the workspace checks it, with
+//! the layers, on the source: `cargo test -p limitcore --test layers`):
+//! the models and strategies (`as_model`, `strategies`); the drivers (`differential`,
+//! `fuzz`).
+//!
 //! # Features
 //!
 //! Both on by default; `proptest` and `fuzz` pull in their decoding crates.

@@ -1,15 +1,20 @@
-//! [`Builder`](crate::Builder): the configuration of a [`RateLimitLayer`](crate::RateLimitLayer).
+//! [`Builder`](crate::Builder): the configuration of a [`RateLimitLayer`](crate::RateLimitLayer),
+//! and the layer's constructors (each makes a builder, or builds one with the defaults).
 
 use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
-use crate::key::{KeyExtractor, MissingKey, RequestHead};
-use crate::layer::RateLimitLayer;
+use crate::key::{GlobalKey, KeyExtractor, MissingKey, PeerIp, RequestHead};
+use crate::layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
+use crate::mode::{Local, OnLimiterError, Remote};
 use crate::policy::{CostFn, DelayMode, Shared, reserve};
-use crate::remote::{Local, OnLimiterError, Remote};
 use crate::telemetry::{Naming, RateMetrics};
 use http::StatusCode;
-use limitcore::KeyedReserve;
+use limitcore::rules::GcraRule;
+use limitcore::{
+    AsyncKeyedRateLimiter, Gcra, Global, Keyed, KeyedRateLimiter, KeyedReserve, Quota, QuotaError,
+};
 use std::fmt;
 use std::marker::PhantomData;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -462,5 +467,167 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
             }),
             mode: PhantomData,
         })
+    }
+}
+
+impl<X: KeyExtractor, L: KeyedRateLimiter<X::Key>> RateLimitLayer<X, L> {
+    /// The layer with every default: reject mode, status 429, `RateLimit` fields on
+    /// refusals, the extractor's own answer for requests with no key.
+    ///
+    /// # Panics
+    ///
+    /// Never (the default policy name is valid).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Gcra, Global, Quota};
+    /// use limitcore_tower::{GlobalKey, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::new(Global::new(Gcra::new(Quota::per_second(100)?)?), GlobalKey);
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
+    pub fn new(limiter: L, extractor: X) -> Self {
+        // The default policy name is valid.
+        match RateLimitLayer::builder(limiter, extractor).build() {
+            Ok(layer) => layer,
+            Err(_) => unreachable!("the default policy name is valid"),
+        }
+    }
+
+    /// A [`Builder`](crate::Builder) for `limiter` keyed by `extractor`, with the defaults of
+    /// [`RateLimitLayer::new`](crate::RateLimitLayer::new).
+    pub fn builder(limiter: L, extractor: X) -> Builder<X, L> {
+        Builder::defaults(limiter, extractor)
+    }
+}
+
+impl<X: KeyExtractor, L: AsyncKeyedRateLimiter<X::Key>> RateLimitLayer<X, L, Remote> {
+    /// A [`Builder`](crate::Builder) for a limiter whose decisions are **awaited**: any
+    /// [`AsyncKeyedRateLimiter<X::Key>`](AsyncKeyedRateLimiter) (a limit kept on a server,
+    /// one round trip per decision: `limitcore-redis`'s `RedisGcra`, `RedisSlidingLog`,
+    /// `RedisAll`; or one of your own), keyed by `extractor`, with the defaults of
+    /// [`RateLimitLayer::new`](crate::RateLimitLayer::new) and
+    /// [`OnLimiterError::Admit`]. The same headers, dry run, cost, statuses and
+    /// [`Outcome`](crate::Outcome)s as the synchronous layer; no delay mode; a failed
+    /// decision answered by [`Builder::on_limiter_error`](crate::Builder::on_limiter_error).
+    /// See [`Remote`] for how the request waits.
+    ///
+    /// A synchronous limiter is an `AsyncKeyedRateLimiter` too (its future is ready at once)
+    /// and works here, but [`RateLimitLayer::builder`] decides it without the boxed future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{Request, Response, StatusCode};
+    /// use limitcore::{AsyncKeyedRateLimiter, Decision, Keyed, KeyedRateLimiter, Quota};
+    /// use limitcore_tower::{GlobalKey, OnLimiterError, Outcome, RateLimitLayer};
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// /// A limit that answers after a (simulated) round trip, or fails while `down`.
+    /// struct Far { limit: Keyed<()>, down: AtomicBool }
+    ///
+    /// impl AsyncKeyedRateLimiter<()> for Far {
+    ///     type Error = &'static str;
+    ///     async fn decide_async(&self, key: &(), n: u32) -> Result<Decision, &'static str> {
+    ///         tokio::time::sleep(std::time::Duration::from_millis(1)).await; // the round trip
+    ///         if self.down.load(Ordering::Relaxed) { return Err("server down"); }
+    ///         Ok(self.limit.decide_n(key, n))
+    ///     }
+    ///     fn quota_for_key(&self, key: &()) -> Quota { self.limit.quota_for(key) }
+    /// }
+    ///
+    /// let far = Far { limit: Keyed::new(Quota::per_minute(1)?)?, down: AtomicBool::new(false) };
+    /// let layer = RateLimitLayer::remote(far, GlobalKey)
+    ///     .on_limiter_error(OnLimiterError::Refuse(StatusCode::SERVICE_UNAVAILABLE))
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    /// }));
+    /// assert_eq!(svc.clone().oneshot(Request::new(())).await?.status(), StatusCode::OK);
+    /// let second = svc.clone().oneshot(Request::new(())).await?;
+    /// assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(second.headers()["retry-after"], "60");
+    ///
+    /// layer.limiter().down.store(true, Ordering::Relaxed);
+    /// let failed = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(failed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// assert!(failed.headers().get("retry-after").is_none());
+    /// assert_eq!(failed.extensions().get::<Outcome>(), Some(&Outcome::LimiterError { admitted: false }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn remote(limiter: L, extractor: X) -> Builder<X, L, Remote> {
+        Builder::defaults(limiter, extractor)
+    }
+}
+
+impl<X: KeyExtractor, L, M> Builder<X, L, M> {
+    /// The defaults of every constructor.
+    fn defaults(limiter: L, extractor: X) -> Self {
+        Builder {
+            limiter,
+            extractor,
+            missing: None,
+            delay: None,
+            cost: None,
+            dry_run: false,
+            status: StatusCode::TOO_MANY_REQUESTS,
+            too_large: StatusCode::PAYLOAD_TOO_LARGE,
+            headers: RateLimitHeaders::OnRefusal,
+            legacy: false,
+            problem: false,
+            policy: "default".to_owned(),
+            outcome: true,
+            on_error: OnLimiterError::Admit,
+            naming: Naming::default(),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl RateLimitLayer<PeerIp, Keyed<IpAddr>> {
+    /// A builder limiting each client IP address (the peer's, [`PeerIp`]: IPv6 by /64) to
+    /// `quota` with GCRA, keeping at most [`DEFAULT_MAX_KEYS`] keys.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of GCRA for `quota`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_tower::RateLimitLayer;
+    /// let layer = RateLimitLayer::per_ip("100/min burst 20".parse()?)?.legacy_headers(true).build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn per_ip(quota: Quota) -> Result<Builder<PeerIp, Keyed<IpAddr>>, QuotaError> {
+        let limiter = Keyed::<IpAddr, GcraRule>::new(quota)?.with_max_keys(DEFAULT_MAX_KEYS);
+        Ok(RateLimitLayer::builder(limiter, PeerIp::new()))
+    }
+}
+
+impl RateLimitLayer<GlobalKey, Global<Gcra>> {
+    /// A builder limiting all requests together to `quota` with GCRA.
+    ///
+    /// # Errors
+    ///
+    /// The [`QuotaError`] of GCRA for `quota`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_tower::RateLimitLayer;
+    /// let layer = RateLimitLayer::global("1000/s".parse()?)?.build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn global(quota: Quota) -> Result<Builder<GlobalKey, Global<Gcra>>, QuotaError> {
+        Ok(RateLimitLayer::builder(
+            Global::new(Gcra::new(quota)?),
+            GlobalKey,
+        ))
     }
 }

@@ -28,6 +28,22 @@
 //!   ends**; shed requests answered with 503 at once or after a bounded queue wait; responses
 //!   classified for the adaptive rule (5xx and inner errors are drops).
 //!
+//! # Layers
+//!
+//! Each layer uses only the ones below it, without a cycle; no module imports through
+//! this file, which only re-exports (`tests/layers.rs` of the workspace checks it, with
+//! the layers, on the source: `cargo test -p limitcore --test layers`):
+//!
+//! 0. the vocabulary: the refusal bodies (`body`), `Forwarded` parsing (`forwarded`), the
+//!    rate-limit fields (`headers`), the decision modes (`mode`: [`Local`], [`Remote`],
+//!    [`OnLimiterError`]), [`Outcome`];
+//! 1. the keys ([`key`]) and the metrics (`telemetry`);
+//! 2. the decision a layer shares with its services (`policy`), the response future
+//!    (`future`);
+//! 3. the services (`service`, `remote`);
+//! 4. the layers and their builders (`layer`, `builder`, [`concurrency`], `pace`,
+//!    `limit_req`).
+//!
 //! # Quick start (axum)
 //!
 //! ```no_run
@@ -133,6 +149,7 @@ mod headers;
 pub mod key;
 mod layer;
 mod limit_req;
+mod mode;
 mod outcome;
 mod pace;
 mod policy;
@@ -151,7 +168,8 @@ pub use key::{
 };
 pub use layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
 pub use limit_req::LimitReq;
+pub use mode::{Local, OnLimiterError, Remote};
 pub use outcome::Outcome;
 pub use pace::{Pace, PaceFuture, PaceLayer};
-pub use remote::{Local, OnLimiterError, Remote, RemoteFuture};
+pub use remote::RemoteFuture;
 pub use service::RateLimit;

@@ -4,8 +4,8 @@
 
 use crate::headers::Fields;
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
+use crate::mode::OnLimiterError;
 use crate::outcome::Outcome;
-use crate::remote::OnLimiterError;
 use crate::telemetry::RateMetrics;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};

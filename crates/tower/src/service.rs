@@ -4,9 +4,9 @@
 use crate::body::RefusalBody;
 use crate::future::{Post, ResponseFuture};
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
+use crate::mode::Local;
 use crate::outcome::Outcome;
 use crate::policy::{Shared, missing_key};
-use crate::remote::Local;
 use http::{Request, Response};
 use limitcore::KeyedRateLimiter;
 use std::fmt;

@@ -2,10 +2,10 @@
 
 use super::{gcra_micros, parse, verdict, Answer};
 use crate::client::Redis;
+use crate::error::Error;
 use crate::policy::{Admission, Fallback, Policy, Verdict};
 use crate::scripts::{scripts, Script};
 use crate::time::RedisMicros;
-use crate::Error;
 use limitcore::{Decision, Quota};
 
 /// Several GCRA limits of one tenant (per second, per minute, per day...), decided all or

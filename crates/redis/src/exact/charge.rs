@@ -1,11 +1,12 @@
 //! Forced charges on [`RedisGcra`]: usage measured after the work (bytes read, CPU time),
 //! never refused by the limit, saturating at the burst plus the debt.
 
+use super::gcra::RedisGcra;
 use super::gcra::{Numbers, Op};
 use super::micros;
+use crate::error::Error;
 use crate::policy::{ChargeVerdict, Source};
 use crate::time::RedisMicros;
-use crate::{Error, RedisGcra};
 use limitcore::{Charged, Snapshot};
 
 /// What a forced charge on Redis did ([`RedisGcra::try_charge`]): the core's [`Charged`]

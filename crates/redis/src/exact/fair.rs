@@ -1,12 +1,12 @@
 //! The fair lease on [`RedisGcra`]: up to `n` cells of the key's GCRA, no more than the
 //! asking node's max-min fair share allows ([`fair`](crate::fair)).
 
-use super::gcra::Numbers;
-use super::{answer, int, micros, Answer};
+use super::gcra::{Numbers, RedisGcra};
+use super::{answer, int, micros, Answer, MAX_SPAN_US};
+use crate::error::Error;
 use crate::fair::{fair_key, Demand, FULL_DEMAND_PPM};
 use crate::scripts::scripts;
 use crate::time::RedisMicros;
-use crate::{Error, RedisGcra};
 use limitcore::Denied;
 use redis::Value;
 
@@ -48,7 +48,7 @@ impl Numbers {
     fn fair_args(&self, want: u32, demand: &Demand<'_>, now: Option<RedisMicros>) -> Vec<String> {
         let horizon_us = u64::try_from(demand.horizon.as_micros())
             .unwrap_or(u64::MAX)
-            .clamp(1, crate::MAX_SPAN_US);
+            .clamp(1, MAX_SPAN_US);
         vec![
             self.interval_us.to_string(),
             self.burst.to_string(),

@@ -2,10 +2,10 @@
 
 use super::{answer, int, micros, verdict, Answer, MAX_SPAN_US};
 use crate::client::Redis;
+use crate::error::Error;
 use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
 use crate::time::RedisMicros;
-use crate::Error;
 use limitcore::{BudgetConfig, Decision, Denied, Mode, Quota};
 use redis::Value;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! The exact limits: every decision is one script call on Redis (one round trip), so the
 //! whole fleet shares one state per key and the contract is the core's, on Redis's clock.
 
-use crate::policy::{Source, Verdict};
+use crate::error::Error;
+use crate::policy::{Policy, Source, Verdict};
 use crate::time::RedisMicros;
-use crate::Error;
 use limitcore::{Decision, Denied, Quota, Snapshot};
 use redis::Value;
 use std::time::Duration;
@@ -72,7 +72,7 @@ fn verdict(answer: Result<Answer, Error>, fallback: impl FnOnce() -> Verdict) ->
 /// request no policy can decide ([`Error::Quota`]) is always the error.
 fn settle(
     answer: Result<Answer, Error>,
-    policy: crate::Policy,
+    policy: Policy,
     fallback: impl FnOnce() -> Verdict,
 ) -> Result<Decision, Error> {
     match answer {

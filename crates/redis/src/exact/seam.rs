@@ -16,7 +16,7 @@
 //! overlap the core's.
 
 use super::{RedisAll, RedisGcra, RedisSlidingLog};
-use crate::Error;
+use crate::error::Error;
 use limitcore::{AsyncKeyedRateLimiter, Decision, Quota};
 use std::future::Future;
 use std::sync::Arc;

@@ -2,10 +2,10 @@
 
 use super::{parse, verdict, Answer, MAX_SPAN_US};
 use crate::client::Redis;
+use crate::error::Error;
 use crate::policy::{Fallback, Policy, Verdict};
 use crate::scripts::scripts;
 use crate::time::RedisMicros;
-use crate::Error;
 use limitcore::{Decision, Quota};
 
 /// The exact sliding log on Redis: at most `count` permits in **any** window of `period`

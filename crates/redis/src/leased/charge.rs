@@ -187,7 +187,7 @@ impl<C: Clock + Clone + 'static> LeasedKey<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RedisGcra;
+    use crate::exact::RedisGcra;
 
     /// Compiled, never run: the charge and acquire futures can be spawned or awaited in an
     /// HTTP handler (they are `Send`: no map guard is held across a round trip).

@@ -150,10 +150,10 @@
 //! entry and a new lease fetch.
 
 use crate::client::Redis;
+use crate::error::Error;
 use crate::exact::RedisGcra;
 use crate::policy::Policy;
 use crate::telemetry::LeaseMetrics;
-use crate::Error;
 use limitcore::clock::{Clock, MonotonicClock, Nanos};
 use limitcore::{Decision, Denied, KeyHasher, KeyedRateLimiter, Quota, Snapshot};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -109,6 +109,16 @@ impl Policy {
     pub fn propagates(self) -> bool {
         self == Policy::Propagate
     }
+
+    /// The metrics' `policy` label of this policy.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Policy::FailOpen => "fail_open",
+            Policy::FailClosed => "fail_closed",
+            Policy::FailLocal => "fail_local",
+            Policy::Propagate => "propagate",
+        }
+    }
 }
 
 /// Where a decision came from.
@@ -245,14 +255,14 @@ impl Fallback {
             capacity: quota.burst(),
             cooldown,
             local: Mutex::new(None),
-            metrics: FallbackMetrics::register(policy, limit),
+            metrics: FallbackMetrics::register(policy.label(), limit),
         }
     }
 
     /// The same policy on the limit now named `limit` (a new key prefix).
     pub(crate) fn renamed(self, limit: &str) -> Self {
         Fallback {
-            metrics: FallbackMetrics::register(self.policy, limit),
+            metrics: FallbackMetrics::register(self.policy.label(), limit),
             ..self
         }
     }

@@ -1,23 +1,100 @@
-//! Where decisions are made: in process ([`memory`]), exactly on Redis (`redis_exact`:
-//! one script call decides every descriptor of a request), or leased from Redis
-//! (`redis_leased`: local decisions on cells leased from Redis).
+//! [`Backend`]: where a service's decisions are made, behind one interface, as
+//! envoyproxy/ratelimit's `RateLimitCache` and limitador's `CounterStorage` are. Three
+//! places implement it: in process ([`Memory`]), exactly on Redis ([`RedisExact`]: one
+//! script call decides every descriptor of a request), or leased from Redis
+//! ([`RedisLeased`]: local decisions on cells leased from Redis). Each keeps its rules'
+//! states in a type of its own ([`Backend::Rule`]), so a rule built by one backend cannot
+//! reach another: the compiler refuses it.
 
 pub(crate) mod memory;
 pub(crate) mod redis_exact;
 pub(crate) mod redis_leased;
 
 use crate::config::Limit;
-use memory::{Memory, RuleLimiter};
+use limitcore::Decision;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use redis_exact::RedisExact;
-pub use redis_leased::RedisLeased;
+/// A place where a service's decisions are made: the states of its rules, and the decision
+/// of a request's matched descriptors ([`Item`]s) on them. The service builds each rule's
+/// state when a configuration is applied ([`Backend::rule`]) and hands every request's
+/// items to [`Backend::decide`].
+///
+/// # Examples
+///
+/// A backend that admits every request (a stand-in for a fail-open outage policy):
+///
+/// ```
+/// use limitcore_rls::{Backend, BackendError, Item, Limit, Mode, Options, Outcome, Service};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// #[derive(Debug)]
+/// struct Open;
+///
+/// impl Backend for Open {
+///     type Rule = Limit;
+///
+///     fn rule(&self, _scope: &str, limit: Limit, _previous: Option<&Arc<Limit>>) -> Result<Arc<Limit>, BackendError> {
+///         Ok(Arc::new(limit))
+///     }
+///
+///     async fn decide(&self, _domain: &str, items: &[Item<Limit>], _mode: Mode) -> Result<Vec<Outcome>, BackendError> {
+///         Ok(items.iter().map(|i| Outcome::admitted(i.rule.requests_per_unit, Duration::ZERO)).collect())
+///     }
+/// }
+///
+/// let service = Service::new(Open, Options::default());
+/// # let _ = service;
+/// ```
+pub trait Backend: fmt::Debug + Send + Sync + 'static {
+    /// A rule's state in this backend (a limiter, the names and numbers of its Redis keys,
+    /// its leases).
+    type Rule: fmt::Debug + Send + Sync + 'static;
+
+    /// The state of a rule with `limit` (a nonzero count), named `scope` (`"domain path"`,
+    /// or `"override unit:count"` for a request-side limit). `previous` is the rule's state
+    /// before a reload changed its limit: a backend that can carries its usage over.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError`] for a rule this backend cannot run (a sliding algorithm on Redis,
+    /// a window algorithm leased, a rate Redis cannot represent).
+    fn rule(
+        &self,
+        scope: &str,
+        limit: Limit,
+        previous: Option<&Arc<Self::Rule>>,
+    ) -> Result<Arc<Self::Rule>, BackendError>;
+
+    /// Decide `items`, the matched descriptors of one request in `domain`, by `mode`: one
+    /// [`Outcome`] per item, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError`] when the backend cannot decide (Redis unreachable under the
+    /// `error` policy; an operation its rules do not support, named "not supported").
+    fn decide(
+        &self,
+        domain: &str,
+        items: &[Item<Self::Rule>],
+        mode: Mode,
+    ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send;
+}
 
 /// What one descriptor asks of its rule.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::Op;
+///
+/// assert_eq!((Op::Take(3).permits(), Op::Check.permits(), Op::Refund(3).permits()), (3, 0, 0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
+pub enum Op {
     /// Take this many permits (at least 1).
     Take(u32),
     /// Consume nothing: report the state (a `hits_addend` of 0).
@@ -26,45 +103,55 @@ pub(crate) enum Op {
     Refund(u32),
 }
 
-/// One descriptor's part of a decision.
-#[derive(Debug, Clone)]
-pub(crate) struct Item {
-    /// What it asks.
-    pub(crate) op: Op,
-    /// The counter's key within the rule (the matched descriptor's values).
-    pub(crate) key: String,
-    /// A refusal of this item does not refuse the request (shadow or quota mode).
-    pub(crate) soft: bool,
-    /// The rule's state in the backend.
-    pub(crate) handle: Handle,
+impl Op {
+    /// The permits the decision takes: a refund's are given back before it.
+    pub fn permits(self) -> u32 {
+        match self {
+            Op::Take(n) => n,
+            Op::Check | Op::Refund(_) => 0,
+        }
+    }
 }
 
-/// A rule's state in a backend.
-#[derive(Debug, Clone)]
-pub(crate) enum Handle {
-    /// In process.
-    Memory(Arc<RuleLimiter>),
-    /// On Redis, exact.
-    Exact(Arc<redis_exact::RuleParams>),
-    /// On Redis, leased.
-    Leased(Arc<redis_leased::RuleLease>),
+/// One descriptor's part of a decision, on a rule's state `R`.
+#[derive(Debug)]
+pub struct Item<R> {
+    /// What it asks.
+    pub op: Op,
+    /// The counter's key within the rule (the matched descriptor's values).
+    pub key: String,
+    /// A refusal of this item does not refuse the request (shadow or quota mode).
+    pub soft: bool,
+    /// The rule's state in the backend.
+    pub rule: Arc<R>,
 }
 
 /// One descriptor's outcome.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::Outcome;
+/// use std::time::Duration;
+///
+/// let o = Outcome::refused(0, Duration::from_secs(2));
+/// assert!(!o.admitted && o.reset == Some(Duration::from_secs(2)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// Whether its rule admitted it (alone: in an all-or-nothing refusal, a rule that would
     /// admit is reported admitted, and was not charged).
-    pub(crate) admitted: bool,
+    pub admitted: bool,
     /// Permits left after the decision.
-    pub(crate) remaining: u32,
+    pub remaining: u32,
     /// Admitted: the time until the state is full again; refused: the time until the same
     /// request would be admitted in full.
-    pub(crate) reset: Option<Duration>,
+    pub reset: Option<Duration>,
 }
 
 impl Outcome {
-    pub(crate) fn admitted(remaining: u32, full_after: Duration) -> Self {
+    /// Admitted, `remaining` permits left, full again after `full_after`.
+    pub fn admitted(remaining: u32, full_after: Duration) -> Self {
         Outcome {
             admitted: true,
             remaining,
@@ -72,11 +159,27 @@ impl Outcome {
         }
     }
 
-    pub(crate) fn refused(remaining: u32, reset: Duration) -> Self {
+    /// Refused, `remaining` permits left, the same request admitted after `reset`.
+    pub fn refused(remaining: u32, reset: Duration) -> Self {
         Outcome {
             admitted: false,
             remaining,
             reset: Some(reset),
+        }
+    }
+}
+
+impl From<Decision> for Outcome {
+    /// The core's decision: refused, the time until it could be admitted in full, or, when
+    /// no wait can (above the capacity), the time until the state is full again.
+    fn from(decision: Decision) -> Self {
+        let state = decision.state;
+        match decision.result {
+            Ok(()) => Outcome::admitted(state.remaining, state.full_after),
+            Err(denied) => Outcome::refused(
+                state.remaining,
+                denied.retry_after().unwrap_or(state.full_after),
+            ),
         }
     }
 }
@@ -119,8 +222,9 @@ impl std::str::FromStr for Mode {
 }
 
 /// A backend could not decide (Redis unreachable under the `error` policy, a rule it cannot
-/// run); answered as gRPC `UNAVAILABLE` (or, for a request it can never decide,
-/// `INVALID_ARGUMENT`), so that the proxy applies its `failure_mode_deny`.
+/// run); answered as gRPC `UNAVAILABLE` (or, for a request it can never decide, one whose
+/// message says "not supported", `INVALID_ARGUMENT`), so that the proxy applies its
+/// `failure_mode_deny`.
 ///
 /// # Examples
 ///
@@ -138,76 +242,3 @@ impl fmt::Display for BackendError {
 }
 
 impl std::error::Error for BackendError {}
-
-/// The backend of a service.
-#[derive(Debug, Clone)]
-pub enum Backend {
-    /// In process: the core's keyed limiters.
-    Memory(Memory),
-    /// On Redis, exact: one script call per request.
-    RedisExact(RedisExact),
-    /// On Redis, leased: local decisions on cells leased from Redis.
-    RedisLeased(RedisLeased),
-}
-
-impl Backend {
-    /// An in-process backend on `clock`, at most `max_keys` keys per rule.
-    pub fn memory(clock: crate::SharedClock, max_keys: usize) -> Self {
-        Backend::Memory(Memory { clock, max_keys })
-    }
-
-    /// The state of a rule with `limit` (a nonzero count), keeping `previous`'s where the
-    /// backend can (a changed limit carries usage over).
-    pub(crate) fn handle(
-        &self,
-        scope: &str,
-        limit: Limit,
-        previous: Option<&Handle>,
-    ) -> Result<Handle, BackendError> {
-        match self {
-            Backend::Memory(m) => {
-                let previous = match previous {
-                    Some(Handle::Memory(p)) => Some(Arc::clone(p)),
-                    _ => None,
-                };
-                Ok(Handle::Memory(RuleLimiter::new(
-                    limit, &m.clock, m.max_keys, previous,
-                )?))
-            }
-            Backend::RedisExact(r) => r.handle(scope, limit).map(Handle::Exact),
-            Backend::RedisLeased(r) => r.handle(scope, limit).map(Handle::Leased),
-        }
-    }
-
-    /// Whether a handle can be kept as it is for `limit` (same limit, same backend).
-    pub(crate) fn keeps(handle: &Handle, limit: &Limit) -> bool {
-        match handle {
-            Handle::Memory(rl) => rl.limit == *limit,
-            Handle::Exact(p) => p.limit == *limit,
-            Handle::Leased(l) => l.limit == *limit,
-        }
-    }
-
-    /// Decide `items` for `domain`.
-    pub(crate) async fn decide(
-        &self,
-        domain: &str,
-        items: &[Item],
-        mode: Mode,
-    ) -> Result<Vec<Outcome>, BackendError> {
-        match self {
-            Backend::Memory(m) => {
-                let limiters: Vec<&RuleLimiter> = items
-                    .iter()
-                    .map(|i| match &i.handle {
-                        Handle::Memory(rl) => Ok(&**rl),
-                        _ => Err(BackendError("a rule of another backend".into())),
-                    })
-                    .collect::<Result<_, _>>()?;
-                m.decide(items, &limiters, mode)
-            }
-            Backend::RedisExact(r) => r.decide(domain, items, mode).await,
-            Backend::RedisLeased(r) => r.decide(items, mode).await,
-        }
-    }
-}

@@ -22,14 +22,15 @@
 //! again. Every number stays below 2^53 (µs times of today are about 2^50.6; a period is at
 //! most a year, 2^45 µs).
 
-use super::memory::{Memory, RuleLimiter};
-use super::{Handle, Item, Mode, Op, Outcome};
+use super::memory::rule::RuleLimiter;
+use super::memory::Memory;
+use super::{Backend, BackendError, Item, Mode, Op, Outcome};
 use crate::config::Limit;
-use crate::BackendError;
 use limitcore::Algorithm;
 use limitcore_redis::scripts::Script;
 use limitcore_redis::{gcra_micros, Policy, Redis};
 use redis::Value;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,9 +162,11 @@ fn script() -> &'static Script {
     HASHED.get_or_init(|| Script::new(SCRIPT))
 }
 
-/// A rule's numbers on Redis, and its local limit for the `fail-local` policy.
+/// One rule's state in the exact Redis backend ([`RedisExact`]'s
+/// [`Backend::Rule`]): its key prefix and numbers on Redis, and its local limit for the
+/// `fail-local` policy. Built by [`Backend::rule`].
 #[derive(Debug)]
-pub(crate) struct RuleParams {
+pub struct RuleParams {
     pub(crate) limit: Limit,
     /// `{prefix}{domain}:path:` — a descriptor's counter key follows.
     key_prefix: String,
@@ -175,7 +178,26 @@ pub(crate) struct RuleParams {
     local: Option<Arc<RuleLimiter>>,
 }
 
-/// The exact Redis backend.
+/// The exact Redis backend: one script call decides every descriptor of a request, all or
+/// nothing (or each on its own), atomically on Redis's clock; the outage policy decides
+/// while Redis cannot (`fail-local`: in process, on [`Memory`], at the rate divided by the
+/// node count).
+///
+/// # Examples
+///
+/// ```no_run
+/// use limitcore_redis::{Policy, Redis, RedisConfig};
+/// use limitcore_rls::{Memory, Options, RedisExact, Service, UnixClock};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+/// let local = Memory::new(UnixClock::shared(), 100_000);
+/// let exact = RedisExact::new(redis, Policy::FailLocal, "lcrls:", local);
+/// exact.load_script().await?;
+/// let service = Service::new(exact, Options::default());
+/// # let _ = service;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RedisExact {
     redis: Redis,
@@ -196,19 +218,7 @@ impl std::fmt::Debug for RedisExact {
 impl RedisExact {
     /// The backend on `redis`, deciding by `policy` when Redis cannot answer, with keys
     /// under `prefix`; `local` is the in-process backend the `fail-local` policy uses.
-    pub fn new(
-        redis: Redis,
-        policy: Policy,
-        prefix: impl Into<String>,
-        local: crate::Backend,
-    ) -> Self {
-        let local = match local {
-            crate::Backend::Memory(m) => m,
-            _ => Memory {
-                clock: crate::UnixClock::shared(),
-                max_keys: 1 << 20,
-            },
-        };
+    pub fn new(redis: Redis, policy: Policy, prefix: impl Into<String>, local: Memory) -> Self {
         RedisExact {
             redis,
             policy,
@@ -235,99 +245,10 @@ impl RedisExact {
         &self.redis
     }
 
-    /// A rule's numbers.
-    pub(crate) fn handle(
-        &self,
-        scope: &str,
-        limit: Limit,
-    ) -> Result<Arc<RuleParams>, BackendError> {
-        let quota = limit
-            .quota()
-            .map_err(|e| BackendError(format!("{scope}: {e}")))?;
-        let (alg, p1, p2) = match limit.algorithm {
-            Algorithm::Gcra | Algorithm::TokenBucket => {
-                let (t, burst) = gcra_micros(&quota).map_err(|e| BackendError(format!("{scope}: {e}")))?;
-                ("g", t, u64::from(burst))
-            }
-            Algorithm::FixedWindow => ("f", limit.unit.seconds() * 1_000_000, u64::from(limit.requests_per_unit)),
-            other => {
-                return Err(BackendError(format!(
-                    "{scope}: {other} rules are not available on the redis-exact backend (gcra, token-bucket and fixed-window are)"
-                )))
-            }
-        };
-        let (domain, path) = scope.split_once(' ').unwrap_or((scope, ""));
-        let local = if self.policy == Policy::FailLocal {
-            let nodes = self.redis.nodes().max(1);
-            let share = Limit {
-                requests_per_unit: (limit.requests_per_unit / nodes).max(1),
-                burst: limit.burst.map(|b| (b / nodes).max(1)),
-                ..limit
-            };
-            Some(RuleLimiter::new(
-                share,
-                &self.local.clock,
-                self.local.max_keys,
-                None,
-            )?)
-        } else {
-            None
-        };
-        Ok(Arc::new(RuleParams {
-            limit,
-            key_prefix: format!("{}{{{domain}}}:{path}:", self.prefix),
-            alg,
-            p1,
-            p2,
-            local,
-        }))
-    }
-
-    /// Decide `items` in one script call; when Redis cannot answer, by the policy.
-    pub(crate) async fn decide(
-        &self,
-        _domain: &str,
-        items: &[Item],
-        mode: Mode,
-    ) -> Result<Vec<Outcome>, BackendError> {
-        let params: Vec<&RuleParams> = items
-            .iter()
-            .map(|i| match &i.handle {
-                Handle::Exact(p) => Ok(&**p),
-                _ => Err(BackendError("a rule of another backend".into())),
-            })
-            .collect::<Result<_, _>>()?;
-        let keys: Vec<String> = items
-            .iter()
-            .zip(&params)
-            .map(|(i, p)| format!("{}{}", p.key_prefix, i.key))
-            .collect();
-        let mut args: Vec<String> = Vec::with_capacity(1 + items.len() * 6);
-        args.push(if mode == Mode::AllOrNothing { "a" } else { "e" }.to_owned());
-        for (item, p) in items.iter().zip(&params) {
-            let (op, n) = match item.op {
-                Op::Take(n) => ("t", n),
-                Op::Check => ("c", 0),
-                Op::Refund(n) => ("r", n),
-            };
-            args.push(p.alg.to_owned());
-            args.push(p.p1.to_string());
-            args.push(p.p2.to_string());
-            args.push(op.to_owned());
-            args.push(n.to_string());
-            args.push(if item.soft { "1" } else { "0" }.to_owned());
-        }
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        match self.redis.eval(script(), &keys, &args).await {
-            Ok(value) => parse(&value, items.len()),
-            Err(e) => self.fallback(items, &params, mode, e),
-        }
-    }
-
     /// The outage policy's decision.
     fn fallback(
         &self,
-        items: &[Item],
+        items: &[Item<RuleParams>],
         params: &[&RuleParams],
         mode: Mode,
         error: limitcore_redis::Error,
@@ -354,9 +275,95 @@ impl RedisExact {
                             .ok_or_else(|| BackendError(error.to_string()))
                     })
                     .collect::<Result<_, _>>()?;
-                self.local.decide(items, &limiters, mode)
+                self.local.decide_on(items, &limiters, mode)
             }
             _ => Err(BackendError(format!("redis: {error}"))),
+        }
+    }
+}
+
+impl Backend for RedisExact {
+    type Rule = RuleParams;
+
+    /// A rule's numbers.
+    fn rule(
+        &self,
+        scope: &str,
+        limit: Limit,
+        _previous: Option<&Arc<RuleParams>>,
+    ) -> Result<Arc<RuleParams>, BackendError> {
+        let quota = limit
+            .quota()
+            .map_err(|e| BackendError(format!("{scope}: {e}")))?;
+        let (alg, p1, p2) = match limit.algorithm {
+            Algorithm::Gcra | Algorithm::TokenBucket => {
+                let (t, burst) = gcra_micros(&quota).map_err(|e| BackendError(format!("{scope}: {e}")))?;
+                ("g", t, u64::from(burst))
+            }
+            Algorithm::FixedWindow => ("f", limit.unit.seconds() * 1_000_000, u64::from(limit.requests_per_unit)),
+            other => {
+                return Err(BackendError(format!(
+                    "{scope}: {other} rules are not available on the redis-exact backend (gcra, token-bucket and fixed-window are)"
+                )))
+            }
+        };
+        let (domain, path) = scope.split_once(' ').unwrap_or((scope, ""));
+        let local = if self.policy == Policy::FailLocal {
+            let nodes = self.redis.nodes().max(1);
+            let share = Limit {
+                requests_per_unit: (limit.requests_per_unit / nodes).max(1),
+                burst: limit.burst.map(|b| (b / nodes).max(1)),
+                ..limit
+            };
+            Some(self.local.rule(scope, share, None)?)
+        } else {
+            None
+        };
+        Ok(Arc::new(RuleParams {
+            limit,
+            key_prefix: format!("{}{{{domain}}}:{path}:", self.prefix),
+            alg,
+            p1,
+            p2,
+            local,
+        }))
+    }
+
+    /// Decide `items` in one script call; when Redis cannot answer, by the policy.
+    #[allow(clippy::manual_async_fn)] // The trait's future must be `Send`.
+    fn decide(
+        &self,
+        _domain: &str,
+        items: &[Item<RuleParams>],
+        mode: Mode,
+    ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send {
+        async move {
+            let params: Vec<&RuleParams> = items.iter().map(|i| &*i.rule).collect();
+            let keys: Vec<String> = items
+                .iter()
+                .zip(&params)
+                .map(|(i, p)| format!("{}{}", p.key_prefix, i.key))
+                .collect();
+            let mut args: Vec<String> = Vec::with_capacity(1 + items.len() * 6);
+            args.push(if mode == Mode::AllOrNothing { "a" } else { "e" }.to_owned());
+            for (item, p) in items.iter().zip(&params) {
+                let (op, n) = match item.op {
+                    Op::Take(n) => ("t", n),
+                    Op::Check => ("c", 0),
+                    Op::Refund(n) => ("r", n),
+                };
+                args.push(p.alg.to_owned());
+                args.push(p.p1.to_string());
+                args.push(p.p2.to_string());
+                args.push(op.to_owned());
+                args.push(n.to_string());
+                args.push(if item.soft { "1" } else { "0" }.to_owned());
+            }
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            match self.redis.eval(script(), &keys, &args).await {
+                Ok(value) => parse(&value, items.len()),
+                Err(e) => self.fallback(items, &params, mode, e),
+            }
         }
     }
 }

@@ -9,22 +9,38 @@
 //! never admit more than the bound. The exact and in-process backends charge nothing on a
 //! refusal. Only `gcra` and `token-bucket` rules run leased.
 
-use super::{Item, Mode, Op, Outcome};
+use super::{Backend, BackendError, Item, Mode, Op, Outcome};
 use crate::config::Limit;
-use crate::BackendError;
 use limitcore::{Algorithm, KeyedRateLimiter};
-use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis};
+use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, Source};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A rule's leased limiter.
+/// One rule's state in the leased Redis backend ([`RedisLeased`]'s [`Backend::Rule`]):
+/// its leased limiter. Built by [`Backend::rule`].
 #[derive(Debug)]
-pub(crate) struct RuleLease {
-    pub(crate) limit: Limit,
+pub struct RuleLease {
     limiter: LeasedLimiter,
 }
 
-/// The leased Redis backend.
+/// The leased Redis backend: each rule a [`LeasedLimiter`] deciding locally on cells
+/// leased from Redis.
+///
+/// # Examples
+///
+/// ```no_run
+/// use limitcore_redis::{Policy, Redis, RedisConfig};
+/// use limitcore_rls::{Options, RedisLeased, Service};
+/// use std::time::Duration;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+/// let leased = RedisLeased::new(redis, Policy::FailLocal, "lcrls:", 16, Duration::from_millis(50));
+/// let service = Service::new(leased, Options::default());
+/// # let _ = service;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RedisLeased {
     redis: Redis,
@@ -68,9 +84,18 @@ impl RedisLeased {
     pub fn redis(&self) -> &Redis {
         &self.redis
     }
+}
 
-    /// A rule's leased limiter.
-    pub(crate) fn handle(&self, scope: &str, limit: Limit) -> Result<Arc<RuleLease>, BackendError> {
+impl Backend for RedisLeased {
+    type Rule = RuleLease;
+
+    /// A rule's leased limiter (rules are built inside a tokio runtime).
+    fn rule(
+        &self,
+        scope: &str,
+        limit: Limit,
+        _previous: Option<&Arc<RuleLease>>,
+    ) -> Result<Arc<RuleLease>, BackendError> {
         if !matches!(limit.algorithm, Algorithm::Gcra | Algorithm::TokenBucket) {
             return Err(BackendError(format!(
                 "{scope}: {} rules cannot run leased (the leased backend runs gcra and token-bucket)",
@@ -86,27 +111,27 @@ impl RedisLeased {
             .prefix(format!("{}lease:{{{domain}}}:{path}:", self.prefix));
         let limiter = LeasedLimiter::new(self.redis.clone(), quota, config, self.policy)
             .map_err(|e| BackendError(format!("{scope}: {e}")))?;
-        Ok(Arc::new(RuleLease { limit, limiter }))
+        Ok(Arc::new(RuleLease { limiter }))
     }
 
     /// Decide `items` on the leases.
-    pub(crate) async fn decide(
+    #[allow(clippy::manual_async_fn)] // The trait's future must be `Send`.
+    fn decide(
         &self,
-        items: &[Item],
+        _domain: &str,
+        items: &[Item<RuleLease>],
         mode: Mode,
-    ) -> Result<Vec<Outcome>, BackendError> {
-        let mut out = Vec::with_capacity(items.len());
-        let mut refused = false;
-        for item in items {
-            let super::Handle::Leased(rule) = &item.handle else {
-                return Err(BackendError("a rule of another backend".into()));
-            };
-            let limiter = &rule.limiter;
-            let read = || {
-                let s = limiter.snapshot(item.key.as_str());
-                Outcome::admitted(s.remaining, s.full_after)
-            };
-            let outcome = match item.op {
+    ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(items.len());
+            let mut refused = false;
+            for item in items {
+                let limiter = &item.rule.limiter;
+                let read = || {
+                    let s = limiter.snapshot(item.key.as_str());
+                    Outcome::admitted(s.remaining, s.full_after)
+                };
+                let outcome = match item.op {
                 Op::Check => read(),
                 Op::Refund(_) => {
                     return Err(BackendError(
@@ -123,23 +148,18 @@ impl RedisLeased {
                 }
                 Op::Take(n) => {
                     let verdict = limiter.acquire(&item.key, n).await;
-                    if self.policy == Policy::Propagate && matches!(verdict.source, limitcore_redis::Source::Fallback { .. }) {
+                    if self.policy == Policy::Propagate && matches!(verdict.source, Source::Fallback { .. }) {
                         return Err(BackendError("redis unavailable (leased backend)".into()));
                     }
-                    let state = verdict.decision.state;
-                    match verdict.decision.result {
-                        Ok(()) => Outcome::admitted(state.remaining, state.full_after),
-                        Err(denied) => {
-                            if !item.soft && mode == Mode::AllOrNothing {
-                                refused = true;
-                            }
-                            Outcome::refused(state.remaining, denied.retry_after().unwrap_or(state.full_after))
-                        }
+                    if !verdict.decision.is_admitted() && !item.soft && mode == Mode::AllOrNothing {
+                        refused = true;
                     }
+                    verdict.decision.into()
                 }
             };
-            out.push(outcome);
+                out.push(outcome);
+            }
+            Ok(out)
         }
-        Ok(out)
     }
 }

@@ -1,6 +1,7 @@
 //! [`PermitBody`]: a response body that holds its request's permit until its end.
 
 use super::tracked::Tracked;
+use crate::body::RefusalBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use limitcore::concurrency::{Completion, Feedback, Fixed};
@@ -202,6 +203,6 @@ impl<B, F: Feedback> fmt::Debug for PermitBody<B, F> {
 }
 
 /// The body of one of the layer's own responses, in `B`.
-pub(crate) fn refusal<B: crate::RefusalBody, F: Feedback>(bytes: Bytes) -> PermitBody<B, F> {
+pub(crate) fn refusal<B: RefusalBody, F: Feedback>(bytes: Bytes) -> PermitBody<B, F> {
     PermitBody::without_permit(B::refusal(bytes))
 }

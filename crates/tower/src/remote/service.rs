@@ -2,10 +2,10 @@
 //! decision awaited in its [`RemoteFuture`].
 
 use super::future::{Deciding, RemoteFuture, Ruling};
-use super::{OnLimiterError, Remote};
 use crate::body::RefusalBody;
 use crate::future::Post;
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
+use crate::mode::{OnLimiterError, Remote};
 use crate::outcome::Outcome;
 use crate::policy::{Shared, Verdict, answer, missing_key, rejected};
 use crate::service::RateLimit;

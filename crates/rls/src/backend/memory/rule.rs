@@ -1,0 +1,180 @@
+//! [`RuleLimiter`]: one rule of the in-process backend: the core's keyed limiter of the
+//! rule's algorithm (bounded memory), a changed limit's usage carried over on reload, and
+//! negative hits given back.
+
+use crate::backend::BackendError;
+use crate::clock::SharedClock;
+use crate::config::Limit;
+use dashmap::DashMap;
+use limitcore::clock::Nanos;
+use limitcore::{Algorithm, KeyedRefund, Receipt};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// One rule's state in the in-process backend ([`Memory`](super::Memory)'s
+/// [`Backend::Rule`](crate::Backend::Rule)): a keyed limiter of the rule's algorithm
+/// (`token-bucket` runs on GCRA's rule: the core's token bucket makes exactly GCRA's
+/// decisions), and, for a while after a reload that changed the rule's limit, the limiter
+/// it replaced.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::Algorithm;
+/// use limitcore_rls::{Backend, Limit, Memory, Unit, UnixClock};
+///
+/// let memory = Memory::new(UnixClock::shared(), 1000);
+/// let limit = Limit::new(10, Unit::Second, Algorithm::Gcra, None);
+/// let rule = memory.rule("api user", limit, None)?;
+/// let changed = memory.rule("api user", Limit { requests_per_unit: 5, ..limit }, Some(&rule))?;
+/// # let _ = changed;
+/// # Ok::<(), limitcore_rls::BackendError>(())
+/// ```
+pub struct RuleLimiter {
+    pub(crate) limit: Limit,
+    limiter: Box<dyn KeyedRefund<str>>,
+    period_ns: Nanos,
+    /// The replaced limiter whose usage is carried over key by key, while `carrying`.
+    carry: RwLock<Option<Arc<Carry>>>,
+    carrying: AtomicBool,
+}
+
+impl std::fmt::Debug for RuleLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleLimiter")
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+/// A replaced limiter, and the keys whose usage was carried from it already.
+struct Carry {
+    old: Arc<RuleLimiter>,
+    /// Carry-over ends at this time (ns of the clock): by then every state of the old
+    /// limiter is fresh (two of its periods, plus the core's eviction grace).
+    until: Nanos,
+    done: DashMap<String, ()>,
+}
+
+impl RuleLimiter {
+    /// A fresh limiter for `limit` (nonzero count), carrying over from `previous` if given.
+    pub(crate) fn new(
+        limit: Limit,
+        clock: &SharedClock,
+        max_keys: usize,
+        previous: Option<Arc<RuleLimiter>>,
+    ) -> Result<Arc<Self>, BackendError> {
+        let quota = limit
+            .quota()
+            .map_err(|e| BackendError(format!("limit {limit:?}: {e}")))?;
+        let algorithm = match limit.algorithm {
+            Algorithm::TokenBucket => Algorithm::Gcra,
+            a => a,
+        };
+        let limiter = algorithm
+            .keyed::<str, SharedClock>(quota, Arc::clone(clock), Some(max_keys))
+            .map_err(|e| BackendError(format!("limit {limit:?}: {e}")))?;
+        let now = clock.now();
+        let period_ns = quota.period_ns();
+        let carry = previous.map(|old| {
+            let grace = 1 << 30;
+            Arc::new(Carry {
+                until: now
+                    .saturating_add(old.period_ns.saturating_mul(2))
+                    .saturating_add(grace),
+                old,
+                done: DashMap::new(),
+            })
+        });
+        Ok(Arc::new(RuleLimiter {
+            limit,
+            limiter,
+            period_ns,
+            carrying: AtomicBool::new(carry.is_some()),
+            carry: RwLock::new(carry),
+        }))
+    }
+
+    /// The keyed limiter the rule decides on.
+    pub(crate) fn limiter(&self) -> &dyn KeyedRefund<str> {
+        &*self.limiter
+    }
+
+    /// The most permits one request can take for `key`.
+    fn capacity(&self, key: &str) -> u32 {
+        self.limiter.quota_for(key).burst()
+    }
+
+    /// Before `key`'s first decision after a reload that changed this rule's limit: charge
+    /// the usage the replaced limiter holds for the key (capacity minus remaining, at most
+    /// this limit's capacity), once, under the key's entry lock, so that no decision for the
+    /// key runs before it lands. Usage is counted in permits and re-timed at the new limit
+    /// (as the core's live reconfiguration keeps a budget's state): never more permissive
+    /// than the old state, to within one permit.
+    pub(crate) fn carry_over(&self, key: &str, now: Nanos) {
+        // Relaxed: a hint; the lock below decides.
+        if !self.carrying.load(Ordering::Relaxed) {
+            return;
+        }
+        let carry = match self.carry.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let Some(carry) = carry else {
+            return;
+        };
+        if now >= carry.until {
+            self.carrying.store(false, Ordering::Relaxed);
+            if let Ok(mut guard) = self.carry.write() {
+                *guard = None;
+            }
+            return;
+        }
+        if carry.done.contains_key(key) {
+            return;
+        }
+        carry.done.entry(key.to_owned()).or_insert_with(|| {
+            let old = &carry.old;
+            let used = old
+                .capacity(key)
+                .saturating_sub(old.limiter.snapshot_at(key, now).remaining);
+            let take = used.min(self.capacity(key));
+            if take > 0 {
+                let _ = self.limiter.try_acquire_n_at(key, take, now);
+            }
+        });
+    }
+
+    /// Negative hits (`is_negative_hits`): give back up to `n` permits of `key` at `now`,
+    /// never past an empty state, through a receipt minted from the meaning each rule gives
+    /// its mark.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError`] ("not supported") for a rule with no such receipt (sliding log).
+    // TODO(issue 37): the core's credit.
+    pub(crate) fn give_back(&self, key: &str, n: u32, now: Nanos) -> Result<(), BackendError> {
+        let used = self
+            .capacity(key)
+            .saturating_sub(self.limiter.snapshot_at(key, now).remaining);
+        let receipt = match self.limit.algorithm {
+            // The TAT rules' receipt marks where the admission started: marking it now
+            // gives the whole cost back, the TAT saturating at an empty state.
+            Algorithm::Gcra | Algorithm::TokenBucket => Receipt::new(n, now),
+            // The window rules' receipt marks the window: this one, at most its usage.
+            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+                Receipt::new(n.min(used), now / self.period_ns.max(1))
+            }
+            _ => {
+                return Err(BackendError(format!(
+                    "is_negative_hits is not supported by {} rules",
+                    self.limit.algorithm
+                )))
+            }
+        };
+        if receipt.n() > 0 {
+            self.limiter.refund(key, receipt, now);
+        }
+        Ok(())
+    }
+}
