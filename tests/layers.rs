@@ -140,11 +140,18 @@ const CRATES: &[Crate] = &[
         layers: &[
             (
                 "vocabulary",
-                &["body", "forwarded", "headers", "mode", "outcome"],
+                &[
+                    "body",
+                    "forwarded",
+                    "headers",
+                    "mode",
+                    "response_cost",
+                    "outcome",
+                ],
             ),
             ("keys and metrics", &["key", "telemetry"]),
             ("decisions", &["policy", "future"]),
-            ("services", &["service", "remote"]),
+            ("services", &["service", "remote", "metered"]),
             (
                 "layers",
                 &["layer", "builder", "concurrency", "pace", "limit_req"],

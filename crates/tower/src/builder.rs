@@ -4,13 +4,15 @@
 use crate::headers::{Fields, InvalidPolicyName, RateLimitHeaders, quote_policy};
 use crate::key::{GlobalKey, KeyExtractor, MissingKey, PeerIp, RequestHead};
 use crate::layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
-use crate::mode::{Local, OnLimiterError, Remote};
+use crate::mode::{Local, Metered, OnLimiterError, Remote};
 use crate::policy::{CostFn, DelayMode, Shared, reserve};
+use crate::response_cost::ResponseCost;
 use crate::telemetry::{Naming, RateMetrics};
 use http::StatusCode;
 use limitcore::rules::GcraRule;
 use limitcore::{
-    AsyncKeyedRateLimiter, Gcra, Global, Keyed, KeyedRateLimiter, KeyedReserve, Quota, QuotaError,
+    AsyncKeyedRateLimiter, Gcra, Global, Keyed, KeyedRateLimiter, KeyedRefund, KeyedReserve, Quota,
+    QuotaError,
 };
 use std::fmt;
 use std::marker::PhantomData;
@@ -21,7 +23,9 @@ use std::time::Duration;
 /// Configures a [`RateLimitLayer`](crate::RateLimitLayer); made by [`RateLimitLayer::builder`](crate::RateLimitLayer::builder) and the
 /// convenience constructors, or by [`RateLimitLayer::remote`](crate::RateLimitLayer::remote) for a limiter whose
 /// decisions are awaited (`M` = [`Remote`]: every setting but [`Builder::delay`], plus
-/// [`Builder::on_limiter_error`]).
+/// [`Builder::on_limiter_error`]); [`Builder::response_cost`] turns a local one into a
+/// layer whose requests cost what their responses say (`M` = [`Metered`]: every setting
+/// but [`Builder::delay`]).
 ///
 /// # Examples
 ///
@@ -46,6 +50,7 @@ pub struct Builder<X: KeyExtractor, L, M = Local> {
     pub(crate) missing: Option<MissingKey<X::Key>>,
     pub(crate) delay: Option<DelayMode<L, X::Key>>,
     pub(crate) cost: Option<Box<CostFn>>,
+    pub(crate) response_cost: Option<ResponseCost>,
     pub(crate) dry_run: bool,
     pub(crate) status: StatusCode,
     pub(crate) too_large: StatusCode,
@@ -65,6 +70,7 @@ impl<X: KeyExtractor, L, M> fmt::Debug for Builder<X, L, M> {
             .field("delay", &self.delay.as_ref().map(|d| d.max_wait))
             .field("dry_run", &self.dry_run)
             .field("cost", &self.cost.is_some())
+            .field("response_cost", &self.response_cost)
             .field("status", &self.status)
             .field("too_large", &self.too_large)
             .field("headers", &self.headers)
@@ -140,6 +146,94 @@ impl<X: KeyExtractor, L: KeyedReserve<X::Key>> Builder<X, L, Local> {
             reserve: reserve::<L, X::Key>,
         });
         self
+    }
+}
+
+impl<X: KeyExtractor, L: KeyedRefund<X::Key>> Builder<X, L, Local> {
+    /// Requests cost what their **responses** say: `cost` read from each response (a header,
+    /// the body's bytes, a closure over its head: [`ResponseCost`]) and recorded once, when
+    /// its body ends or is dropped. The layer becomes [`Metered`] (its responses' body is
+    /// [`MeteredBody`](crate::MeteredBody)); see [`Metered`] for the whole behaviour.
+    ///
+    /// - A request's own cost ([`Builder::cost`]) becomes an **estimate**, 0 by default: a
+    ///   request is then admitted while its key is not in debt, and charged its response's
+    ///   cost at the end (`KeyedRefund::charge_at`). A non-zero estimate is reserved
+    ///   (`KeyedRefund::acquire_refundable_at`) and **settled** to the response's cost
+    ///   (`KeyedRefund::settle`): the unused part given back, the excess charged as debt.
+    /// - The response's `RateLimit` fields are the state before its own cost is charged
+    ///   (the head goes out first); the next request sees it.
+    ///
+    /// Needs a local limiter that refunds and charges ([`KeyedRefund`]: `Keyed`, `Global`,
+    /// `KeyedSketch`, `All`, `Counted` of any of them). Not for a [`Remote`] layer (no such
+    /// method: an awaited limiter has no charge after the decision), nor with
+    /// [`Builder::delay`] (a `Metered` builder has none).
+    ///
+    /// # Panics
+    ///
+    /// If delay mode was set on this builder ([`Builder::delay`] with a non-zero wait): a
+    /// delayed request's slot is a reservation with no receipt to settle, so the two do
+    /// not combine, and a layer silently without one of them would be a worse surprise
+    /// than a panic at configuration.
+    ///
+    /// # Examples
+    ///
+    /// Reserve-then-settle: each request reserves its declared estimate (`x-estimate`, 100 if
+    /// absent), and is settled to the tokens its answer used:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use http::{HeaderName, Request, Response};
+    /// use http_body_util::{BodyExt, Full};
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Gcra, Global, KeyedRateLimiter};
+    /// use limitcore_tower::{GlobalKey, RateLimitLayer, ResponseCost};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let tokens = Global::new(Gcra::with_clock("1000/min".parse()?, ManualClock::new())?);
+    /// let layer = RateLimitLayer::builder(tokens, GlobalKey)
+    ///     .response_cost(ResponseCost::header(HeaderName::from_static("x-tokens")))
+    ///     .cost(|head| {
+    ///         head.headers().get("x-estimate")
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(100)
+    ///     })
+    ///     .build()?;
+    /// let svc = layer.layer(service_fn(|_: Request<()>| async {
+    ///     Ok::<_, http::Error>(Response::builder().header("x-tokens", "30").body(Full::from("..."))?)
+    /// }));
+    /// let response = svc.oneshot(Request::new(())).await?;
+    /// let remaining = || layer.limiter().snapshot_at(&(), 0).remaining;
+    /// assert_eq!(remaining(), 900);  // 100 reserved while the body is out
+    /// response.into_body().collect().await?;
+    /// assert_eq!(remaining(), 970);  // settled to 30: 70 given back
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn response_cost(self, cost: ResponseCost) -> Builder<X, L, Metered> {
+        assert!(
+            self.delay.is_none(),
+            "a response cost does not combine with delay mode (Builder::delay)"
+        );
+        Builder {
+            limiter: self.limiter,
+            extractor: self.extractor,
+            missing: self.missing,
+            delay: None,
+            cost: self.cost,
+            response_cost: Some(cost),
+            dry_run: self.dry_run,
+            status: self.status,
+            too_large: self.too_large,
+            headers: self.headers,
+            legacy: self.legacy,
+            problem: self.problem,
+            policy: self.policy,
+            outcome: self.outcome,
+            on_error: self.on_error,
+            naming: self.naming,
+            mode: PhantomData,
+        }
     }
 }
 
@@ -232,7 +326,10 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
 
     /// Each request's cost in permits, read from its head (default: 1): for quotas in units
     /// other than requests (an API's query cost, a declared `Content-Length`). A cost of 0
-    /// passes and charges nothing. A cost above what the key's limit admits at once (its
+    /// passes and charges nothing (unless the key is in debt after a charge: then it is
+    /// refused until the debt is paid back). With a response cost
+    /// ([`Builder::response_cost`]) this is the request's *estimate*, reserved and then
+    /// settled to what the response cost (default: 0, nothing reserved). A cost above what the key's limit admits at once (its
     /// capacity, the quota's burst) can never be admitted: it is answered at once with
     /// [`Builder::too_large_status`](crate::Builder::too_large_status) (413 by default), no `Retry-After`, and
     /// [`Outcome::TooLarge`](crate::Outcome::TooLarge); in a dry run it passes as [`Outcome::DryRunRejected`](crate::Outcome::DryRunRejected) with no
@@ -450,6 +547,7 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
                 missing,
                 delay: self.delay,
                 cost: self.cost,
+                response_cost: self.response_cost,
                 dry_run: self.dry_run,
                 status: self.status,
                 too_large: self.too_large,
@@ -574,6 +672,7 @@ impl<X: KeyExtractor, L, M> Builder<X, L, M> {
             missing: None,
             delay: None,
             cost: None,
+            response_cost: None,
             dry_run: false,
             status: StatusCode::TOO_MANY_REQUESTS,
             too_large: StatusCode::PAYLOAD_TOO_LARGE,

@@ -20,9 +20,11 @@ use tower::Layer;
 /// [`Algorithm::keyed`](limitcore::Algorithm::keyed), or a limiter of another crate.
 ///
 /// `M` is how the decision is made: [`Local`] (the default: in `call`, synchronously, by a
-/// [`KeyedRateLimiter`](limitcore::KeyedRateLimiter)) or [`Remote`](crate::Remote) (awaited in the response future, from any
+/// [`KeyedRateLimiter`](limitcore::KeyedRateLimiter)), [`Remote`](crate::Remote) (awaited in the response future, from any
 /// [`AsyncKeyedRateLimiter`](limitcore::AsyncKeyedRateLimiter): a limit kept on a server, such as `limitcore-redis`'s exact
-/// modes; made by [`RateLimitLayer::remote`]; see [`Remote`](crate::Remote) for what differs).
+/// modes; made by [`RateLimitLayer::remote`]; see [`Remote`](crate::Remote) for what differs) or
+/// [`Metered`](crate::Metered) (local, each request charged what its response says it
+/// cost when its body ends; made by [`Builder::response_cost`](crate::Builder::response_cost)).
 ///
 /// # Behaviour
 ///
@@ -47,13 +49,17 @@ use tower::Layer;
 ///   ([`Outcome::TooLarge`](crate::Outcome::TooLarge)), and one that could only conform past the limiter's clock
 ///   (`Denied::BeyondHorizon`) gets the refusal status alone. Every `Retry-After` the layer
 ///   writes is at most the longest wait the key's quota can produce (`burst × emission
-///   interval`), rounded up to seconds.
+///   interval`), rounded up to seconds, unless the key is in debt after a charge (a
+///   [`Metered`](crate::Metered) layer's, or one of your own with `KeyedRefund::charge_at`):
+///   then it is the exact wait until the debt is paid back, rounded up.
 /// - **Outcome.** Every response the layer decided on carries an [`Outcome`](crate::Outcome) extension
 ///   (unless turned off with [`Builder::outcome_extension`](crate::Builder::outcome_extension)).
 /// - **Body.** The response type is the inner service's, `Response<B>`: a passed response
 ///   goes out as the inner service made it. The layer writes its own responses in `B`
 ///   ([`RefusalBody`](crate::RefusalBody): axum's `Body`, `Full<Bytes>`, `String`, the boxed bodies; any other
-///   body mapped to `Either::Left`).
+///   body mapped to `Either::Left`). A [`Metered`](crate::Metered) layer's body is
+///   [`MeteredBody<B, X, L>`](crate::MeteredBody), which records the response's cost when it
+///   ends (its frames are `B`'s).
 ///
 /// # Fields
 ///
@@ -95,6 +101,7 @@ impl<X: KeyExtractor, L, M> fmt::Debug for RateLimitLayer<X, L, M> {
         f.debug_struct("RateLimitLayer")
             .field("delay", &s.delay.as_ref().map(|d| d.max_wait))
             .field("dry_run", &s.dry_run)
+            .field("response_cost", &s.response_cost)
             .field("status", &s.status)
             .field("fields", &s.fields)
             .field("on_error", &s.on_error)

@@ -16,6 +16,11 @@
 //!   an [`Outcome`] in every response's extensions (unless
 //!   [`Builder::outcome_extension`] turns it off). Responses keep the inner service's
 //!   body type ([`RefusalBody`]: axum's `Body` passes through untouched).
+//! - Costs known at the response ([`Builder::response_cost`], [`Metered`]): a request
+//!   admitted while its key is not in debt (or its estimate reserved), then charged what its
+//!   response says it cost ([`ResponseCost`]: a header such as an LLM answer's tokens, the
+//!   body's bytes, a closure over the head such as "only 5xx"), recorded once when the body
+//!   ends ([`MeteredBody`]), also when the client goes away.
 //! - Keys ([`key`]), read from the request's head as it is ([`RequestHead`]): global, the
 //!   peer address ([`PeerIp`]), the client behind trusted proxies from `X-Forwarded-For` or
 //!   `Forwarded` (RFC 7239) read from the right ([`ForwardedIp`]), IPv6 by /64
@@ -36,11 +41,12 @@
 //!
 //! 0. the vocabulary: the refusal bodies (`body`), `Forwarded` parsing (`forwarded`), the
 //!    rate-limit fields (`headers`), the decision modes (`mode`: [`Local`], [`Remote`],
-//!    [`OnLimiterError`]), [`Outcome`];
+//!    [`Metered`], [`OnLimiterError`]), what a response cost ([`ResponseCost`]),
+//!    [`Outcome`];
 //! 1. the keys ([`key`]) and the metrics (`telemetry`);
 //! 2. the decision a layer shares with its services (`policy`), the response future
 //!    (`future`);
-//! 3. the services (`service`, `remote`);
+//! 3. the services (`service`, `remote`, `metered`);
 //! 4. the layers and their builders (`layer`, `builder`, [`concurrency`], `pace`,
 //!    `limit_req`).
 //!
@@ -149,11 +155,13 @@ mod headers;
 pub mod key;
 mod layer;
 mod limit_req;
+mod metered;
 mod mode;
 mod outcome;
 mod pace;
 mod policy;
 mod remote;
+mod response_cost;
 mod service;
 mod telemetry;
 
@@ -168,8 +176,10 @@ pub use key::{
 };
 pub use layer::{DEFAULT_MAX_KEYS, RateLimitLayer};
 pub use limit_req::LimitReq;
-pub use mode::{Local, OnLimiterError, Remote};
+pub use metered::{MeteredBody, MeteredFuture};
+pub use mode::{Local, Metered, OnLimiterError, Remote};
 pub use outcome::Outcome;
 pub use pace::{Pace, PaceFuture, PaceLayer};
 pub use remote::RemoteFuture;
+pub use response_cost::ResponseCost;
 pub use service::RateLimit;

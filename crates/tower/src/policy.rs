@@ -6,6 +6,7 @@ use crate::headers::Fields;
 use crate::key::{KeyExtractor, MissingKey, RequestHead};
 use crate::mode::OnLimiterError;
 use crate::outcome::Outcome;
+use crate::response_cost::ResponseCost;
 use crate::telemetry::RateMetrics;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
@@ -53,8 +54,11 @@ pub(crate) struct Shared<X: KeyExtractor, L> {
     pub(crate) extractor: X,
     pub(crate) missing: MissingKey<X::Key>,
     pub(crate) delay: Option<DelayMode<L, X::Key>>,
-    /// Each request's cost; `None`: 1.
+    /// Each request's cost; `None`: 1 (0, an estimate, in a [`Metered`](crate::Metered)
+    /// layer).
     pub(crate) cost: Option<Box<CostFn>>,
+    /// What a response cost: set in a [`Metered`](crate::Metered) layer, and only there.
+    pub(crate) response_cost: Option<ResponseCost>,
     pub(crate) dry_run: bool,
     pub(crate) status: StatusCode,
     pub(crate) too_large: StatusCode,
