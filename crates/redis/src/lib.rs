@@ -204,8 +204,8 @@ mod time;
 
 pub use client::{Redis, RedisConfig};
 pub use exact::{
-    gcra_micros, Answer, ChargeAnswer, FairAnswer, RedisAll, RedisGcra, RedisSlidingLog,
-    MAX_SPAN_US,
+    gcra_micros, Answer, ChargeAnswer, FairAnswer, GcraReceipt, LogReceipt, RedisAll, RedisGcra,
+    RedisSlidingLog, Reservation, MAX_SPAN_US,
 };
 pub use fair::{Demand, FULL_DEMAND_PPM};
 pub use leased::{AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
