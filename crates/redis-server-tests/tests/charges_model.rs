@@ -22,8 +22,8 @@ use redis_server_tests as common;
 
 use limitcore::Denied;
 use limitcore_redis::{
-    GcraReceipt, LeaseConfig, LeasedLimiter, LeasedReceipt, LogReceipt, Policy, Redis,
-    RedisGcra, RedisMicros, RedisSlidingLog, Source,
+    GcraReceipt, LeaseConfig, LeasedLimiter, LeasedReceipt, LogReceipt, Policy, Redis, RedisGcra,
+    RedisMicros, RedisSlidingLog, Source,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -211,7 +211,12 @@ async fn gcra_sequence(redis: &Redis, limit: &RedisGcra, seed: u64) -> [usize; 4
             Step::Record(n) => {
                 let got = limit.try_record_at(&key, n, at).await.unwrap();
                 model.record(n, now);
-                assert_eq!((got.charged.charged, got.charged.shortfall), (n, 0), "{}", ctx);
+                assert_eq!(
+                    (got.charged.charged, got.charged.shortfall),
+                    (n, 0),
+                    "{}",
+                    ctx
+                );
                 assert_eq!(got.charged.wait, model.next_wait(now), "{}", ctx);
                 if model.backlog(now) > model.span {
                     seen[1] += 1;
@@ -220,7 +225,12 @@ async fn gcra_sequence(redis: &Redis, limit: &RedisGcra, seed: u64) -> [usize; 4
             Step::Charge(n) => {
                 let got = limit.try_charge_at(&key, n, at).await.unwrap();
                 let want = model.charge(n, now);
-                assert_eq!((got.charged.charged, got.charged.shortfall), want, "{}", ctx);
+                assert_eq!(
+                    (got.charged.charged, got.charged.shortfall),
+                    want,
+                    "{}",
+                    ctx
+                );
             }
             Step::Reserve(e, a) => {
                 let got = limit.try_reserve_at(&key, e, at).await.unwrap();
@@ -234,7 +244,10 @@ async fn gcra_sequence(redis: &Redis, limit: &RedisGcra, seed: u64) -> [usize; 4
             Step::Settle | Step::Refund => {
                 if let Some((receipt, reserved, a)) = open.pop() {
                     let actual = if let Step::Refund = s { 0 } else { a };
-                    let got = limit.try_settle_at(&key, receipt, actual, at).await.unwrap();
+                    let got = limit
+                        .try_settle_at(&key, receipt, actual, at)
+                        .await
+                        .unwrap();
                     model.settle(reserved, actual, now);
                     let excess = actual.saturating_sub(reserved.1);
                     assert_eq!(
@@ -259,7 +272,9 @@ async fn gcra_sequence(redis: &Redis, limit: &RedisGcra, seed: u64) -> [usize; 4
     }
     // Whatever is still open is settled at its estimate: nothing changes.
     for (receipt, _, _) in open {
-        let got = limit.try_settle_at(&key, receipt, 0, RedisMicros::new(now)).await;
+        let got = limit
+            .try_settle_at(&key, receipt, 0, RedisMicros::new(now))
+            .await;
         assert!(got.is_ok());
     }
     seen
@@ -340,7 +355,11 @@ struct Log {
 impl Log {
     fn inside(&self, now: u64) -> (u64, usize) {
         let rec = self.entries.last().map_or(now, |e| e.0.max(now));
-        let inside = self.entries.iter().filter(|e| e.0 + self.period > rec).count();
+        let inside = self
+            .entries
+            .iter()
+            .filter(|e| e.0 + self.period > rec)
+            .count();
         (rec, inside)
     }
 
@@ -400,7 +419,8 @@ impl Log {
 async fn sliding_log_charges_and_settles_equal_the_model() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let log = RedisSlidingLog::new(redis.clone(), "5/s".parse().unwrap(), Policy::FailClosed).unwrap();
+    let log =
+        RedisSlidingLog::new(redis.clone(), "5/s".parse().unwrap(), Policy::FailClosed).unwrap();
     let log = std::sync::Arc::new(log);
     let (mut refused_checks, mut settles) = (0, 0);
     let mut set = tokio::task::JoinSet::new();
@@ -467,7 +487,10 @@ async fn sliding_log_charges_and_settles_equal_the_model() {
                     // gets the model's exact wait: the log's whole state as the limit sees
                     // it (when enough entries leave for it to be within its limit again).
                     let want = Duration::from_micros(model.wait(0, now));
-                    let got = log.try_decide_at(&key, 0, RedisMicros::new(now)).await.unwrap();
+                    let got = log
+                        .try_decide_at(&key, 0, RedisMicros::new(now))
+                        .await
+                        .unwrap();
                     assert_eq!(
                         got.decision.retry_after().unwrap_or_default(),
                         want,
@@ -484,7 +507,10 @@ async fn sliding_log_charges_and_settles_equal_the_model() {
         settles += b;
     }
     println!("sliding log: {refused_checks} checks of no permits refused, {settles} settles");
-    assert!(refused_checks > 100 && settles > 1_000, "{refused_checks} {settles}");
+    assert!(
+        refused_checks > 100 && settles > 1_000,
+        "{refused_checks} {settles}"
+    );
 }
 
 /// Redis's `TIME`, µs.
@@ -494,7 +520,10 @@ async fn redis_time(redis: &Redis) -> u64 {
         panic!("TIME: {value:?}")
     };
     let part = |v: &redis::Value| match v {
-        redis::Value::BulkString(b) => String::from_utf8(b.clone()).unwrap().parse::<u64>().unwrap(),
+        redis::Value::BulkString(b) => String::from_utf8(b.clone())
+            .unwrap()
+            .parse::<u64>()
+            .unwrap(),
         other => panic!("TIME: {other:?}"),
     };
     part(&parts[0]) * 1_000_000 + part(&parts[1])
@@ -552,7 +581,11 @@ async fn leased_sequence(
                 if let Some((node, receipt, actual)) = open.pop() {
                     let excess = actual.saturating_sub(receipt.n());
                     let c = nodes[node].settle(&key, receipt, actual).await;
-                    assert_eq!((c.charged.charged, c.charged.shortfall), (excess, 0), "{c:?}");
+                    assert_eq!(
+                        (c.charged.charged, c.charged.shortfall),
+                        (excess, 0),
+                        "{c:?}"
+                    );
                     recorded += u64::from(excess);
                     seen[2 + usize::from(excess > 0)] += 1;
                 }
@@ -602,8 +635,13 @@ async fn leased_records_and_settles_lose_nothing_and_stay_within_the_bound() {
     for id in ["node-a", "node-b"] {
         let redis = common::connect_with(&server.url(), common::config().node_id(id)).await;
         nodes.push(
-            LeasedLimiter::new(redis.clone(), quota.parse().unwrap(), config.clone(), Policy::FailClosed)
-                .unwrap(),
+            LeasedLimiter::new(
+                redis.clone(),
+                quota.parse().unwrap(),
+                config.clone(),
+                Policy::FailClosed,
+            )
+            .unwrap(),
         );
         handles.push(redis);
     }

@@ -60,7 +60,10 @@ async fn reserve_then_settle(limit: &Arc<RedisGcra>, costs: &[u32]) -> (usize, u
         for &i in &waiting {
             let limit = Arc::clone(limit);
             reservations.spawn(async move {
-                (i, limit.try_reserve_at("reserve", ESTIMATE, at).await.unwrap())
+                (
+                    i,
+                    limit.try_reserve_at("reserve", ESTIMATE, at).await.unwrap(),
+                )
             });
         }
         // Every reservation of the round is decided before any of its work ends: the
@@ -148,13 +151,22 @@ async fn reserve_then_settle_never_overshoots_where_check_then_report_does() {
     let (served, tokens) = reserve_then_settle(&limit, &costs).await;
     // At one instant the bound is the burst: at most 10,000 tokens, and Redis holds
     // exactly the tokens used (every unused tail given back whole, nothing lost).
-    assert!(tokens <= LIMIT, "reserve-then-settle admitted {tokens} tokens");
+    assert!(
+        tokens <= LIMIT,
+        "reserve-then-settle admitted {tokens} tokens"
+    );
     assert_eq!(tat(&limit, "reserve").await - T0, tokens * t);
     // It serves requests while an estimate fits: less than one estimate is left over.
-    assert!(tokens + u64::from(ESTIMATE) > LIMIT, "{tokens} tokens used of {LIMIT}");
+    assert!(
+        tokens + u64::from(ESTIMATE) > LIMIT,
+        "{tokens} tokens used of {LIMIT}"
+    );
 
     let (passed, reported) = check_then_report(&limit, &costs).await;
-    assert_eq!(passed, REQUESTS, "every check of no cost passes before any report");
+    assert_eq!(
+        passed, REQUESTS,
+        "every check of no cost passes before any report"
+    );
     assert_eq!(reported, demand);
     // Every report was recorded, as debt past the limit: Redis holds all of it.
     assert_eq!(tat(&limit, "report").await - T0, reported * t);
@@ -167,7 +179,10 @@ async fn reserve_then_settle_never_overshoots_where_check_then_report_does() {
          admitted, overshoot {overshoot} tokens ({:.2}× the limit)",
         reported as f64 / LIMIT as f64
     );
-    assert!(overshoot > 0, "check-then-report overshoots when all are in flight");
+    assert!(
+        overshoot > 0,
+        "check-then-report overshoots when all are in flight"
+    );
     // The debt it left refuses every later request, one of no cost included, for the time
     // the overshoot takes to be paid back at the rate.
     let after = limit
@@ -200,9 +215,16 @@ async fn envoy_pattern_on_the_gcra_refuses_the_check_until_the_debt_is_paid() {
     assert!(check(at(0)).await.decision.is_admitted());
     let c = limit.try_record_at("envoy", 900, at(0)).await.unwrap();
     assert_eq!((c.charged.charged, c.charged.shortfall), (900, 0));
-    assert!(check(at(0)).await.decision.is_admitted(), "900 of 1,000: not in debt");
+    assert!(
+        check(at(0)).await.decision.is_admitted(),
+        "900 of 1,000: not in debt"
+    );
     let c = limit.try_record_at("envoy", 200, at(0)).await.unwrap();
-    assert_eq!((c.charged.charged, c.charged.shortfall), (200, 0), "never cut");
+    assert_eq!(
+        (c.charged.charged, c.charged.shortfall),
+        (200, 0),
+        "never cut"
+    );
     // 1,100 of 1,000: a request for one permit waits for 101 of them, a check of none for 100.
     assert_eq!(c.charged.wait, Duration::from_micros(101 * t));
     let refused = check(at(0)).await;
@@ -248,8 +270,7 @@ async fn envoy_pattern_on_the_gcra_refuses_the_check_until_the_debt_is_paid() {
 async fn envoy_pattern_on_the_sliding_log_refuses_the_check_until_entries_leave() {
     let server = common::server();
     let redis = common::connect(&server).await;
-    let log =
-        RedisSlidingLog::new(redis, "1000/min".parse().unwrap(), Policy::FailClosed).unwrap();
+    let log = RedisSlidingLog::new(redis, "1000/min".parse().unwrap(), Policy::FailClosed).unwrap();
     let at = |us: u64| RedisMicros::new(T0 + us);
     let check = |now: RedisMicros| {
         let log = &log;
@@ -259,7 +280,10 @@ async fn envoy_pattern_on_the_sliding_log_refuses_the_check_until_entries_leave(
     let c = log.try_record_at("envoy", 900, at(0)).await.unwrap();
     assert_eq!((c.charged.charged, c.charged.shortfall), (900, 0));
     assert!(check(at(1_000_000)).await.decision.is_admitted());
-    let c = log.try_record_at("envoy", 200, at(1_000_000)).await.unwrap();
+    let c = log
+        .try_record_at("envoy", 200, at(1_000_000))
+        .await
+        .unwrap();
     assert_eq!((c.charged.charged, c.charged.shortfall), (200, 0));
     let refused = check(at(1_000_000)).await;
     assert_eq!(
@@ -275,9 +299,15 @@ async fn envoy_pattern_on_the_sliding_log_refuses_the_check_until_entries_leave(
     );
     let later = check(at(60_000_000)).await;
     assert!(later.decision.is_admitted());
-    assert_eq!(later.decision.state.remaining, 800, "the 200 are still in the window");
+    assert_eq!(
+        later.decision.state.remaining, 800,
+        "the 200 are still in the window"
+    );
     // A reservation settled below its estimate gives the unused entries back at once.
-    let r = log.try_reserve_at("envoy", 800, at(60_000_000)).await.unwrap();
+    let r = log
+        .try_reserve_at("envoy", 800, at(60_000_000))
+        .await
+        .unwrap();
     let receipt = r.receipt.expect("800 fit");
     assert_eq!(r.answer.decision.state.remaining, 0);
     log.try_settle_at("envoy", receipt, 300, at(60_000_000))

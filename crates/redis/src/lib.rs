@@ -227,8 +227,7 @@ pub use exact::{
 };
 pub use fair::{Demand, FULL_DEMAND_PPM};
 pub use leased::{
-    AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, LeasedReceipt, Spend,
-    MAX_CELLS,
+    AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, LeasedReceipt, Spend, MAX_CELLS,
 };
 pub use policy::{ChargeVerdict, Policy, Source, Verdict};
 pub use time::RedisMicros;

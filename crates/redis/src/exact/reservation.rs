@@ -162,8 +162,8 @@ impl RedisGcra {
     /// less its own cost; for an oversized admission under debt, `now`).
     fn reservation(&self, answer: Answer, n: u32) -> Reservation<GcraReceipt> {
         let receipt = answer.decision.is_admitted().then(|| {
-            let backlog = u64::try_from(answer.decision.state.full_after.as_micros())
-                .unwrap_or(u64::MAX);
+            let backlog =
+                u64::try_from(answer.decision.state.full_after.as_micros()).unwrap_or(u64::MAX);
             let cost = u64::from(n) * self.interval_us();
             GcraReceipt {
                 n,

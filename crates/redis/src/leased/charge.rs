@@ -116,7 +116,10 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
     /// ```
     pub async fn reserve(&self, key: &str, n: u32) -> (Verdict, Option<LeasedReceipt>) {
         let verdict = self.acquire(key, n).await;
-        let receipt = verdict.decision.is_admitted().then_some(LeasedReceipt { n });
+        let receipt = verdict
+            .decision
+            .is_admitted()
+            .then_some(LeasedReceipt { n });
         (verdict, receipt)
     }
 
