@@ -165,7 +165,9 @@
 //! script against its model and simulated fleets, a 3-master cluster, faults and what
 //! charges do under each outage policy, the asynchronous seam against the direct calls and
 //! with Redis stopped, a fleet of nodes deciding and charging on one key and getting fair
-//! shares, the leased handles and `acquire` through the sweep, the HTTP layer) is in the
+//! shares, the leased handles and `acquire` through the sweep, the HTTP layer, charges
+//! recorded past the limit and reservations settled against a GCRA-with-debt model on the
+//! exact and leased paths, reserve-then-settle beside check-then-report) is in the
 //! workspace's test-only package `redis-server-tests`
 //! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
 //! --workspace` runs the packages in the order of their names and stops at the first that
