@@ -5,7 +5,10 @@
 //! the budget's), a 3-master cluster, faults (a frozen, killed and restarted server; a slow
 //! or flaky proxy; charges under each outage policy), a fleet of nodes on one key (deciding,
 //! and deciding and charging), the leased handles through the idle-key sweep, the leased
-//! charge and requests above the lease, and the leased limiter behind the HTTP layer. They live in `tests/`; this library holds what they share: a server per test,
+//! charge and requests above the lease, charges recorded past the limit and reservations
+//! settled (against a GCRA-with-debt model, exact and leased; reserve-then-settle beside
+//! check-then-report; the Envoy Gateway pattern), and the leased limiter behind the HTTP
+//! layer. They live in `tests/`; this library holds what they share: a server per test,
 //! a connected handle, the fault proxy ([`proxy`]) and the bounds they check.
 //!
 //! # Layers

@@ -6,16 +6,19 @@
 //!
 //! | mode | type | a decision costs | fleet consumes in any window Δ |
 //! |---|---|---|---|
-//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈(Δ + D)/T⌉ − 1` (the GCRA bound when `D = 0`) |
-//! | exact sliding log | [`RedisSlidingLog`] | one script call | `count` per `period`, any window |
+//! | exact GCRA | [`RedisGcra`] | one script call (`EVALSHA`) | `B + ⌈(Δ + max(D, R))/T⌉ − 1` (the GCRA bound when `D = R = 0`) |
+//! | exact sliding log | [`RedisSlidingLog`] | one script call | `count` per `period`, any window, plus the entries recorded past it (owed: the log refuses everything until they leave) |
 //! | several limits, all or nothing | [`RedisAll`] | one script call | each limit's GCRA bound |
-//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈(Δ + D)/T⌉ − 1 + N·L` |
+//! | leased | [`LeasedLimiter`] | a lookup and a local compare-and-swap; one script call per lease | `B + ⌈(Δ + max(D, R))/T⌉ − 1 + N·L` |
 //! | leased, one key | [`LeasedKey`] ([`LeasedLimiter::key`]) | a local compare-and-swap | the same |
 //!
-//! (`B` burst, `T` emission interval, `D` maximum debt, zero without a debt policy, `N`
-//! nodes, `L` largest lease.) What is counted is what the fleet consumes: admissions plus
-//! forced charges. Over the long run the leased mode never consumes more than the exact
-//! limit; the proof is in [`leased`]'s docs.
+//! (`B` burst, `T` emission interval, `D` maximum debt, zero without a debt policy, `R` the
+//! debt that charges recorded past the limit ([`RedisGcra::record`], a settle's excess)
+//! left at the window's end, zero without them, `N` nodes, `L` largest lease.) What is
+//! counted is what the fleet consumes: admissions plus charges, a settled reservation as
+//! its actual cost. Over the long run the leased mode never consumes more than the exact
+//! limit; the proofs are in [`leased`]'s docs ("The bound", "Charges recorded past the
+//! limit").
 //!
 //! ## Units
 //!
@@ -37,10 +40,25 @@
 //! with the shortfall reported. A leased charge spends the node's cells first, then charges
 //! Redis. What each outage policy does with a charge is in [`Policy`], "Charges".
 //!
+//! ## Costs known after the work
+//!
+//! An LLM gateway knows a response's tokens only after it: its charge must never be
+//! refused nor lost. [`RedisGcra::record`] (and [`RedisSlidingLog::try_record`],
+//! [`LeasedLimiter::record`]) records usage whole as debt past the limit, whatever the
+//! maximum debt, and every later request, one for no permits included (Envoy's
+//! `hits_addend: 0`), is refused until it is paid back. A reservation
+//! ([`RedisGcra::try_reserve`], [`RedisSlidingLog::try_reserve`],
+//! [`LeasedLimiter::reserve`]) holds an estimate while the work runs and is settled once
+//! to the actual cost ([`RedisGcra::try_settle`]: the unused tail given back at its own
+//! schedule position, the excess recorded), each one script call on Redis's clock:
+//! reserve-then-settle never overshoots the limit the way check-then-report does
+//! (measured in `crates/redis-server-tests/tests/reserve_settle.rs`).
+//!
 //! ## Exact mode
 //!
 //! The scripts ([`scripts`]) keep the core's contract on Redis's own clock (`TIME`, the
-//! only clock) in integer microseconds: `n = 0` succeeds and writes nothing, `n` above the
+//! only clock) in integer microseconds: `n = 0` writes nothing and is refused only in debt
+//! (the key past its burst, with the exact wait until it is not), `n` above the
 //! capacity (the burst, without debt) is `ExceedsCapacity`, a denial writes nothing,
 //! `retry_after` is exact to the µs and never early, every product is bounded below 2^53
 //! (where Lua's doubles stop being exact), and each key expires exactly when its state
@@ -147,7 +165,9 @@
 //! script against its model and simulated fleets, a 3-master cluster, faults and what
 //! charges do under each outage policy, the asynchronous seam against the direct calls and
 //! with Redis stopped, a fleet of nodes deciding and charging on one key and getting fair
-//! shares, the leased handles and `acquire` through the sweep, the HTTP layer) is in the
+//! shares, the leased handles and `acquire` through the sweep, the HTTP layer, charges
+//! recorded past the limit and reservations settled against a GCRA-with-debt model on the
+//! exact and leased paths, reserve-then-settle beside check-then-report) is in the
 //! workspace's test-only package `redis-server-tests`
 //! (`crates/redis-server-tests`), whose name sorts after every other package: `cargo test
 //! --workspace` runs the packages in the order of their names and stops at the first that
@@ -221,10 +241,12 @@ mod time;
 pub use client::{Redis, RedisConfig};
 pub use error::Error;
 pub use exact::{
-    gcra_micros, Answer, ChargeAnswer, FairAnswer, RedisAll, RedisGcra, RedisSlidingLog,
-    MAX_SPAN_US,
+    gcra_micros, Answer, ChargeAnswer, FairAnswer, GcraReceipt, LogReceipt, RedisAll, RedisGcra,
+    RedisSlidingLog, Reservation, MAX_SPAN_US,
 };
 pub use fair::{Demand, FULL_DEMAND_PPM};
-pub use leased::{AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, Spend, MAX_CELLS};
+pub use leased::{
+    AwaitLeases, LeaseConfig, LeaseRule, LeasedKey, LeasedLimiter, LeasedReceipt, Spend, MAX_CELLS,
+};
 pub use policy::{ChargeVerdict, Policy, Source, Verdict};
 pub use time::RedisMicros;

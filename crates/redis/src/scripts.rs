@@ -11,15 +11,22 @@
 //!   D ≤ 2^52` µs (142 years; Rust checks this before calling, the script checks it
 //!   again);
 //! - `now ≤ 2^52` µs (the Unix epoch plus 142 years; `TIME` gives about 2^50.6 today);
-//! - a stored TAT is at most `now + burst·T + D ≤ 2^53` (an admission leaves `max(TAT,
-//!   now) + n·T ≤ now + burst·T`, an oversized one `now + n·T ≤ now + burst·T + D`, a
-//!   charge at most `now + burst·T + D`), a backlog `TAT − now` at most 2^53, and the TAT a
-//!   call writes at most `now + burst·T + D`: every sum stays within 2^53, exact;
+//! - a stored TAT is at most `now + 2^52 ≤ 2^53` (an admission leaves `max(TAT, now) + n·T
+//!   ≤ now + burst·T`, an oversized one `now + n·T ≤ now + burst·T + D`, a charge at most
+//!   `now + burst·T + D`, a recorded charge or a settle's excess at most `now + 2^52`, a
+//!   refund only lowers it), a backlog `TAT − now` at most 2^53, and the TAT a call writes
+//!   at most `now + 2^52`: every sum stays within 2^53, exact;
 //! - `n·T ≤ burst·T + D` because `n` above the capacity `⌊(burst·T + D)/T⌋` is refused
 //!   before it is multiplied, and a charge's `n` is cut to the room left,
 //!   `⌊(burst·T + D − backlog)/T⌋`, before it is (a charge of `u32::MAX` permits of an
 //!   interval of 2^52 µs never forms the product); a wait `backlog − (burst·T − n·T)` is a
 //!   difference of two exact integers below 2^53, exact.
+//! - A recorded charge (debt past the burst, "Debt and charges") is cut to the room below
+//!   a backlog of 2^52 µs, `⌊(2^52 − backlog)/T⌋`, before it is multiplied, so the TAT it
+//!   writes is at most `now + 2^52 ≤ 2^53`; a settle's estimate is at most the capacity
+//!   (a reservation's), so its refund `(estimate − actual)·T` and the used part
+//!   `actual·T` are at most `burst·T + D`, and the time since the reservation, `now −
+//!   mark`, is a difference of two exact integers.
 //!
 //! Numbers are written back with `string.format('%.0f', x)` (Lua's default conversion,
 //! `%.14g`, would round a 16-digit time) and returned to Redis as integers.
@@ -50,7 +57,20 @@
 //! refused: it takes `min(n, ⌊(burst·T + D − backlog)/T⌋)` permits (the rest is the
 //! caller's shortfall). `D = 0` is the plain GCRA: `n > burst` is refused, and a charge
 //! saturates at an empty bucket. These are the core's [`Budget`](limitcore::Budget)
-//! decisions, in µs. Each integer returned costs Redis 7.0 about
+//! decisions, in µs.
+//!
+//! A **recorded** charge (costs known after the work: an LLM response's tokens) is never
+//! refused and never saturates at `D`: it adds `n·T` to the backlog however far past the
+//! burst (the debt; only a backlog past 2^52 µs, 142 years, cannot be written, and what
+//! does not fit is the caller's reported shortfall). A **settle** of a reservation of `e`
+//! permits that started at schedule position `mark` (µs, `max(TAT, now)` at the
+//! reservation) to its actual cost `a` charges `a − e` the same way when `a > e`, and when
+//! `a < e` gives back the unused tail, `(e − a)·T` from position `mark + a·T`, less what a
+//! reading since then may have absorbed, `min((e − a)·T, now − (mark + a·T))`: the
+//! core's GCRA refund, never more permissive than charging `a` up front. A request for
+//! **no permits** is refused while the backlog is past the burst's span (`backlog >
+//! burst·T`: in debt), with the exact wait `backlog − burst·T`, and admitted otherwise
+//! (Envoy's `hits_addend: 0`). Each integer returned costs Redis 7.0 about
 //! 0.15 µs on this project's machine (`INFO commandstats`), so a request returns three,
 //! not six; and its arguments are checked inline, with the prelude's `int` run only to
 //! raise a failed check's error (a function call per argument was a fifth of its time).
@@ -96,8 +116,11 @@ local function ms(us) return math.max(1, math.ceil(us / 1000)) end
 ///
 /// `KEYS[1]` the TAT; `ARGV`: `T` µs, `burst`, `D` (the maximum debt, µs; 0: none), the
 /// operation (`"0"` decide; `"1"` take up to `n`, at least 1: the lease; `"2"` charge
-/// `n`, never refused), `now` (µs, or `""` for `TIME`), then `n` of each request. The
-/// reply is described in the [module docs](self), "Replies".
+/// `n`, never refused, saturating at `burst·T + D`; `"3"` record `n` as debt, never
+/// refused; `"4"` settle a reservation), `now` (µs, or `""` for `TIME`), then `n` of each
+/// request, or for a settle its estimate, its mark (µs) and its actual cost. The reply is
+/// described in the [module docs](self), "Replies" (a settle's `granted` is the excess
+/// recorded).
 const GCRA_BODY: &str = r#"
 local t, burst, debt = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if not (t and t >= 1 and t <= P52 and t % 1 == 0) then int(ARGV[1], 'interval', 1, P52) end
@@ -110,8 +133,8 @@ if ceiling > P52 then error('limitcore: burst * interval + debt exceeds 2^52 us'
 local cap = burst
 if debt > 0 then cap = (ceiling - ceiling % t) / t end
 local op = ARGV[4]
-local upto, charge = op == '1', op == '2'
-if not (upto or charge or op == '0') then error('limitcore: operation must be 0, 1 or 2, got ' .. tostring(op)) end
+local upto, charge, record, settle = op == '1', op == '2', op == '3', op == '4'
+if not (upto or charge or record or settle or op == '0') then error('limitcore: operation must be 0, 1, 2, 3 or 4, got ' .. tostring(op)) end
 local now, explicit = clock(ARGV[5])
 if #ARGV < 6 then error('limitcore: no request') end
 local raw = redis.call('GET', KEYS[1])
@@ -122,11 +145,68 @@ if raw then
   if tat > now then backlog = tat - now end
 end
 local out, o, wrote = {now}, 1, false
+-- Records `k` permits as debt, however far past the burst, up to a backlog of 2^52 us
+-- (142 years: the TAT then stays below 2^53); `k` is cut to that room before it is
+-- multiplied. Returns the permits recorded.
+local function debt(k)
+  local room = P52 - backlog
+  if room < 0 then room = 0 end
+  room = (room - room % t) / t
+  if k > room then k = room end
+  if k > 0 then
+    backlog = backlog + k * t
+    wrote = true
+  end
+  return k
+end
+if settle then
+  -- A reservation of `est` permits from schedule position `mark`, settled to `actual`.
+  if #ARGV ~= 8 then error('limitcore: settle takes the estimate, the mark and the actual cost') end
+  local est = int(ARGV[6], 'estimate', 0, cap)
+  local mark = int(ARGV[7], 'mark', 0, 2 * P52)
+  local actual = int(ARGV[8], 'actual', 0, P52)
+  local granted = 0
+  if actual > est then
+    granted = debt(actual - est)
+  elseif actual < est then
+    -- The unused tail, (est - actual) permits from `mark + actual*T`, given back but for
+    -- the part a reading since then may have absorbed: the core's GCRA refund. Every
+    -- product is at most cap*T <= burst*T + D <= 2^52; `now - mark` is formed only as a
+    -- difference of two exact integers.
+    local cost = (est - actual) * t
+    local kept = now - mark
+    if kept > 0 then kept = kept - actual * t end
+    if kept < 0 then kept = 0 end
+    if kept > cost then kept = cost end
+    local give = cost - kept
+    if give > 0 and backlog > 0 then
+      if give > backlog then backlog = 0 else backlog = backlog - give end
+      wrote = true
+    end
+  end
+  local retry = backlog - (span - t)
+  if retry < 0 then retry = 0 end
+  out[2], out[3], out[4] = granted, retry, backlog
+  if wrote then
+    if explicit then
+      redis.call('SET', KEYS[1], fmt(now + backlog))
+    elseif backlog > 0 then
+      redis.call('SET', KEYS[1], fmt(now + backlog), 'PX', ms(backlog))
+    else
+      redis.call('DEL', KEYS[1])
+    end
+  end
+  return out
+end
 for i = 6, #ARGV do
   local n = tonumber(ARGV[i])
   if not (n and n >= 0 and n <= P52 and n % 1 == 0) then int(ARGV[i], 'n', 0, P52) end
   local granted, retry = 0, 0
-  if charge then
+  if record then
+    granted = debt(n)
+    retry = backlog - (span - t)
+    if retry < 0 then retry = 0 end
+  elseif charge then
     local room = ceiling - backlog
     if room < 0 then room = 0 end
     room = (room - room % t) / t
@@ -162,6 +242,9 @@ for i = 6, #ARGV do
         backlog = backlog + n * t
         granted, wrote = n, true
       end
+    elseif backlog > span then
+      -- No permits: refused while in debt (a backlog past the burst's span), until paid.
+      retry = backlog - span
     end
   end
   out[o + 1], out[o + 2], out[o + 3] = granted, retry, backlog
@@ -306,45 +389,132 @@ if not explicit then redis.call('PEXPIRE', KEYS[2], ms(last - now)) end
 return {now, g, retry, backlog, share, #ds}
 "#;
 
-/// The exact sliding log on a sorted set: at most `count` in any window of `period` µs.
+/// The exact sliding log on a sorted set: at most `count` in any window of `period` µs,
+/// with charges past the limit and reservations settled to their actual cost.
 ///
-/// `KEYS[1]` the set (score: admission time in µs; member: `time:seq`); `ARGV`:
-/// `period` µs, `count`, `n`, `now` (optional, µs).
+/// `KEYS[1]` the set (score: the entry's time in µs; member: `time:seq`, `seq` written
+/// with 16 digits so that the members of one time sort by it); `ARGV`: `period` µs,
+/// `count`, `n`, `now` (µs, or `""` for `TIME`), then optionally the operation (`""` or
+/// `"0"` decide, `"1"` reserve: decide, and return where the entries went, `"2"` record
+/// `n` entries, never refused, `"3"` settle a reservation of `n` entries) and, for a
+/// settle, the reservation's time (µs), its first `seq` and the actual cost.
+///
+/// Every reply starts `{code, granted, retry_us, remaining, full_after_us, now_us}` (the
+/// [module docs](self), "Replies"; for a record or a settle `granted` is the entries
+/// charged and `retry_us` the wait of a request for one entry after it); a reservation's
+/// adds its time and its first `seq`.
+///
+/// A request of `n` entries (0 included) is admitted iff the entries in the window plus
+/// `n` are at most `count`: a log a charge took past its limit refuses everything until
+/// enough entries have left. A record of more than `count + 1` entries stores `count + 1`
+/// of them: they leave the window together, and `count + 1` alone refuse every request
+/// until then, so every later answer is the one all of them would give (nothing of the
+/// charge is lost; the set stays at most `2·count + 1` entries a window deep per charge).
 const SLIDING_LOG_BODY: &str = r#"
 local period = int(ARGV[1], 'period', 1, P52)
 local count = int(ARGV[2], 'count', 1, 4294967295)
 local n = int(ARGV[3], 'n', 0, 4294967295)
 local now, explicit = clock(ARGV[4])
+local op = ARGV[5]
+if op == nil or op == '' then op = '0' end
+if not (op == '0' or op == '1' or op == '2' or op == '3') then error('limitcore: operation must be 0, 1, 2 or 3, got ' .. tostring(op)) end
 local key = KEYS[1]
-local m = redis.call('ZCARD', key)
-local newest = -1
-if m > 0 then newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
-local rec = math.max(now, newest)
-local inside = redis.call('ZCOUNT', key, '(' .. fmt(rec - period), '+inf')
-local function full() if inside > 0 then return math.max(newest + period - now, 0) end return 0 end
-if n > count then return {-1, 0, 0, count - inside, full(), now} end
-if n == 0 then return {1, 0, 0, count - inside, full(), now} end
-if inside + n > count then
-  -- The (m - count + n)-th oldest entry must leave the window: then at most count - n remain.
-  local e = tonumber(redis.call('ZRANGE', key, m - count + n - 1, m - count + n - 1, 'WITHSCORES')[2])
-  return {0, 0, e + period - now, count - inside, full(), now}
-end
-redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(rec - period))
-local seq = redis.call('ZCOUNT', key, fmt(rec), fmt(rec))
-local batch = {}
-for i = 1, n do
-  batch[#batch + 1] = rec
-  batch[#batch + 1] = fmt(rec) .. ':' .. (seq + i)
-  if #batch >= 1000 or i == n then
-    redis.call('ZADD', key, unpack(batch))
-    batch = {}
+local m, newest, last, rec, inside
+-- The set as it stands: its size, its newest entry and time, the entries in the window
+-- ending at `rec = max(now, newest)`.
+local function look()
+  m = redis.call('ZCARD', key)
+  newest, last = -1, nil
+  if m > 0 then
+    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    last, newest = top[1], tonumber(top[2])
   end
+  rec = math.max(now, newest)
+  inside = redis.call('ZCOUNT', key, '(' .. fmt(rec - period), '+inf')
 end
-if not explicit then
-  redis.call('PEXPIRE', key, ms(rec + period - now))
+local function full() if inside > 0 then return math.max(newest + period - now, 0) end return 0 end
+-- The wait until `k` more entries fit: the (m - count + k)-th oldest entry must leave the
+-- window (then at most count - k remain); 0 if they fit now.
+local function wait(k)
+  if inside + k <= count then return 0 end
+  local i = m - count + k - 1
+  local e = tonumber(redis.call('ZRANGE', key, i, i, 'WITHSCORES')[2])
+  return e + period - now
 end
-inside = inside + n
-newest = rec
+local function member(time, seq) return fmt(time) .. ':' .. string.format('%016.0f', seq) end
+-- Add `k` entries at `rec` after the window's old entries are dropped; returns the first
+-- `seq`: one past every member at `rec` (the members of one time sort by `seq`; the count
+-- at `rec` covers members written unpadded), so none is overwritten after a settle.
+local function add(k)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(rec - period))
+  local seq = 0
+  if newest == rec and last then
+    seq = tonumber(string.match(last, ':(%d+)$')) or 0
+    local at = redis.call('ZCOUNT', key, fmt(rec), fmt(rec))
+    if at > seq then seq = at end
+  end
+  local batch = {}
+  for i = 1, k do
+    batch[#batch + 1] = rec
+    batch[#batch + 1] = member(rec, seq + i)
+    if #batch >= 1000 or i == k then
+      redis.call('ZADD', key, unpack(batch))
+      batch = {}
+    end
+  end
+  if not explicit then
+    redis.call('PEXPIRE', key, ms(rec + period - now))
+  end
+  return seq + 1
+end
+-- A charge of `k` entries: never refused; more than count + 1 stored as count + 1.
+local function record(k)
+  local store = k
+  if store > count + 1 then store = count + 1 end
+  if store > 0 then add(store) end
+  look()
+end
+look()
+if op == '2' then
+  record(n)
+  return {1, n, wait(1), count - inside, full(), now}
+end
+if op == '3' then
+  if #ARGV ~= 8 then error('limitcore: settle takes the time, the first seq and the actual cost') end
+  if n > count then error('limitcore: a reservation holds at most count entries') end
+  local at = int(ARGV[6], 'mark', 0, 2 * P52)
+  local first = int(ARGV[7], 'seq', 1, P52)
+  local actual = int(ARGV[8], 'actual', 0, 4294967295)
+  local excess = 0
+  if actual > n then
+    excess = actual - n
+    record(excess)
+  elseif actual < n then
+    -- The reservation's last n - actual entries: charging `actual` up front would have
+    -- written only the first `actual`. Those already gone are given back by no one.
+    local batch = {}
+    for s = first + actual, first + n - 1 do
+      batch[#batch + 1] = member(at, s)
+      if #batch >= 1000 or s == first + n - 1 then
+        redis.call('ZREM', key, unpack(batch))
+        batch = {}
+      end
+    end
+    look()
+  end
+  return {1, excess, wait(1), count - inside, full(), now}
+end
+if n > count then return {-1, 0, 0, count - inside, full(), now} end
+if inside + n > count then
+  return {0, 0, wait(n), count - inside, full(), now}
+end
+local first = 0
+if n > 0 then
+  first = add(n)
+  inside = inside + n
+  newest = rec
+end
+if op == '1' then return {1, n, 0, count - inside, full(), now, rec, first} end
 return {1, n, 0, count - inside, full(), now}
 "#;
 

@@ -1,5 +1,7 @@
-//! Forced charges on [`RedisGcra`]: usage measured after the work (bytes read, CPU time),
-//! never refused by the limit, saturating at the burst plus the debt.
+//! Forced charges on [`RedisGcra`]: usage measured after the work (bytes read, CPU time,
+//! an LLM response's tokens), never refused by the limit: saturating at the burst plus the
+//! debt ([`RedisGcra::charge`], a budget's), or recorded whole as debt
+//! ([`RedisGcra::record`]).
 
 use super::gcra::RedisGcra;
 use super::gcra::{Numbers, Op};
@@ -42,7 +44,7 @@ pub struct ChargeAnswer {
 
 impl Numbers {
     /// The charge in the script's reply to one charge of `n` permits.
-    fn parse_charge(&self, value: &redis::Value, n: u32) -> Result<ChargeAnswer, Error> {
+    pub(super) fn parse_charge(&self, value: &redis::Value, n: u32) -> Result<ChargeAnswer, Error> {
         let bad = || Error::Reply(format!("unexpected charge reply {value:?}"));
         let (now, items) = Numbers::items(value, 1)?;
         let [granted, wait, backlog] = items[0];
@@ -158,6 +160,104 @@ impl RedisGcra {
         now: Option<RedisMicros>,
     ) -> Result<ChargeAnswer, Error> {
         let reply = self.call_raw(key, Op::Charge, n, now).await?;
+        self.numbers.parse_charge(&reply, n)
+    }
+
+    /// Record `n` permits of usage known after the work (an LLM response's tokens) to `key`
+    /// on Redis (one script call, on Redis's clock), never refused and never cut at the
+    /// maximum debt: the TAT moves to `max(TAT, now) + n·T` however far past the burst,
+    /// and every later request, one for no permits included, is refused until the debt is
+    /// paid back at the rate (the core's [`Refund::charge_at`](limitcore::Refund::charge_at)
+    /// on GCRA). When Redis cannot answer within the deadline (or the breaker is open) the
+    /// outage policy records it, or reports it short ([`Policy`](crate::Policy),
+    /// "Charges"): the verdict's source says which.
+    ///
+    /// Unlike [`RedisGcra::charge`] (a budget's charge, saturating at `burst·T + D`), a
+    /// record loses nothing: only a backlog past 2^52 µs (142 years of the rate) cannot be
+    /// written, and that part is [`Charged::shortfall`]. The wait is the exact wait of a
+    /// request for one permit after it, in µs. What it does to the bound is in
+    /// [`leased`](crate::leased)'s docs, "Charges recorded past the limit".
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// // 10,000 LLM tokens a minute per tenant; the response's tokens are known afterwards.
+    /// let tokens = RedisGcra::new(redis, "10000/min".parse()?, Policy::FailLocal)?;
+    /// if tokens.decide("tenant", 0).await.is_admitted() {   // a check with no cost
+    ///     let used = 12_000; // the response, measured
+    ///     let charge = tokens.record("tenant", used).await;
+    ///     assert_eq!(charge.charged.charged, used); // all of it, 2,000 as debt
+    ///     assert!(!tokens.decide("tenant", 0).await.is_admitted()); // until paid back
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn record(&self, key: &str, n: u32) -> ChargeVerdict {
+        match self.try_record(key, n).await {
+            Ok(answer) => ChargeVerdict {
+                charged: answer.charged,
+                from_lease: 0,
+                source: Source::Redis {
+                    server_time: answer.server_time,
+                },
+            },
+            Err(_) => self.charge_fallback(key, n),
+        }
+    }
+
+    /// Record `n` permits to `key` on Redis as [`RedisGcra::record`] does, at Redis's
+    /// `TIME`, with no fallback.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisGcra::try_charge`]: the record may or may not have been written when the
+    /// deadline passed; it is never sent twice.
+    pub async fn try_record(&self, key: &str, n: u32) -> Result<ChargeAnswer, Error> {
+        self.record_call(key, n, None).await
+    }
+
+    /// As [`RedisGcra::try_record`] at the explicit time `now` on Redis's clock (at most
+    /// [`RedisMicros::MAX`]): for tests and replays; no expiry is set (see
+    /// [`RedisGcra::try_decide_at`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisGcra::try_charge_at`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{Policy, Redis, RedisConfig, RedisGcra, RedisMicros};
+    /// use std::time::Duration;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let limit = RedisGcra::new(redis, "10/s burst 5".parse()?, Policy::FailClosed)?;
+    /// let at = RedisMicros::new(1_750_000_000_000_000);
+    /// let answer = limit.try_record_at("replayed", 7, at).await?;
+    /// assert_eq!((answer.charged.charged, answer.charged.shortfall), (7, 0)); // 2 in debt
+    /// assert_eq!(answer.charged.wait, Duration::from_millis(300)); // 700 ms, less 400 ms
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_record_at(
+        &self,
+        key: &str,
+        n: u32,
+        now: RedisMicros,
+    ) -> Result<ChargeAnswer, Error> {
+        self.record_call(key, n, Some(now)).await
+    }
+
+    async fn record_call(
+        &self,
+        key: &str,
+        n: u32,
+        now: Option<RedisMicros>,
+    ) -> Result<ChargeAnswer, Error> {
+        let reply = self.call_raw(key, Op::Record, n, now).await?;
         self.numbers.parse_charge(&reply, n)
     }
 

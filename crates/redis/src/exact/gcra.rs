@@ -29,15 +29,31 @@ use std::time::Duration;
 ///   key is full (`TAT ≤ now`), leaving `TAT = now + n·T`: in debt, later requests wait
 ///   until it is repaid at the rate; while the key is not full it is refused with the
 ///   exact wait `TAT − now`. Above the capacity: `ExceedsCapacity` with that capacity.
-/// - `n = 0` succeeds and writes nothing; a denial writes nothing.
+/// - `n = 0` writes nothing, and is admitted unless the key is in debt (`TAT − now > S`: a
+///   recorded charge or an oversized admission took it past the burst's span), when it is
+///   refused with the exact wait `TAT − now − S` (the core's check with no cost, Envoy's
+///   `hits_addend: 0`). A denial writes nothing.
 /// - A forced charge ([`RedisGcra::charge`]) is never refused by the limit: it adds
-///   `min(n, ⌊(S + D − backlog)/T⌋)` permits and reports the rest as the shortfall.
+///   `min(n, ⌊(S + D − backlog)/T⌋)` permits and reports the rest as the shortfall (the
+///   core's [`Budget`](limitcore::Budget)).
+/// - A recorded charge ([`RedisGcra::record`]) and a reservation's settle
+///   ([`RedisGcra::try_reserve`], [`RedisGcra::try_settle`]) are costs known after the
+///   work: the charge, or the settle's excess over its estimate, is recorded whole as debt
+///   past the burst, whatever `D` (the core's [`Refund::charge_at`](limitcore::Refund::charge_at)
+///   and [`Refund::settle`](limitcore::Refund::settle) on GCRA); a settle below its
+///   estimate gives back the unused tail at its own schedule position, less what a reading
+///   since may have absorbed. Nothing is lost: only a backlog past 2^52 µs (142 years)
+///   cannot be written, and that part is reported as the shortfall.
 /// - `retry_after` is exact in µs, the script's resolution: `TIME` reads the server's
 ///   clock rounded down to the µs, so the wait is never early.
 /// - In any window of length Δ the fleet consumes at most `B + ⌈(Δ + D)/T⌉ − 1` permits
 ///   per key (admissions and charges together), whatever the number of nodes (one state,
-///   decided atomically by Redis); with `D = 0` that is GCRA's `B + ⌈Δ/T⌉ − 1`. The proof
-///   is in [`leased`](crate::leased)'s docs ("The bound", step (i)).
+///   decided atomically by Redis); with `D = 0` that is GCRA's `B + ⌈Δ/T⌉ − 1`. Recorded
+///   charges are never refused, so they can pass it; what they record past the limit is
+///   debt that every later request waits out: the window's admissions plus everything it
+///   consumed before its last admission stay within the bound. The proof is in
+///   [`leased`](crate::leased)'s docs ("The bound", step (i), and "Charges recorded past
+///   the limit").
 /// - The key expires when its state becomes indistinguishable from a fresh one (`TAT ≤
 ///   now`: the TTL is `TAT − now`, rounded up to the ms): an idle key vanishes on its own,
 ///   a limited key never does.
@@ -100,6 +116,8 @@ pub(super) enum Op {
     Decide,
     UpTo,
     Charge,
+    /// A charge recorded as debt past the burst, never refused ([`RedisGcra::try_record`]).
+    Record,
 }
 
 impl Numbers {
@@ -126,7 +144,7 @@ impl Numbers {
     }
 
     /// `S = burst·T`, µs.
-    fn span(&self) -> u64 {
+    pub(super) fn span(&self) -> u64 {
         u64::from(self.burst) * self.interval_us
     }
 
@@ -141,6 +159,7 @@ impl Numbers {
             Op::Decide => "0",
             Op::UpTo => "1",
             Op::Charge => "2",
+            Op::Record => "3",
         };
         let mut args = vec![
             self.interval_us.to_string(),

@@ -12,6 +12,7 @@ mod all;
 mod charge;
 mod fair;
 mod gcra;
+mod reservation;
 mod seam;
 mod sliding_log;
 
@@ -19,6 +20,7 @@ pub use all::RedisAll;
 pub use charge::ChargeAnswer;
 pub use fair::FairAnswer;
 pub use gcra::RedisGcra;
+pub use reservation::{GcraReceipt, LogReceipt, Reservation};
 pub use sliding_log::RedisSlidingLog;
 
 /// `2^52` µs: the largest burst span (and explicit time) the scripts accept, so that

@@ -1,5 +1,7 @@
-//! Forced charges ([`LeasedLimiter::charge`]) and requests above the largest lease
-//! ([`LeasedLimiter::acquire`] of `n > L`) on the leased path.
+//! Forced charges ([`LeasedLimiter::charge`]), charges recorded as debt in the fleet
+//! ([`LeasedLimiter::record`]), reservations settled to their actual cost
+//! ([`LeasedLimiter::reserve`], [`LeasedLimiter::settle`]) and requests above the largest
+//! lease ([`LeasedLimiter::acquire`] of `n > L`) on the leased path.
 
 use super::{Entry, LeasedKey, LeasedLimiter};
 use crate::policy::{ChargeVerdict, Source, Verdict};
@@ -50,16 +52,118 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
             let guard = self.inner.keys.pin();
             Arc::clone(self.entry(&guard, key))
         };
-        self.charge_entry(&entry, key, n).await
+        self.charge_entry(&entry, key, n, Kind::Budget).await
     }
 
-    /// [`LeasedLimiter::charge`] on `key`'s `entry` (looked up, or pinned by a
-    /// [`LeasedKey`]).
+    /// Record `n` permits of usage known after the work (an LLM response's tokens) to
+    /// `key` as debt in the fleet, never refused and never lost: the cells the node holds
+    /// for the key are spent first (Redis charged them when it leased them), and the rest,
+    /// if any, is recorded on Redis in one script call as [`RedisGcra::record`](crate::RedisGcra::record)
+    /// records it (whole, past the burst and the maximum debt: only a backlog past 2^52 µs
+    /// is short, and reported). When Redis cannot answer, the rest goes to the outage
+    /// policy as a charge ([`Policy`](crate::Policy), "Charges"), its source says so.
+    ///
+    /// The verdict's wait, and the local block after a Redis record, are as
+    /// [`LeasedLimiter::charge`]'s: once Redis says a request must wait, this node refuses
+    /// the key locally until then, and sends nothing meanwhile. Other nodes learn of the
+    /// debt when their next lease is refused; until then they spend the cells they hold,
+    /// which the fleet's bound already counts (`N·L`, the module's "Charges recorded past
+    /// the limit"). A request for no permits on the leased path is local and sees only
+    /// this node's block, not the debt itself: the exact limiter
+    /// ([`RedisGcra`](crate::RedisGcra)) answers a check of no cost by the debt.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let tokens = LeasedLimiter::new(redis, "10000/min".parse()?, LeaseConfig::new(500), Policy::FailLocal)?;
+    /// let charge = tokens.record("tenant-7", 12_000).await; // past the whole burst
+    /// assert_eq!(charge.charged.charged, 12_000);          // all of it, the rest as debt
+    /// # Ok(()) }
+    /// ```
+    pub async fn record(&self, key: &str, n: u32) -> ChargeVerdict {
+        let entry = {
+            let guard = self.inner.keys.pin();
+            Arc::clone(self.entry(&guard, key))
+        };
+        self.charge_entry(&entry, key, n, Kind::Record).await
+    }
+
+    /// Reserve `n` permits for `key` (an estimate of a cost known after the work), decided
+    /// as [`LeasedLimiter::acquire`] decides `n` (waiting for a lease when the node holds
+    /// none; a request above `L` on Redis), with the receipt that
+    /// [`LeasedLimiter::settle`] settles on admission.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let tokens = LeasedLimiter::new(redis, "10000/min".parse()?, LeaseConfig::new(500), Policy::FailLocal)?;
+    /// let (verdict, receipt) = tokens.reserve("tenant-7", 100).await;
+    /// if let Some(receipt) = receipt {
+    ///     let settled = tokens.settle("tenant-7", receipt, 140).await; // 40 past it
+    ///     assert_eq!(settled.charged.charged + settled.charged.shortfall, 40);
+    /// } else {
+    ///     println!("429: {:?}", verdict.decision.retry_after());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn reserve(&self, key: &str, n: u32) -> (Verdict, Option<LeasedReceipt>) {
+        let verdict = self.acquire(key, n).await;
+        let receipt = verdict
+            .decision
+            .is_admitted()
+            .then_some(LeasedReceipt { n });
+        (verdict, receipt)
+    }
+
+    /// Settle the reservation `receipt` on `key` to its actual cost `actual`: above the
+    /// estimate the excess is recorded as [`LeasedLimiter::record`] records it (the node's
+    /// cells first, the rest on Redis as debt, never refused, never lost); at or below it
+    /// nothing is given back: the reserved cells were charged on Redis when they were
+    /// leased and, like every leased cell, are never refunded (a refund could create a
+    /// permit under a race; letting them go cannot). The leased settle is so stricter than
+    /// the exact one ([`RedisGcra::try_settle`](crate::RedisGcra::try_settle)) by at most
+    /// the unused part of the estimate, never looser.
+    ///
+    /// The verdict is the excess charge's ([`ChargeVerdict`]; `charged` 0 with
+    /// [`Source::Lease`] at or below the estimate, with the local wait of a request for one
+    /// permit).
+    pub async fn settle(&self, key: &str, receipt: LeasedReceipt, actual: u32) -> ChargeVerdict {
+        let excess = actual.saturating_sub(receipt.n);
+        if excess > 0 {
+            return self.record(key, excess).await;
+        }
+        let now = self.inner.clock.now();
+        let word = {
+            let guard = self.inner.keys.pin();
+            self.entry(&guard, key).word.load()
+        };
+        ChargeVerdict {
+            charged: Charged {
+                charged: 0,
+                shortfall: 0,
+                wait: self.local_wait(&word, now),
+            },
+            from_lease: 0,
+            source: Source::Lease,
+        }
+    }
+
+    /// [`LeasedLimiter::charge`] (a budget's charge) or [`LeasedLimiter::record`] (debt)
+    /// on `key`'s `entry` (looked up, or pinned by a [`LeasedKey`]).
     pub(super) async fn charge_entry(
         &self,
         entry: &Arc<Entry>,
         key: &str,
         n: u32,
+        kind: Kind,
     ) -> ChargeVerdict {
         let inner = &self.inner;
         let rule = inner.rule;
@@ -87,7 +191,11 @@ impl<C: Clock + Clone + 'static> LeasedLimiter<C> {
                 source: Source::Lease,
             };
         }
-        let remote = match inner.gcra.try_charge(key, rest).await {
+        let answer = match kind {
+            Kind::Budget => inner.gcra.try_charge(key, rest).await,
+            Kind::Record => inner.gcra.try_record(key, rest).await,
+        };
+        let remote = match answer {
             Ok(answer) => {
                 let arrived = inner.clock.now();
                 let wait = answer.charged.wait;
@@ -179,8 +287,72 @@ impl<C: Clock + Clone + 'static> LeasedKey<C> {
     /// ```
     pub async fn charge(&self, n: u32) -> ChargeVerdict {
         self.limiter()
-            .charge_entry(self.entry(), self.key(), n)
+            .charge_entry(self.entry(), self.key(), n, Kind::Budget)
             .await
+    }
+
+    /// Record `n` permits to the key as debt in the fleet: as [`LeasedLimiter::record`]
+    /// (the cells the node holds for the key first, then Redis, never refused, never lost),
+    /// with no lookup.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+    /// let tokens = LeasedLimiter::new(redis, "10000/min".parse()?, LeaseConfig::new(500), Policy::FailLocal)?;
+    /// let model = tokens.key("model-a");
+    /// let charge = model.record(700).await; // the response's tokens
+    /// assert_eq!(charge.charged.charged, 700);
+    /// # Ok(()) }
+    /// ```
+    pub async fn record(&self, n: u32) -> ChargeVerdict {
+        self.limiter()
+            .charge_entry(self.entry(), self.key(), n, Kind::Record)
+            .await
+    }
+}
+
+/// Which charge a leased charge sends Redis for the part the held cells do not cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A budget's charge, saturating at `burst·T + D` ([`RedisGcra::try_charge`](crate::RedisGcra::try_charge)).
+    Budget,
+    /// Recorded whole as debt ([`RedisGcra::try_record`](crate::RedisGcra::try_record)).
+    Record,
+}
+
+/// A reservation on a [`LeasedLimiter`] key: `n` permits admitted by
+/// [`LeasedLimiter::reserve`], settled exactly once by [`LeasedLimiter::settle`] (which
+/// consumes it; it is neither `Clone` nor `Copy`). It names no key: settle it on the key
+/// it was reserved on.
+///
+/// # Examples
+///
+/// ```no_run
+/// use limitcore_redis::{LeaseConfig, LeasedLimiter, Policy, Redis, RedisConfig};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = Redis::connect("redis://127.0.0.1:6379", RedisConfig::default()).await?;
+/// let tokens = LeasedLimiter::new(redis, "10000/min".parse()?, LeaseConfig::new(500), Policy::FailLocal)?;
+/// if let (_, Some(receipt)) = tokens.reserve("tenant", 100).await {
+///     assert_eq!(receipt.n(), 100);
+///     tokens.settle("tenant", receipt, 60).await;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, PartialEq, Eq, Hash)]
+#[must_use = "a reservation holds its permits until it is settled"]
+pub struct LeasedReceipt {
+    n: u32,
+}
+
+impl LeasedReceipt {
+    /// Permits reserved.
+    pub fn n(&self) -> u32 {
+        self.n
     }
 }
 
@@ -196,6 +368,9 @@ mod tests {
         send(limiter.charge("k", 1));
         send(limiter.acquire("k", 100));
         send(key.charge(1));
+        send(key.record(1));
+        send(limiter.record("k", 1));
+        send(limiter.reserve("k", 1));
         send(key.acquire(100));
         send(exact.charge("k", 1));
     }

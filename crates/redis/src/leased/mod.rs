@@ -57,6 +57,16 @@
 //!   call, never refused by the limit (saturating at `B·T + D` of backlog, the rest
 //!   reported as the shortfall). If Redis's answer says a request must now wait, the node
 //!   blocks the key until that wait has passed, as after a refused lease (step 5).
+//! - **A recorded charge** ([`LeasedLimiter::record`], [`LeasedKey::record`]: a cost known
+//!   after the work, an LLM response's tokens) spends the held cells first in the same way,
+//!   and records the rest on Redis whole, as debt past the burst and past `D`
+//!   ([`RedisGcra::record`]): never refused, never lost (only a backlog past 2^52 µs is
+//!   short, and reported), with the same local block after it.
+//! - **A reservation** ([`LeasedLimiter::reserve`]) is an admission of its estimate with a
+//!   receipt; its settle ([`LeasedLimiter::settle`]) records the excess of the actual cost
+//!   as a recorded charge does, and gives nothing back below the estimate (step 4: cells
+//!   are never refunded), so it is stricter than the exact settle by at most the unused
+//!   part, never looser.
 //!
 //! # The bound
 //!
@@ -108,10 +118,50 @@
 //! `a = 0`, `Δ = t`: no `N·L` term, and the cells that expire unspent only lower it. ∎
 //!
 //! A refusal from Redis only blocks locally, expiry only removes cells, and the fair shares
-//! only lower what a lease takes: none can break the bound. Every limiter on the key (leased or exact, on every node) must share
-//! the quota and the debt: the bound is that configuration's. The outage policies
-//! ([`Policy`]) state their own, charges included; a charge whose call timed out may have
-//! been recorded on Redis as well as by the policy (stricter, never looser).
+//! only lower what a lease takes: none can break the bound. Every limiter on the key
+//! (leased or exact, on every node) must share the quota and the debt: the bound is that
+//! configuration's. The outage policies ([`Policy`]) state their own, charges included; a
+//! charge whose call timed out may have been recorded on Redis as well as by the policy
+//! (stricter, never looser).
+//!
+//! # Charges recorded past the limit
+//!
+//! A recorded charge ([`LeasedLimiter::record`], [`RedisGcra::record`], a settle's excess)
+//! is never refused, so no limit can bound what the fleet consumes with it: one record of
+//! a million tokens consumes a million. What stays bounded is everything else, by what the
+//! fleet still owes: let `R` be the debt that the window's last call on Redis left
+//! (`max(0, TAT − t − B·T)` after it, µs: zero unless a charge took the key past its
+//! burst), and count a settled reservation as its actual cost. Then, while Redis answers:
+//!
+//! ```text
+//! consumed(fleet, [a, a+Δ))  ≤  B + ⌈(Δ + max(D, R)) / T⌉ − 1  +  N·L
+//! consumed(fleet, [0, t))    ≤  consumed(Redis, [0, t))  ≤  B + ⌈(t + max(D, R_t)) / T⌉ − 1
+//! ```
+//!
+//! with `R_t` the debt outstanding at `t`. Without recorded charges `R ≤ D` and these are
+//! the lines above. Every permit recorded past the limit is owed: each adds one to the
+//! bound only while it is unpaid, and every request on the key, one for no permits
+//! included (exact mode), is refused until it is paid back at the rate, so over time the
+//! fleet admits exactly that much less.
+//!
+//! *Proof.* (i′) As (i), with the calls of a window at Redis times `a ≤ t₁ ≤ … ≤ t_k <
+//! a + Δ`: a record of `m` moves the TAT to `max(TAT, t) + m·T` as every consuming call
+//! does, and a settle below its estimate leaves a state never more permissive than
+//! charging the actual cost at the reservation (the core's GCRA refund gives back only the
+//! part of the unused tail no reading since has absorbed), so a settled reservation
+//! counts as its actual cost. Then `a + (Σ m)·T ≤ TAT_k = t_k + backlog_k`, and the last
+//! call left `backlog_k ≤ B·T + max(D, R)` (an admission or a lease at most `B·T`, an
+//! oversized admission or a budget's charge at most `B·T + D`, a record `B·T + R` by the
+//! definition of `R`): `(Σ m)·T < Δ + B·T + max(D, R)`, so `Σ m ≤ B + ⌈(Δ + max(D, R))/T⌉
+//! − 1`. (ii) and (iii) are unchanged: a record spends held cells (granted, counted by
+//! (i′) or owned at `a`) before it asks Redis for the rest, and a leased settle gives no
+//! cell back. ∎
+//!
+//! The nodes that did not record learn of the debt when their next lease is refused; until
+//! then they spend the cells they hold, which is the `N·L` term. A request for no permits
+//! on the leased path is decided locally: it sees this node's block after its own record,
+//! not the fleet's debt; a check of no cost that must see every debt belongs on the exact
+//! limiter ([`RedisGcra`]), whose script answers it from the key's TAT.
 //!
 //! # Cost
 //!
@@ -173,6 +223,7 @@ mod loom;
 mod rule;
 
 pub use awaited::AwaitLeases;
+pub use charge::LeasedReceipt;
 pub use config::LeaseConfig;
 use entry::{live_entry, Entry, Keys, KeysRef};
 pub use key::LeasedKey;
@@ -216,7 +267,9 @@ struct Inner<C: Clock> {
 /// With `N` nodes, largest lease `L` and maximum debt `D` ([`LeaseConfig::max_debt`], zero
 /// by default), in any window of length Δ the fleet consumes (admits, plus charges) at
 /// most `B + ⌈(Δ + D)/T⌉ − 1 + N·L` per key (the exact bound plus `N·L`), and over the
-/// long run never more than the exact limit. The proof is in the [module docs](self).
+/// long run never more than the exact limit. Charges recorded past the limit
+/// ([`LeasedLimiter::record`]) replace `D` by `max(D, R)`, `R` the debt still owed at the
+/// window's end. The proofs are in the [module docs](self).
 ///
 /// # Capacity
 ///

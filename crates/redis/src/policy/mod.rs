@@ -48,6 +48,13 @@ use std::time::Duration;
 /// | [`Policy::FailClosed`] | not recorded (every request is refused meanwhile) | `charged 0`, `shortfall n`, `wait` = the breaker's cooldown (a hint, as its refusals') |
 /// | [`Policy::FailLocal`] | charged to the node's local budget, up to its burst `b'` plus the debt | the local budget's [`Charged`] (the rest as the shortfall, the local wait for one permit) |
 ///
+/// A recorded charge ([`RedisGcra::record`](crate::RedisGcra::record),
+/// [`LeasedLimiter::record`](crate::LeasedLimiter::record)) and a settle's excess
+/// ([`RedisGcra::settle`](crate::RedisGcra::settle)) meet the policy as such a charge
+/// (the table's report says what became of it: `FailClosed` and `FailLocal` report what
+/// they do not hold as the shortfall, `FailOpen` forgives it); a settle below its
+/// estimate gives nothing back while Redis cannot answer (stricter).
+///
 /// A charge is never sent to Redis later: after the outage Redis's state is the one it
 /// kept. (A leased charge first spends the cells the node holds, which Redis had already
 /// charged, under every policy; only the rest meets the policy.) [`Policy::Propagate`]
