@@ -7,10 +7,10 @@
 use super::charge::ChargeAnswer;
 use super::gcra::RedisGcra;
 use super::Answer;
+use crate::error::Error;
 use crate::policy::{ChargeVerdict, Source};
 use crate::scripts::scripts;
 use crate::time::RedisMicros;
-use crate::Error;
 
 /// A reservation's answer: the decision, and on admission the receipt to settle it with
 /// (exactly once: a receipt is neither `Clone` nor `Copy`).
