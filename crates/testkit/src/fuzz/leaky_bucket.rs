@@ -63,10 +63,16 @@ impl PacerDiff<'_> {
         if let Err(denied) = got {
             self.check_retry_after(op, n, None, now, denied);
             // Denied now: the queue drains exactly `retry_after` from now, which the
-            // limiter's own snapshot must say too.
+            // limiter's own snapshot must say too (for a request for no permits, refused
+            // while the queue runs past its capacity, `retry_after` less the capacity).
             if let Denied::RateLimited { retry_after } = denied {
                 let s = self.limiter.snapshot_at(now);
-                if s.full_after != retry_after {
+                let capacity = if n == 0 {
+                    Duration::from_nanos(self.limiter.quota().burst_span_ns())
+                } else {
+                    Duration::ZERO
+                };
+                if s.full_after != retry_after + capacity {
                     self.trace.fail(
                         "snapshot disagrees with try_acquire's retry_after",
                         op,
@@ -123,7 +129,13 @@ impl PacerDiff<'_> {
         denied: Denied,
     ) {
         let mw = max_wait.map_or(0, saturating_nanos);
-        match probe_retry_after(denied, now, |t| self.model.clone().reserve(n, t, mw)) {
+        // A request for no permits (`try_acquire_n_at(0)`: refused only past the capacity) is
+        // the model's `acquire`, not a reservation of nothing.
+        let ask = |t| match (n, max_wait) {
+            (0, None) => self.model.clone().acquire(0, t).map(|()| 0),
+            _ => self.model.clone().reserve(n, t, mw),
+        };
+        match probe_retry_after(denied, now, ask) {
             Ok(Some(then)) => self.last_denied = Some((n, max_wait, then - now)),
             Ok(None) => {}
             Err((what, detail)) => self.trace.fail(what, op, now, &detail),
@@ -146,7 +158,8 @@ impl PacerDiff<'_> {
             );
         }
         let take = self.model.clone().reserve(got.remaining, at, u64::MAX);
-        if take.is_err() && take != Err(never) {
+        // `remaining = 0`: nothing to take (see the GCRA harness).
+        if got.remaining > 0 && take.is_err() && take != Err(never) {
             t.fail(
                 "snapshot.remaining too high",
                 op,

@@ -252,11 +252,17 @@ impl<R: QuotaRule, S: Store<u8>> KeyedDiff<'_, R, S> {
                 retired,
             }
         };
-        if n == 0 {
-            return by_size(Ok(()));
-        }
         if let Some(s) = self.slots.get_mut(&key) {
+            // A request for no permits reads the key's state (refused in debt), writes none.
             return on(s, Place::Own);
+        }
+        if n == 0 {
+            // An unknown key is fresh (never in debt) and gets no state; at the key bound its
+            // decisions are the overflow state's, with no sweep (only a new state sweeps).
+            if self.len() >= self.max_keys && !self.redirects.contains(&key) {
+                return on(&mut self.overflow, Place::Overflow);
+            }
+            return by_size(Ok(()));
         }
         let quota = self.quota_for_new(key);
         let capacity = quota.burst();
