@@ -17,7 +17,7 @@ pub(crate) enum Readings {
 /// Where `SlidingWindow`'s documentation promises the formula exactly (batch 0).
 ///
 /// The global word keeps the window number modulo `2^F` (`F = 64 − 2b`, `b` the bit length
-/// of the count); a reading up to `tolerance` windows before the stored window is stale and
+/// of the count plus one); a reading up to `tolerance` windows before the stored window is stale and
 /// decided at the stored window's start ([`SlidingWindowRule::MAX_CLOCK_LAG_NS`]: "2^33 ns
 /// worth of windows, at least 4, at most a quarter of the field's range"), and a reading `D`
 /// windows after it is read modulo `2^F` ("a limiter left idle for about a multiple of
@@ -43,7 +43,9 @@ pub(crate) struct SlidingReadings {
 
 impl SlidingReadings {
     pub(crate) fn new(quota: &Quota) -> SlidingReadings {
-        let bits = u32::BITS - quota.count().leading_zeros();
+        // Each count's field: the bit length of `count + 1` (a count past the limit, a
+        // charge's debt, is held up to `2^bits − 1`).
+        let bits = u64::BITS - (u64::from(quota.count()) + 1).leading_zeros();
         let field_bits = 64 - 2 * bits;
         let quarter = (1u64 << (field_bits - 2)) - 1;
         SlidingReadings {
