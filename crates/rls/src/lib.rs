@@ -109,7 +109,7 @@ pub use backend::memory::rule::RuleLimiter;
 pub use backend::memory::Memory;
 pub use backend::redis_exact::{RedisExact, RuleParams};
 pub use backend::redis_leased::{RedisLeased, RuleLease};
-pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome};
+pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome, RefusedHits};
 pub use clock::{SharedClock, UnixClock};
 pub use config::{Config, ConfigError, Limit, Rule, Settings, Unit};
 pub use protocol::{
