@@ -174,3 +174,81 @@ async fn every_algorithm_decides_on_redis_exact_as_in_process() {
         "{admitted} admitted, {refused} refused"
     );
 }
+
+/// On a real Redis Cluster of three `redis-server` masters on loopback (`--redis-cluster`'s
+/// connection): every key of a request carries its domain's hash tag, `{domain}`, so a
+/// request of several descriptors (every algorithm) is one script call in one slot (a
+/// request across slots would be refused by the cluster, `CROSSSLOT`), and decides as on one
+/// server: the same trace on a single server and on the cluster, at the same explicit
+/// times, gets the same answers, and the domains spread over the masters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_requests_keys_share_a_slot_and_decide_as_on_one_server() {
+    use limitcore_redis::server::RedisCluster;
+    use std::collections::{BTreeMap, BTreeSet};
+    let cluster = RedisCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let single = RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let clock = ManualClock::starting_at(EPOCH + 10_000_000_000);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let domains: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
+    let files: Vec<(std::path::PathBuf, String)> = domains
+        .iter()
+        .map(|d| {
+            let text = CONFIG.replace("domain: d", &format!("domain: {d}"));
+            (format!("{d}.yaml").into(), text)
+        })
+        .collect();
+    let config = || Config::from_files(&files, &Settings::default()).unwrap();
+    let redis_config = RedisConfig::default().deadline(Duration::from_secs(2));
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let on_cluster = Redis::connect_cluster(&urls, redis_config.clone())
+        .await
+        .unwrap();
+    let on_one = Redis::connect(&single.url(), redis_config).await.unwrap();
+    let exact = |redis: Redis| {
+        let local = Memory::new(shared.clone(), 10_000);
+        let service = Service::new(
+            RedisExact::new(redis, Policy::Propagate, "c:", local).with_clock(shared.clone()),
+            Options::default(),
+        );
+        service.apply(config()).unwrap();
+        service
+    };
+    let (cluster_service, one_service) = (exact(on_cluster), exact(on_one));
+    let mut rng = Rng(39);
+    let mut t = EPOCH + 10_000_000_000;
+    for step in 0..1_500 {
+        t += 1_000 * rng.below(200_000);
+        clock.set_nanos(t);
+        let domain = domains[rng.below(domains.len() as u64) as usize].clone();
+        let descriptors = (0..1 + rng.below(4))
+            .map(|_| descriptor(&mut rng))
+            .collect();
+        let request = Request {
+            domain,
+            descriptors,
+            hits_addend: 0,
+        };
+        let on_cluster = cluster_service
+            .should_rate_limit(&request)
+            .await
+            .unwrap_or_else(|e| panic!("step {step}: {e}"));
+        let on_one = one_service.should_rate_limit(&request).await.unwrap();
+        assert_eq!(seen(&on_cluster), seen(&on_one), "step {step}: {request:?}");
+    }
+    // Where the keys went: each domain's on one master (its slot's), the domains on more
+    // than one.
+    let mut masters_of = BTreeMap::<&str, BTreeSet<usize>>::new();
+    for (m, node) in cluster.nodes().iter().enumerate() {
+        let keys = node.command(&["KEYS", "*"]).unwrap();
+        for d in &domains {
+            if keys.contains(&format!("{{{d}}}:")) {
+                masters_of.entry(d.as_str()).or_default().insert(m);
+            }
+        }
+    }
+    assert_eq!(masters_of.len(), domains.len(), "{masters_of:?}");
+    assert!(masters_of.values().all(|m| m.len() == 1), "{masters_of:?}");
+    let used: BTreeSet<usize> = masters_of.values().flatten().copied().collect();
+    assert!(used.len() >= 2, "8 domains on one master: {masters_of:?}");
+}
