@@ -60,8 +60,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// [`BackendError`] for a rule this backend cannot run (a sliding algorithm on Redis,
-    /// a window algorithm leased, a rate Redis cannot represent).
+    /// [`BackendError`] for a rule this backend cannot run (a window algorithm leased, a
+    /// rate Redis cannot represent).
     fn rule(
         &self,
         scope: &str,
