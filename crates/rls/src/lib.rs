@@ -6,8 +6,10 @@
 //! envoyproxy/ratelimit's YAML files, unchanged.
 //!
 //! - **Protocol**: all of RLS v3 ([`protocol`], decided by [`Service`]): the domain, ordered descriptors, the
-//!   request's and each descriptor's `hits_addend` (0: a check that consumes nothing),
-//!   `is_negative_hits` (a refund), request-side limit overrides, every unit including
+//!   request's and each descriptor's `hits_addend` (0: a check that consumes nothing,
+//!   refused while the key is in debt), `is_negative_hits` (permits given back), a cost
+//!   charged after the response (Envoy's `apply_on_stream_done`) never lost: a refused
+//!   descriptor records its hits ([`RefusedHits`]), request-side limit overrides, every unit including
 //!   `WEEK`; statuses one per descriptor with `current_limit`, `limit_remaining` and an
 //!   exact `duration_until_reset`, so Envoy's `X-RateLimit-*` headers work; optional IETF
 //!   `RateLimit-*` headers, a refusal body, dynamic metadata; `INVALID_ARGUMENT` and
@@ -20,12 +22,12 @@
 //!   epoch as envoyproxy/ratelimit's; `gcra`, `token-bucket`, `sliding-window`,
 //!   `sliding-log`) and `burst`.
 //! - **All or nothing** by default ([`Mode`]): a request is admitted only if every matched
-//!   descriptor admits it, and a refusal charges none (`charge-each` restores
+//!   descriptor admits it, and a refusal charges none that admitted it (`charge-each` is
 //!   envoyproxy/ratelimit's counters); per-rule and global shadow mode; quota mode.
 //! - **Backends** ([`Backend`], one interface): in process ([`Memory`]: the core's keyed
 //!   limiters, bounded memory, the core's all-or-nothing [`Batch`]); Redis exact
-//!   ([`RedisExact`]: one script call decides every descriptor of a request, atomically; a
-//!   hash tag per domain for Redis Cluster); Redis leased ([`RedisLeased`]: limitcore-redis's
+//!   ([`RedisExact`]: one script call decides every descriptor of a request, atomically,
+//!   every algorithm as in process; a hash tag per domain for Redis Cluster); Redis leased ([`RedisLeased`]: limitcore-redis's
 //!   [`LeasedLimiter`]). Each keeps its rules' states in a type of its own.
 //!   Redis calls have a deadline (10 ms by default) and a circuit breaker, and an outage
 //!   policy answers while Redis cannot.
@@ -109,7 +111,7 @@ pub use backend::memory::rule::RuleLimiter;
 pub use backend::memory::Memory;
 pub use backend::redis_exact::{RedisExact, RuleParams};
 pub use backend::redis_leased::{RedisLeased, RuleLease};
-pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome};
+pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome, RefusedHits};
 pub use clock::{SharedClock, UnixClock};
 pub use config::{Config, ConfigError, Limit, Rule, Settings, Unit};
 pub use protocol::{

@@ -4,7 +4,7 @@
 use crate::backend::memory::Memory;
 use crate::backend::redis_exact::RedisExact;
 use crate::backend::redis_leased::RedisLeased;
-use crate::backend::Mode;
+use crate::backend::{Mode, RefusedHits};
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::grpc::Grpc;
@@ -99,9 +99,16 @@ pub struct ServerConfig {
     /// The burst of rules that set none (GCRA, token bucket).
     #[arg(long, env = "LIMITCORE_RLS_BURST")]
     pub burst: Option<u32>,
-    /// all-or-nothing (a refusal charges no descriptor) or charge-each (envoyproxy/ratelimit's counters).
+    /// all-or-nothing (a refused request charges no descriptor that admitted it) or charge-each
+    /// (envoyproxy/ratelimit's counters: every descriptor charged on its own).
     #[arg(long, env = "LIMITCORE_RLS_MODE", default_value = "all-or-nothing")]
     pub mode: Mode,
+    /// What becomes of a refused descriptor's hits: record (on the descriptors that refused,
+    /// past the limit, so that a cost charged after the response is never lost: Envoy's
+    /// `apply_on_stream_done`, Envoy Gateway's `cost.response`) or drop (a refused request
+    /// changes nothing; for deployments that never charge after the response).
+    #[arg(long, env = "LIMITCORE_RLS_REFUSED_HITS", default_value = "record")]
+    pub refused_hits: RefusedHits,
     /// Global shadow mode: decide and count, never refuse.
     #[arg(long, env = "LIMITCORE_RLS_SHADOW_MODE")]
     pub shadow_mode: bool,
@@ -210,6 +217,7 @@ impl ServerConfig {
     pub fn options(&self) -> Options {
         Options {
             mode: self.mode,
+            refused_hits: self.refused_hits,
             shadow_mode: self.shadow_mode,
             headers: self.headers.then(|| HeaderNames {
                 limit: self.header_limit.clone(),

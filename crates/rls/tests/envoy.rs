@@ -25,6 +25,12 @@ fn free_port() -> u16 {
 
 /// A tiny upstream: answers every request `200 upstream` (HTTP/1.1), on a thread.
 fn upstream() -> SocketAddr {
+    upstream_with("")
+}
+
+/// A tiny upstream answering every request `200 upstream` with `headers` (`name: value\r\n`
+/// lines) added, on a thread.
+fn upstream_with(headers: &'static str) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -41,8 +47,8 @@ fn upstream() -> SocketAddr {
                     seen.extend_from_slice(&buf[..n]);
                     while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
                         seen.drain(..end + 4);
-                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\ncontent-type: text/plain\r\n\r\nupstream";
-                        if s.write_all(reply).is_err() {
+                        let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: 8\r\ncontent-type: text/plain\r\n{headers}\r\nupstream");
+                        if s.write_all(reply.as_bytes()).is_err() {
                             return;
                         }
                     }
@@ -74,7 +80,25 @@ impl Drop for Envoy {
 /// answers, and a killed service is refused at once (its port is closed), not waited for.
 const RLS_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The route's `rate_limits` of the tests: the user's descriptor.
+const ROUTE_LIMITS: &str = "
+                  rate_limits:
+                  - actions:
+                    - request_headers: {header_name: x-user, descriptor_key: user}";
+
 fn envoy(rls: SocketAddr, upstream: SocketAddr, failure_mode_deny: bool) -> Envoy {
+    envoy_with(rls, upstream, failure_mode_deny, ROUTE_LIMITS, "")
+}
+
+/// Envoy as [`envoy`]'s, with `route_limits` on the route and `filter_limits` in the
+/// rate-limit filter's own configuration (YAML at their indentation).
+fn envoy_with(
+    rls: SocketAddr,
+    upstream: SocketAddr,
+    failure_mode_deny: bool,
+    route_limits: &str,
+    filter_limits: &str,
+) -> Envoy {
     if Command::new("envoy")
         .arg("--version")
         .stdout(Stdio::null())
@@ -105,10 +129,7 @@ static_resources:
               routes:
               - match: {{prefix: "/"}}
                 route:
-                  cluster: upstream
-                  rate_limits:
-                  - actions:
-                    - request_headers: {{header_name: x-user, descriptor_key: user}}
+                  cluster: upstream{route_limits}
           http_filters:
           - name: envoy.filters.http.ratelimit
             typed_config:
@@ -120,7 +141,7 @@ static_resources:
               rate_limit_service:
                 transport_api_version: V3
                 grpc_service:
-                  envoy_grpc: {{cluster_name: ratelimit}}
+                  envoy_grpc: {{cluster_name: ratelimit}}{filter_limits}
           - name: envoy.filters.http.router
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
@@ -265,8 +286,9 @@ async fn requests_pass_then_429_with_x_ratelimit_headers() {
     assert_eq!(*status, 429);
     assert_eq!(header(h, "x-ratelimit-remaining"), Some("0"));
     let reset: u64 = header(h, "x-ratelimit-reset").unwrap().parse().unwrap();
-    // 3 per hour: the next permit in 20 minutes.
-    assert!((1190..=1200).contains(&reset), "reset {reset}");
+    // 3 per hour: the next permit was in 20 minutes, and the refused request's hit is
+    // recorded (the default `--refused-hits record`): the same request waits 40.
+    assert!((2390..=2400).contains(&reset), "reset {reset}");
     rls.stop().await;
 }
 
@@ -384,6 +406,135 @@ async fn service_killed_then_failure_mode_deny_decides() {
     .unwrap();
     assert_eq!(a, 200, "failure_mode_deny: false lets the request through");
     assert_eq!(b, 500, "failure_mode_deny: true refuses it");
+}
+
+/// The rate-limit filter's own `rate_limits` for a cost known after the response (the
+/// pattern Envoy Gateway generates for `cost.request: 0` and `cost.response`): a check of
+/// no hits before the upstream, and the response's `x-tokens` charged when the stream is
+/// done. (Entries on the route's `rate_limits` send no `hits_addend` at all in Envoy 1.40;
+/// the filter's own send 0, then the tokens.)
+const TOKEN_LIMITS: &str = r#"
+              rate_limits:
+              - actions:
+                - request_headers: {header_name: x-user, descriptor_key: user}
+                hits_addend: {number: 0}
+              - actions:
+                - request_headers: {header_name: x-user, descriptor_key: user}
+                apply_on_stream_done: true
+                hits_addend: {format: "%RESP(x-tokens)%"}"#;
+
+const TOKENS: &str = "
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1000}
+";
+
+/// Until the service holds `remaining` for `user` (the charge Envoy sends when a stream is
+/// done travels on its own, after the response), read by checks of no hits, which record
+/// nothing; 10 s for a loaded machine.
+async fn until_remaining(rls: &limitcore_rls::Running, user: &str, remaining: u32) {
+    let mut c = client(rls).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = ask(
+            &mut c,
+            req("edge", vec![hits(desc(&[("user", user)]), 0)], 0),
+        )
+        .await;
+        if r.statuses[0].limit_remaining == remaining {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{user}: {} left, not {remaining}",
+            r.statuses[0].limit_remaining
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Issue 37 through a real Envoy: `1000/minute`, an upstream that answers 600 tokens a
+/// request. Requests 1 and 2 pass (the check before each finds the limit not in debt), the
+/// second's 600 are charged with 400 left: refused, and recorded (1,200 used), so request
+/// 3 is refused by its check: 429. In process (a manual clock: no window ends) and on Redis
+/// exact (Redis's clock, the trace kept inside one minute), in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_charged_after_the_response_refuses_the_next_request() {
+    let server = limitcore_redis::server::RedisServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = server.url();
+    let runs: [(&str, &[&str]); 4] = [
+        ("memory", &[]),
+        ("memory", &["--mode", "charge-each"]),
+        (
+            "redis-exact",
+            &["--redis-url", url.as_str(), "--redis-deadline-ms", "2000"],
+        ),
+        (
+            "redis-exact",
+            &[
+                "--redis-url",
+                url.as_str(),
+                "--redis-deadline-ms",
+                "2000",
+                "--mode",
+                "charge-each",
+            ],
+        ),
+    ];
+    for (i, (backend, flags)) in runs.into_iter().enumerate() {
+        let dir = config_dir(&[("edge.yaml", TOKENS)]);
+        let clock: limitcore_rls::SharedClock = if backend == "memory" {
+            std::sync::Arc::new(limitcore::clock::ManualClock::starting_at(unix(10.0)))
+        } else {
+            // Redis decides on its own clock, in fixed windows of the Unix minute: start
+            // the trace with at least 30 s of the minute left, so that no window ends in it.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            let into = now.as_secs() % 60;
+            if into >= 30 {
+                tokio::time::sleep(Duration::from_secs(60 - into) + Duration::from_millis(200))
+                    .await;
+            }
+            UnixClock::shared()
+        };
+        let mut all = vec!["--backend", backend];
+        all.extend_from_slice(flags);
+        let rls = serve(dir.path(), clock, &all).await;
+        let e = std::sync::Arc::new(envoy_with(
+            rls.grpc_addr,
+            upstream_with("x-tokens: 600\r\n"),
+            false,
+            "",
+            TOKEN_LIMITS,
+        ));
+        let user = format!("tenant-{i}");
+        let get_one = |e: std::sync::Arc<Envoy>, user: String| {
+            tokio::task::spawn_blocking(move || get(&e, &user).0)
+        };
+        let name = format!("{backend} {flags:?}");
+        assert_eq!(
+            get_one(e.clone(), user.clone()).await.unwrap(),
+            200,
+            "{name}: 1"
+        );
+        until_remaining(&rls, &user, 400).await;
+        assert_eq!(
+            get_one(e.clone(), user.clone()).await.unwrap(),
+            200,
+            "{name}: 2"
+        );
+        // The second 600 with 400 left: refused, and recorded.
+        until_remaining(&rls, &user, 0).await;
+        assert_eq!(
+            get_one(e.clone(), user.clone()).await.unwrap(),
+            429,
+            "{name}: 3"
+        );
+        drop(e);
+        rls.stop().await;
+    }
 }
 
 #[test]

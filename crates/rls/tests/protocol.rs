@@ -142,7 +142,8 @@ async fn charge_each_charges_the_descriptors_that_admit() {
 
 #[tokio::test]
 async fn request_and_descriptor_hits() {
-    let f = fixture(&[]).await;
+    // Requests only: a refused request's hits dropped (`tests/charges.rs` records them).
+    let f = fixture(&["--refused-hits", "drop"]).await;
     let mut c = client(&f.running).await;
     // The request's hits_addend applies to descriptors without their own.
     let r = ask(&mut c, req("shop", vec![desc(&[("user", "h")])], 2)).await;
@@ -233,7 +234,7 @@ async fn negative_hits_refund_never_below_empty() {
 
 #[tokio::test]
 async fn gcra_reports_exact_waits() {
-    let f = fixture(&[]).await;
+    let f = fixture(&["--refused-hits", "drop"]).await;
     let mut c = client(&f.running).await;
     let g = || req("shop", vec![desc(&[("gcra", "x")])], 0);
     let r = ask(&mut c, g()).await;
@@ -245,6 +246,25 @@ async fn gcra_reports_exact_waits() {
     f.clock.advance(Duration::from_millis(99));
     assert_eq!(ask(&mut c, g()).await.overall_code, OVER);
     f.clock.advance(Duration::from_millis(1));
+    assert_eq!(ask(&mut c, g()).await.overall_code, OK);
+}
+
+#[tokio::test]
+async fn gcra_refused_hits_recorded_extend_the_wait_by_their_cost() {
+    // The default: a refused request's hit is recorded (it may be a charge after the
+    // response), so a client that keeps sending waits for its refused requests too.
+    let f = fixture(&[]).await;
+    let mut c = client(&f.running).await;
+    let g = || req("shop", vec![desc(&[("gcra", "y")])], 0);
+    ask(&mut c, g()).await;
+    ask(&mut c, g()).await;
+    let r = ask(&mut c, g()).await;
+    // 10/s burst 2: refused, and its permit recorded: the same request now waits 200 ms.
+    assert_eq!((r.overall_code, reset_ms(&r, 0)), (OVER, Some(200)));
+    f.clock.advance(Duration::from_millis(199));
+    let r = ask(&mut c, g()).await;
+    assert_eq!((r.overall_code, reset_ms(&r, 0)), (OVER, Some(101)));
+    f.clock.advance(Duration::from_millis(101));
     assert_eq!(ask(&mut c, g()).await.overall_code, OK);
 }
 

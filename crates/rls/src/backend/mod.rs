@@ -27,7 +27,7 @@ use std::time::Duration;
 /// A backend that admits every request (a stand-in for a fail-open outage policy):
 ///
 /// ```
-/// use limitcore_rls::{Backend, BackendError, Item, Limit, Mode, Options, Outcome, Service};
+/// use limitcore_rls::{Backend, BackendError, Item, Limit, Mode, Options, Outcome, RefusedHits, Service};
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
@@ -41,7 +41,7 @@ use std::time::Duration;
 ///         Ok(Arc::new(limit))
 ///     }
 ///
-///     async fn decide(&self, _domain: &str, items: &[Item<Limit>], _mode: Mode) -> Result<Vec<Outcome>, BackendError> {
+///     async fn decide(&self, _domain: &str, items: &[Item<Limit>], _mode: Mode, _refused: RefusedHits) -> Result<Vec<Outcome>, BackendError> {
 ///         Ok(items.iter().map(|i| Outcome::admitted(i.rule.requests_per_unit, Duration::ZERO)).collect())
 ///     }
 /// }
@@ -60,8 +60,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// [`BackendError`] for a rule this backend cannot run (a sliding algorithm on Redis,
-    /// a window algorithm leased, a rate Redis cannot represent).
+    /// [`BackendError`] for a rule this backend cannot run (a window algorithm leased, a
+    /// rate Redis cannot represent).
     fn rule(
         &self,
         scope: &str,
@@ -69,8 +69,13 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         previous: Option<&Arc<Self::Rule>>,
     ) -> Result<Arc<Self::Rule>, BackendError>;
 
-    /// Decide `items`, the matched descriptors of one request in `domain`, by `mode`: one
-    /// [`Outcome`] per item, in order.
+    /// Decide `items`, the matched descriptors of one request in `domain`, by `mode`, the
+    /// hits of the descriptors that refuse it recorded or dropped by `refused`: one
+    /// [`Outcome`] per item, in order. Every backend gives negative hits back first
+    /// ([`Op::Refund`], never refused), answers a check ([`Op::Check`]) refused while its
+    /// state is in debt, and, under [`RefusedHits::Record`], records a refused descriptor's
+    /// hits on it past its limit, so that later checks and requests are refused until the
+    /// debt is paid back (a window: until it ends).
     ///
     /// # Errors
     ///
@@ -81,6 +86,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         domain: &str,
         items: &[Item<Self::Rule>],
         mode: Mode,
+        refused: RefusedHits,
     ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send;
 }
 
@@ -97,9 +103,11 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 pub enum Op {
     /// Take this many permits (at least 1).
     Take(u32),
-    /// Consume nothing: report the state (a `hits_addend` of 0).
+    /// Consume nothing: report the state (a `hits_addend` of 0), refused while it is in
+    /// debt (a charge recorded past the limit and not yet paid back).
     Check,
-    /// Give this many permits back (`is_negative_hits`), never past an empty state.
+    /// Give this many permits back (`is_negative_hits`), never past an empty state, with no
+    /// receipt (the core's `credit`); never refused.
     Refund(u32),
 }
 
@@ -201,9 +209,10 @@ pub enum Mode {
     #[default]
     AllOrNothing,
     /// envoyproxy/ratelimit's behaviour: every descriptor is charged on its own, so a
-    /// refused request still charges the descriptors that admitted it (and a refused
-    /// fixed-window descriptor stays closed for the rest of its window, as its counter
-    /// would).
+    /// refused request still charges the descriptors that admitted it. With the default
+    /// [`RefusedHits::Record`] every descriptor records every request's hits, refused or
+    /// not, and refuses iff its state is past the limit after them: for a fixed window,
+    /// envoyproxy/ratelimit's `INCRBY` and `limitAfterIncrease > limit`, exactly.
     ChargeEach,
 }
 
@@ -216,6 +225,51 @@ impl std::str::FromStr for Mode {
             "charge-each" => Ok(Mode::ChargeEach),
             other => Err(format!(
                 "unknown mode {other:?}; expected all-or-nothing or charge-each"
+            )),
+        }
+    }
+}
+
+/// What becomes of the hits of a descriptor that refuses a request.
+///
+/// The RLS protocol carries no mark of a call made after the response (Envoy's
+/// `apply_on_stream_done`), and Envoy Gateway writes the descriptors itself: the service
+/// cannot tell a charge of a response's cost (tokens used, bytes sent) from a request. A
+/// charge must never be lost, so by default a refused descriptor records its hits (as
+/// envoyproxy/ratelimit counts a refused request), past its limit: the key is then in
+/// debt, and the next checks (`hits_addend: 0`) and requests are refused until it is paid
+/// back.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::RefusedHits;
+///
+/// assert_eq!("drop".parse::<RefusedHits>(), Ok(RefusedHits::Drop));
+/// assert_eq!(RefusedHits::default(), RefusedHits::Record);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RefusedHits {
+    /// Recorded on the descriptors that refused (the default; never on those that admitted
+    /// a request refused all or nothing). A client that keeps sending past a GCRA or token
+    /// bucket limit extends its own wait by its refused requests' cost; a window forgives
+    /// at its end, as envoyproxy/ratelimit's counters do.
+    #[default]
+    Record,
+    /// Dropped: a refused request changes nothing (a pure request semantics, for
+    /// deployments that never charge a cost after the response).
+    Drop,
+}
+
+impl std::str::FromStr for RefusedHits {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "record" => Ok(RefusedHits::Record),
+            "drop" => Ok(RefusedHits::Drop),
+            other => Err(format!(
+                "unknown refused-hits {other:?}; expected record or drop"
             )),
         }
     }

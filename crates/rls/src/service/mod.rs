@@ -54,8 +54,8 @@ impl Service {
     ///
     /// # Errors
     ///
-    /// [`ApplyError`] if the backend cannot run a rule (a sliding algorithm on Redis, a
-    /// window algorithm leased, a rate Redis cannot represent); the configuration in force
+    /// [`ApplyError`] if the backend cannot run a rule (a window algorithm
+    /// leased, a rate Redis cannot represent); the configuration in force
     /// is kept then.
     pub fn apply(&self, config: Config) -> Result<(), ApplyError> {
         self.rules.apply(config)

@@ -1,7 +1,7 @@
-//! [`Options`]: how the service answers (the mode, shadow mode, the rate-limit headers, a
+//! [`Options`]: how the service answers (the mode, what becomes of refused hits, shadow mode, the rate-limit headers, a
 //! refusal's body, dynamic metadata, the bound on request-side limits).
 
-use crate::backend::Mode;
+use crate::backend::{Mode, RefusedHits};
 
 /// The names of the IETF draft's rate-limit headers (draft-ietf-httpapi-ratelimit-headers),
 /// envoyproxy/ratelimit's defaults.
@@ -39,6 +39,9 @@ impl Default for HeaderNames {
 pub struct Options {
     /// All or nothing (default), or charge each descriptor.
     pub mode: Mode,
+    /// What becomes of the hits of a descriptor that refuses a request: recorded on it
+    /// past its limit (default: a charge after the response is never lost), or dropped.
+    pub refused_hits: RefusedHits,
     /// Global shadow mode: decide and count, never refuse.
     pub shadow_mode: bool,
     /// Add the rate-limit headers of the most constrained descriptor to every response.
@@ -55,6 +58,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             mode: Mode::AllOrNothing,
+            refused_hits: RefusedHits::Record,
             shadow_mode: false,
             headers: None,
             over_limit_body: None,

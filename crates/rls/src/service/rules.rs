@@ -196,7 +196,7 @@ impl<B: Backend> Rules<B> {
             Vec::new()
         } else {
             self.backend
-                .decide(&request.domain, &items, options.mode)
+                .decide(&request.domain, &items, options.mode, options.refused_hits)
                 .await
                 .map_err(unavailable)?
         };

@@ -1,13 +1,13 @@
 //! [`RuleLimiter`]: one rule of the in-process backend: the core's keyed limiter of the
 //! rule's algorithm (bounded memory), a changed limit's usage carried over on reload, and
-//! negative hits given back.
+//! negative hits given back (the core's credit).
 
 use crate::backend::BackendError;
 use crate::clock::SharedClock;
 use crate::config::Limit;
 use dashmap::DashMap;
 use limitcore::clock::Nanos;
-use limitcore::{Algorithm, KeyedRefund, Receipt};
+use limitcore::{Algorithm, KeyedRefund};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -145,36 +145,13 @@ impl RuleLimiter {
         });
     }
 
-    /// Negative hits (`is_negative_hits`): give back up to `n` permits of `key` at `now`,
-    /// never past an empty state, through a receipt minted from the meaning each rule gives
-    /// its mark.
-    ///
-    /// # Errors
-    ///
-    /// [`BackendError`] ("not supported") for a rule with no such receipt (sliding log).
-    // TODO(issue 37): the core's credit.
-    pub(crate) fn give_back(&self, key: &str, n: u32, now: Nanos) -> Result<(), BackendError> {
-        let used = self
-            .capacity(key)
-            .saturating_sub(self.limiter.snapshot_at(key, now).remaining);
-        let receipt = match self.limit.algorithm {
-            // The TAT rules' receipt marks where the admission started: marking it now
-            // gives the whole cost back, the TAT saturating at an empty state.
-            Algorithm::Gcra | Algorithm::TokenBucket => Receipt::new(n, now),
-            // The window rules' receipt marks the window: this one, at most its usage.
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
-                Receipt::new(n.min(used), now / self.period_ns.max(1))
-            }
-            _ => {
-                return Err(BackendError(format!(
-                    "is_negative_hits is not supported by {} rules",
-                    self.limit.algorithm
-                )))
-            }
-        };
-        if receipt.n() > 0 {
-            self.limiter.refund(key, receipt, now);
-        }
-        Ok(())
+    /// Negative hits (`is_negative_hits`): give back up to `n` of `key`'s permits at `now`,
+    /// never past a full state, with no receipt (the core's
+    /// [`credit`](KeyedRefund::credit), on every algorithm: GCRA and token bucket move the
+    /// TAT back, the windows lower the current window's count, the sliding log drops its
+    /// newest entries still in the window; a saturated window count, a log over its limit
+    /// and a key at the key bound give nothing back, never more permissive).
+    pub(crate) fn credit(&self, key: &str, n: u32, now: Nanos) {
+        self.limiter.credit(key, n, now);
     }
 }
