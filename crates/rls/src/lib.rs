@@ -49,7 +49,8 @@
 //! layers`).
 //!
 //! 0. **Vocabulary**: the clock (`clock`), the configuration ([`config`]), the metrics
-//!    ([`metrics`](mod@metrics)), the RLS v3 messages as plain types ([`protocol`]).
+//!    ([`metrics`](mod@metrics)), the xDS configuration resource's generated types
+//!    ([`pb`]), the RLS v3 messages as plain types ([`protocol`]).
 //! 1. **Matching and backends**: a descriptor matched to its rule ([`matching`]); where
 //!    decisions are made (`backend`: the [`Backend`] interface and its three places).
 //! 2. **The service** (`service`): a request planned, decided on the backend, answered.
@@ -87,6 +88,7 @@
 mod clock;
 pub mod config;
 pub mod metrics;
+pub mod pb;
 pub mod protocol;
 
 // Layer 1: matching and the backends.
