@@ -15,7 +15,10 @@
 //! - **Configuration** ([`config`]): envoyproxy/ratelimit's format and matching rules
 //!   ([`matching`]), validated strictly with the file, line and key of each error,
 //!   domains merged across files on request, reloaded when a file changes ([`Reloader`]):
-//!   a bad file keeps the configuration in force; a changed limit keeps its counters. Two
+//!   a bad file keeps the configuration in force; a changed limit keeps its counters. Or
+//!   over xDS ([`xds`]), as envoyproxy/ratelimit's `GRPC_XDS_SOTW` provider and Envoy
+//!   Gateway serve it: the same resources in the same model, each version applied whole
+//!   or refused with a NACK. Two
 //!   keys of this service: `algorithm` (`fixed-window`, the default, aligned to the Unix
 //!   epoch as envoyproxy/ratelimit's; `gcra`, `token-bucket`, `sliding-window`,
 //!   `sliding-log`) and `burst`.
@@ -55,7 +58,7 @@
 //!    decisions are made (`backend`: the [`Backend`] interface and its three places).
 //! 2. **The service** (`service`): a request planned, decided on the backend, answered.
 //! 3. **Faces**: gRPC ([`grpc`]), `/json` ([`json`]), the HTTP endpoints ([`http`]), the
-//!    configuration directory watched (`reload`).
+//!    configuration directory watched (`reload`), the configuration over xDS ([`xds`]).
 //! 4. **The server** ([`server`]): the flags, the listeners, the backend chosen.
 //!
 //! # Examples
@@ -103,6 +106,7 @@ pub mod grpc;
 pub mod http;
 pub mod json;
 mod reload;
+pub mod xds;
 
 // Layer 4: the server.
 pub mod server;
@@ -114,6 +118,7 @@ pub use backend::redis_leased::{RedisLeased, RuleLease};
 pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome};
 pub use clock::{SharedClock, UnixClock};
 pub use config::{Config, ConfigError, Limit, Rule, Settings, Unit};
+pub use config::{ConfigStatus, SourceKind, StatusReport};
 pub use protocol::{
     Code, CurrentLimit, Descriptor, LimitOverride, Request, RequestError, Response, Status,
     MAX_HITS,
@@ -121,3 +126,4 @@ pub use protocol::{
 pub use reload::Reloader;
 pub use server::{start, BackendKind, OutagePolicy, Running, ServerConfig};
 pub use service::{ApplyError, HeaderNames, Options, Service};
+pub use xds::{Subscription, XdsConfig};

@@ -337,10 +337,11 @@ async fn a_rule_change_in_a_file_applies_without_a_restart() {
     write(dir.path(), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: eon, requests_per_unit: 1}\n");
     // Until the watcher has looked at it (10 s for a loaded machine).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while rls.reloader.last_error().is_none() && Instant::now() < deadline {
+    let reloader = rls.reloader.clone().expect("configured from files");
+    while reloader.last_error().is_none() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let why = rls.reloader.last_error().expect("the bad file is reported");
+    let why = reloader.last_error().expect("the bad file is reported");
     assert!(
         why.contains("edge.yaml:4: unit: invalid rate limit unit"),
         "{why}"

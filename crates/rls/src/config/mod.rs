@@ -43,9 +43,11 @@
 mod error;
 mod parse;
 mod resource;
+mod status;
 pub(crate) mod yaml;
 
 pub use error::ConfigError;
+pub use status::{ConfigStatus, SourceKind, StatusReport};
 
 use limitcore::{Algorithm, Quota, QuotaError, WithRule};
 use std::collections::HashMap;
