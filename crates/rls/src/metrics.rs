@@ -124,7 +124,10 @@ impl ConfigCounters {
     }
 
     fn info(&self, version: &str) -> metrics::Gauge {
-        let labels = [("source", self.source.to_owned()), ("version", version.to_owned())];
+        let labels = [
+            ("source", self.source.to_owned()),
+            ("version", version.to_owned()),
+        ];
         metrics::gauge!("ratelimit_config_info", &labels)
     }
 }

@@ -304,7 +304,13 @@ fn edge_resource() -> RateLimitConfig {
 async fn configured_only_over_xds_requests_pass_then_429_with_x_ratelimit_headers() {
     let shared = Shared::new("edge-1", vec![edge_resource()]);
     let server = Management::start("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared));
-    let rls = serve_xds(&server.url(), UnixClock::shared(), &["--algorithm", "gcra"], None).await;
+    let rls = serve_xds(
+        &server.url(),
+        UnixClock::shared(),
+        &["--algorithm", "gcra"],
+        None,
+    )
+    .await;
     let status = Arc::clone(&rls.config);
     // Until the management server's version is in force (30 s for a loaded machine).
     until(Duration::from_secs(30), "version edge-1 in force", || {

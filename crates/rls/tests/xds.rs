@@ -65,12 +65,20 @@ async fn hits_of(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
     let metrics = recorder();
-    let shared = Shared::new("nack-1", vec![resource("edge-rules", "edge", "user", 5, HOUR)]);
+    let shared = Shared::new(
+        "nack-1",
+        vec![resource("edge-rules", "edge", "user", 5, HOUR)],
+    );
     let server = Management::start(loopback(), Arc::clone(&shared));
     let rls = serve_xds(
         &server.url(),
         clock(),
-        &["--config-xds-node-id", "rls-1", "--config-xds-node-metadata", "cluster=edge, zone=a"],
+        &[
+            "--config-xds-node-id",
+            "rls-1",
+            "--config-xds-node-metadata",
+            "cluster=edge, zone=a",
+        ],
         Some(metrics),
     )
     .await;
@@ -91,9 +99,15 @@ async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
     };
     assert_eq!((text("cluster"), text("zone")), ("edge".into(), "a".into()));
     assert_eq!(first.type_url, limitcore_rls::xds::TYPE_URL);
-    assert_eq!((first.version_info.as_str(), first.response_nonce.as_str()), ("", ""));
+    assert_eq!(
+        (first.version_info.as_str(), first.response_nonce.as_str()),
+        ("", "")
+    );
     assert!(first.resource_names.is_empty());
-    until(PATIENCE, "the ACK of nack-1", || shared.answer_to("nack-1").is_some()).await;
+    until(PATIENCE, "the ACK of nack-1", || {
+        shared.answer_to("nack-1").is_some()
+    })
+    .await;
     let ack = shared.answer_to("nack-1").unwrap();
     assert_eq!(ack.version_info, "nack-1");
     assert_eq!(ack.error_detail, None);
@@ -105,7 +119,10 @@ async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
 
     // Version 2 raises the limit to 10: alice keeps her 3, so 7 more pass and the 8th is
     // refused.
-    shared.set("nack-2", vec![resource("edge-rules", "edge", "user", 10, HOUR)]);
+    shared.set(
+        "nack-2",
+        vec![resource("edge-rules", "edge", "user", 10, HOUR)],
+    );
     until(PATIENCE, "version nack-2 in force", || {
         status.report().version.as_deref() == Some("nack-2")
     })
@@ -116,7 +133,10 @@ async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
         .chain([(OVER, 10, 0)])
         .collect();
     assert_eq!(after, expected);
-    until(PATIENCE, "the ACK of nack-2", || shared.answer_to("nack-2").is_some()).await;
+    until(PATIENCE, "the ACK of nack-2", || {
+        shared.answer_to("nack-2").is_some()
+    })
+    .await;
     assert_eq!(shared.answer_to("nack-2").unwrap().version_info, "nack-2");
 
     // Version 3 is invalid (a limit without a unit): NACKed with the error, naming the
@@ -124,9 +144,15 @@ async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
     let mut bad = resource("edge-rules", "edge", "user", 20, HOUR);
     bad.descriptors[0].rate_limit.as_mut().unwrap().unit = RateLimitUnit::Unknown as i32;
     shared.set("nack-3", vec![bad]);
-    until(PATIENCE, "the NACK of nack-3", || shared.answer_to("nack-3").is_some()).await;
+    until(PATIENCE, "the NACK of nack-3", || {
+        shared.answer_to("nack-3").is_some()
+    })
+    .await;
     let nack = shared.answer_to("nack-3").unwrap();
-    assert_eq!(nack.version_info, "nack-2", "a NACK names the version in force");
+    assert_eq!(
+        nack.version_info, "nack-2",
+        "a NACK names the version in force"
+    );
     let detail = nack.error_detail.expect("a NACK carries error_detail");
     assert_eq!(detail.code, 3, "INVALID_ARGUMENT");
     assert!(
@@ -166,15 +192,38 @@ async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
     };
-    assert_eq!(value("ratelimit_config_info", &["source=\"xds\"", "version=\"nack-2\""]), Some(1.0), "{text}");
-    assert_eq!(value("ratelimit_config_info", &["source=\"xds\"", "version=\"nack-1\""]), Some(0.0), "{text}");
-    let rejected = value("ratelimit_config_updates_total", &["source=\"xds\"", "result=\"rejected\""]);
+    assert_eq!(
+        value(
+            "ratelimit_config_info",
+            &["source=\"xds\"", "version=\"nack-2\""]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            "ratelimit_config_info",
+            &["source=\"xds\"", "version=\"nack-1\""]
+        ),
+        Some(0.0),
+        "{text}"
+    );
+    let rejected = value(
+        "ratelimit_config_updates_total",
+        &["source=\"xds\"", "result=\"rejected\""],
+    );
     assert!(rejected.is_some_and(|n| n >= 1.0), "{text}");
-    let accepted = value("ratelimit_config_updates_total", &["source=\"xds\"", "result=\"accepted\""]);
+    let accepted = value(
+        "ratelimit_config_updates_total",
+        &["source=\"xds\"", "result=\"accepted\""],
+    );
     assert!(accepted.is_some_and(|n| n >= 2.0), "{text}");
 
     // A good version after the bad one applies, and the refusal no longer stands.
-    shared.set("nack-4", vec![resource("edge-rules", "edge", "user", 12, HOUR)]);
+    shared.set(
+        "nack-4",
+        vec![resource("edge-rules", "edge", "user", 12, HOUR)],
+    );
     until(PATIENCE, "version nack-4 in force", || {
         status.report().version.as_deref() == Some("nack-4")
     })
@@ -187,12 +236,20 @@ async fn versions_apply_in_order_keep_usage_and_a_bad_one_is_nacked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_management_server_killed_and_restarted_on_its_port_is_survived() {
-    let shared = Shared::new("restart-1", vec![resource("api", "edge", "user", 4, MINUTE)]);
+    let shared = Shared::new(
+        "restart-1",
+        vec![resource("api", "edge", "user", 4, MINUTE)],
+    );
     let server = Management::start(loopback(), Arc::clone(&shared));
     let rls = serve_xds(
         &server.url(),
         clock(),
-        &["--config-xds-backoff", "20ms", "--config-xds-backoff-max", "200ms"],
+        &[
+            "--config-xds-backoff",
+            "20ms",
+            "--config-xds-backoff-max",
+            "200ms",
+        ],
         None,
     )
     .await;
@@ -202,11 +259,17 @@ async fn a_management_server_killed_and_restarted_on_its_port_is_survived() {
     })
     .await;
     let mut c = client(&rls).await;
-    assert_eq!(hits_of(&mut c, "carol", 2).await, vec![(OK, 4, 3), (OK, 4, 2)]);
+    assert_eq!(
+        hits_of(&mut c, "carol", 2).await,
+        vec![(OK, 4, 3), (OK, 4, 2)]
+    );
 
     // Killed: the stream breaks, the configuration in force keeps deciding.
     let (addr, shared) = server.kill();
-    until(PATIENCE, "the stream seen down", || !status.report().connected).await;
+    until(PATIENCE, "the stream seen down", || {
+        !status.report().connected
+    })
+    .await;
     assert_eq!(hits_of(&mut c, "carol", 1).await, vec![(OK, 4, 1)]);
     assert_eq!(status.report().version.as_deref(), Some("restart-1"));
     let before = shared.requests().len();
@@ -214,7 +277,10 @@ async fn a_management_server_killed_and_restarted_on_its_port_is_survived() {
     // Restarted on the same port with a new version: the service reconnects (several
     // attempts may have failed meanwhile, each after a capped delay), names the version
     // in force in its first request, and applies the new one keeping carol's usage.
-    shared.set("restart-2", vec![resource("api", "edge", "user", 6, MINUTE)]);
+    shared.set(
+        "restart-2",
+        vec![resource("api", "edge", "user", 6, MINUTE)],
+    );
     let server = Management::start(addr, Arc::clone(&shared));
     until(PATIENCE, "version restart-2 in force", || {
         status.report().version.as_deref() == Some("restart-2")
@@ -224,7 +290,10 @@ async fn a_management_server_killed_and_restarted_on_its_port_is_survived() {
     let reconnect = shared.requests()[before].clone();
     assert_eq!(reconnect.version_info, "restart-1");
     assert_eq!(reconnect.response_nonce, "");
-    assert_eq!(hits_of(&mut c, "carol", 4).await, vec![(OK, 6, 2), (OK, 6, 1), (OK, 6, 0), (OVER, 6, 0)]);
+    assert_eq!(
+        hits_of(&mut c, "carol", 4).await,
+        vec![(OK, 6, 2), (OK, 6, 1), (OK, 6, 0), (OVER, 6, 0)]
+    );
     rls.stop().await;
     drop(server);
 }
@@ -258,7 +327,10 @@ async fn envoyproxy_ratelimit_environment_variables_configure_the_binary_over_xd
         let _ = child.kill();
         panic!("no startup line")
     });
-    assert!(line.contains(&format!("configuration from xds http://{}", server.addr)), "{line}");
+    assert!(
+        line.contains(&format!("configuration from xds http://{}", server.addr)),
+        "{line}"
+    );
     let http: SocketAddr = line
         .split("HTTP on ")
         .nth(1)
@@ -272,7 +344,10 @@ async fn envoyproxy_ratelimit_environment_variables_configure_the_binary_over_xd
         if json["version"] == "env-1" {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "env-1 never applied: {body}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "env-1 never applied: {body}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let node = shared.requests()[0].node.clone().unwrap();
@@ -283,7 +358,13 @@ async fn envoyproxy_ratelimit_environment_variables_configure_the_binary_over_xd
 }
 
 /// An invalid resource: what it shows, the resource, the error's file, key and message.
-type Invalid = (&'static str, Vec<RateLimitConfig>, &'static str, &'static str, &'static str);
+type Invalid = (
+    &'static str,
+    Vec<RateLimitConfig>,
+    &'static str,
+    &'static str,
+    &'static str,
+);
 
 fn descriptor(key: &str, value: &str, policy: Option<RateLimitPolicy>) -> RateLimitDescriptor {
     RateLimitDescriptor {
@@ -329,19 +410,78 @@ fn every_invalid_resource_is_refused_naming_the_resource_and_the_field() {
         ..policy(MINUTE, 1)
     };
     let cases: Vec<Invalid> = vec![
-        ("empty domain", one("", vec![]), "r", "domain", "domain must not be empty"),
-        ("empty key", one("d", vec![descriptor("a", "", None), descriptor("", "x", None)]), "r", "descriptors[1].key", "descriptor has empty key"),
-        ("duplicate nested key", one("d", vec![nested]), "r", "descriptors[0].descriptors[1].key", "duplicate descriptor composite key 'd.a.b'"),
-        ("no unit", one("d", vec![descriptor("a", "", Some(policy(0, 5)))]), "r", "descriptors[0].rate_limit.unit", "invalid rate limit unit \"\""),
-        ("a unit no proto has", one("d", vec![descriptor("a", "", Some(policy(42, 5)))]), "r", "descriptors[0].rate_limit.unit", "invalid rate limit unit \"42\""),
-        ("unlimited with a unit", one("d", vec![descriptor("a", "", Some(unlimited_with_unit))]), "r", "descriptors[0].rate_limit.unit", "should not specify rate limit unit when unlimited"),
-        ("replacing itself", one("d", vec![descriptor("a", "", Some(replaces_itself))]), "r", "descriptors[0].rate_limit.replaces[0]", "replaces should not contain name of same descriptor"),
-        ("empty replaces entry", one("d", vec![descriptor("a", "", Some(empty_replace))]), "r", "descriptors[0].rate_limit.replaces[0]", "should not have an empty replaces entry"),
+        (
+            "empty domain",
+            one("", vec![]),
+            "r",
+            "domain",
+            "domain must not be empty",
+        ),
+        (
+            "empty key",
+            one(
+                "d",
+                vec![descriptor("a", "", None), descriptor("", "x", None)],
+            ),
+            "r",
+            "descriptors[1].key",
+            "descriptor has empty key",
+        ),
+        (
+            "duplicate nested key",
+            one("d", vec![nested]),
+            "r",
+            "descriptors[0].descriptors[1].key",
+            "duplicate descriptor composite key 'd.a.b'",
+        ),
+        (
+            "no unit",
+            one("d", vec![descriptor("a", "", Some(policy(0, 5)))]),
+            "r",
+            "descriptors[0].rate_limit.unit",
+            "invalid rate limit unit \"\"",
+        ),
+        (
+            "a unit no proto has",
+            one("d", vec![descriptor("a", "", Some(policy(42, 5)))]),
+            "r",
+            "descriptors[0].rate_limit.unit",
+            "invalid rate limit unit \"42\"",
+        ),
+        (
+            "unlimited with a unit",
+            one("d", vec![descriptor("a", "", Some(unlimited_with_unit))]),
+            "r",
+            "descriptors[0].rate_limit.unit",
+            "should not specify rate limit unit when unlimited",
+        ),
+        (
+            "replacing itself",
+            one("d", vec![descriptor("a", "", Some(replaces_itself))]),
+            "r",
+            "descriptors[0].rate_limit.replaces[0]",
+            "replaces should not contain name of same descriptor",
+        ),
+        (
+            "empty replaces entry",
+            one("d", vec![descriptor("a", "", Some(empty_replace))]),
+            "r",
+            "descriptors[0].rate_limit.replaces[0]",
+            "should not have an empty replaces entry",
+        ),
         (
             "a domain in two resources",
             vec![
-                RateLimitConfig { name: "first".into(), domain: "d".into(), descriptors: vec![] },
-                RateLimitConfig { name: "second".into(), domain: "d".into(), descriptors: vec![] },
+                RateLimitConfig {
+                    name: "first".into(),
+                    domain: "d".into(),
+                    descriptors: vec![],
+                },
+                RateLimitConfig {
+                    name: "second".into(),
+                    domain: "d".into(),
+                    descriptors: vec![],
+                },
             ],
             "second",
             "domain",
@@ -350,8 +490,15 @@ fn every_invalid_resource_is_refused_naming_the_resource_and_the_field() {
         (
             "an unnamed resource is named by its position",
             vec![
-                RateLimitConfig { name: "ok".into(), domain: "d".into(), descriptors: vec![] },
-                RateLimitConfig { domain: "".into(), ..Default::default() },
+                RateLimitConfig {
+                    name: "ok".into(),
+                    domain: "d".into(),
+                    descriptors: vec![],
+                },
+                RateLimitConfig {
+                    domain: "".into(),
+                    ..Default::default()
+                },
             ],
             "resource 1",
             "domain",
@@ -393,14 +540,28 @@ descriptors:
 "#;
     let metadata = Struct {
         fields: [
-            ("team".to_owned(), Value { kind: Some(Kind::StringValue("core".into())) }),
-            ("tier".to_owned(), Value { kind: Some(Kind::NumberValue(2.0)) }),
+            (
+                "team".to_owned(),
+                Value {
+                    kind: Some(Kind::StringValue("core".into())),
+                },
+            ),
+            (
+                "tier".to_owned(),
+                Value {
+                    kind: Some(Kind::NumberValue(2.0)),
+                },
+            ),
         ]
         .into_iter()
         .collect(),
     };
     let mut tenant = descriptor("tenant", "10", None);
-    tenant.descriptors = vec![descriptor("user", "", Some(policy(RateLimitUnit::Second as i32, 0)))];
+    tenant.descriptors = vec![descriptor(
+        "user",
+        "",
+        Some(policy(RateLimitUnit::Second as i32, 0)),
+    )];
     let resource = RateLimitConfig {
         name: "api-rules".into(),
         domain: "api".into(),
@@ -408,7 +569,14 @@ descriptors:
             RateLimitDescriptor {
                 shadow_mode: true,
                 detailed_metric: true,
-                ..descriptor("path", "/login", Some(RateLimitPolicy { name: "login".into(), ..policy(MINUTE, 3) }))
+                ..descriptor(
+                    "path",
+                    "/login",
+                    Some(RateLimitPolicy {
+                        name: "login".into(),
+                        ..policy(MINUTE, 3)
+                    }),
+                )
             },
             RateLimitDescriptor {
                 quota_mode: true,
@@ -417,12 +585,21 @@ descriptors:
                     "path",
                     "/v1/*",
                     Some(RateLimitPolicy {
-                        replaces: vec![RateLimitReplace { name: "login".into() }],
+                        replaces: vec![RateLimitReplace {
+                            name: "login".into(),
+                        }],
                         ..policy(RateLimitUnit::Week as i32, 100)
                     }),
                 )
             },
-            descriptor("internal", "", Some(RateLimitPolicy { unlimited: true, ..Default::default() })),
+            descriptor(
+                "internal",
+                "",
+                Some(RateLimitPolicy {
+                    unlimited: true,
+                    ..Default::default()
+                }),
+            ),
             tenant,
         ],
     };
@@ -443,7 +620,10 @@ descriptors:
     assert_eq!(strip(&from_xds), strip(&from_file));
     assert_eq!(from_xds.rules()[0].file.to_str(), Some("api-rules"));
     // And the same tree: every descriptor finds the same rule.
-    let (a, b) = (from_xds.domain("api").unwrap(), from_file.domain("api").unwrap());
+    let (a, b) = (
+        from_xds.domain("api").unwrap(),
+        from_file.domain("api").unwrap(),
+    );
     for entries in [
         vec![("path", "/login")],
         vec![("path", "/v1/users")],

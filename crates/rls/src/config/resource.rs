@@ -108,7 +108,9 @@ impl Document {
     fn descriptor(&mut self, d: &RateLimitDescriptor, path: &str) -> Yaml {
         let line = self.number(path.to_owned());
         let mut pairs = Vec::new();
-        self.field(&mut pairs, path, "key", |_, _, l| Document::string(&d.key, l));
+        self.field(&mut pairs, path, "key", |_, _, l| {
+            Document::string(&d.key, l)
+        });
         if !d.value.is_empty() {
             self.field(&mut pairs, path, "value", |_, _, l| {
                 Document::string(&d.value, l)
@@ -156,7 +158,9 @@ impl Document {
                 Some(u) => u.name().to_owned(),
                 None => p.unit.to_string(),
             };
-            self.field(&mut pairs, path, "unit", |_, _, l| Document::string(&unit, l));
+            self.field(&mut pairs, path, "unit", |_, _, l| {
+                Document::string(&unit, l)
+            });
         }
         self.field(&mut pairs, path, "requests_per_unit", |_, _, l| {
             Document::plain(p.requests_per_unit.to_string(), l)
@@ -167,7 +171,9 @@ impl Document {
             });
         }
         if !p.name.is_empty() {
-            self.field(&mut pairs, path, "name", |_, _, l| Document::string(&p.name, l));
+            self.field(&mut pairs, path, "name", |_, _, l| {
+                Document::string(&p.name, l)
+            });
         }
         if !p.replaces.is_empty() {
             self.field(&mut pairs, path, "replaces", |doc, list_path, l| {
@@ -208,7 +214,12 @@ impl Document {
         keys.sort();
         let pairs = keys
             .into_iter()
-            .map(|k| (Document::string(k, line), Document::value(&s.fields[k], line)))
+            .map(|k| {
+                (
+                    Document::string(k, line),
+                    Document::value(&s.fields[k], line),
+                )
+            })
             .collect();
         Yaml {
             kind: Kind::Map(pairs),

@@ -103,8 +103,7 @@ impl ConfigStatus {
     /// `version` was applied: it is in force now, and no refusal stands.
     pub fn accepted(&self, version: &str) {
         let mut report = self.lock();
-        self.counters
-            .accepted(report.version.as_deref(), version);
+        self.counters.accepted(report.version.as_deref(), version);
         report.version = Some(version.to_owned());
         report.refused = None;
         report.accepted += 1;

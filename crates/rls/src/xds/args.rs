@@ -70,7 +70,11 @@ pub struct XdsArgs {
     /// Take the configuration from this xDS management server (ADS, state of the world,
     /// `ratelimit.config.ratelimit.v3.RateLimitConfig` resources) instead of --config-dir:
     /// `host:port` or `http://host:port` (no TLS).
-    #[arg(long = "config-xds", env = "LIMITCORE_RLS_CONFIG_XDS", value_name = "URL")]
+    #[arg(
+        long = "config-xds",
+        env = "LIMITCORE_RLS_CONFIG_XDS",
+        value_name = "URL"
+    )]
     pub server: Option<String>,
     /// The node id the service subscribes as (the management server's key for its
     /// snapshot) [default: default].
@@ -97,7 +101,12 @@ pub struct XdsArgs {
 
     /// envoyproxy/ratelimit's CONFIG_TYPE: GRPC_XDS_SOTW takes the configuration over xDS
     /// from CONFIG_GRPC_XDS_SERVER_URL; FILE (the default) from --config-dir.
-    #[arg(long = "config-type", env = "CONFIG_TYPE", value_enum, ignore_case = true)]
+    #[arg(
+        long = "config-type",
+        env = "CONFIG_TYPE",
+        value_enum,
+        ignore_case = true
+    )]
     pub config_type: Option<ConfigType>,
     /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_SERVER_URL (under CONFIG_TYPE=GRPC_XDS_SOTW;
     /// default localhost:18000): --config-xds.

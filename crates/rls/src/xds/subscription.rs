@@ -314,7 +314,8 @@ impl Subscription {
             .enumerate()
             .map(|(i, any)| decode(any).map_err(|e| format!("resource {i}: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
-        let config = Config::from_resources(&resources, &self.settings).map_err(|e| e.to_string())?;
+        let config =
+            Config::from_resources(&resources, &self.settings).map_err(|e| e.to_string())?;
         let rules = config.rules().len();
         self.service.apply(config).map_err(|e| e.to_string())?;
         Ok(rules)
