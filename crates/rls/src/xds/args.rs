@@ -60,6 +60,10 @@ const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// assert_eq!((xds.server.as_str(), xds.node_id.as_str()), ("http://ratelimit-xds:18001", "default"));
 /// assert_eq!(xds.backoff, Duration::from_secs(3));
 ///
+/// // TLS toward the management server is refused, not tried in plain text.
+/// let c = ServerConfig::parse_from(["limitcore-rls", "--config-xds", "xds:18001", "--config-grpc-xds-server-use-tls"]);
+/// assert!(c.xds.resolve().unwrap_err().contains("TLS"));
+///
 /// // Neither: the configuration directory.
 /// assert!(ServerConfig::parse_from(["limitcore-rls"]).xds.resolve()?.is_none());
 /// # Ok::<(), String>(())
@@ -134,6 +138,14 @@ pub struct XdsArgs {
     /// --config-xds-backoff.
     #[arg(long = "config-grpc-xds-server-connect-retry-interval", env = "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", value_parser = parse_duration, value_name = "DURATION")]
     pub upstream_retry: Option<Duration>,
+    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_SERVER_USE_TLS: refused when set, since TLS
+    /// toward the management server is not supported (rather than a plain-text connection
+    /// that would fail forever).
+    #[arg(
+        long = "config-grpc-xds-server-use-tls",
+        env = "CONFIG_GRPC_XDS_SERVER_USE_TLS"
+    )]
+    pub upstream_use_tls: bool,
     /// envoyproxy/ratelimit's XDS_CLIENT_BACKOFF_MAX_INTERVAL: --config-xds-backoff-max.
     #[arg(long = "xds-client-backoff-max-interval", env = "XDS_CLIENT_BACKOFF_MAX_INTERVAL", value_parser = parse_duration, value_name = "DURATION")]
     pub upstream_backoff_max: Option<Duration>,
@@ -147,7 +159,8 @@ impl XdsArgs {
     ///
     /// A message naming the flag: a server address that is no `http://host:port` (an
     /// `https://` one included: TLS toward the management server is not supported), node
-    /// metadata that is not `key=value` pairs, a maximum backoff below the first.
+    /// metadata that is not `key=value` pairs, a maximum backoff below the first,
+    /// `CONFIG_GRPC_XDS_SERVER_USE_TLS` set.
     pub fn resolve(&self) -> Result<Option<XdsConfig>, String> {
         let server = match (&self.server, self.config_type) {
             (Some(server), _) => server.clone(),
@@ -157,6 +170,14 @@ impl XdsArgs {
                 .unwrap_or_else(|| UPSTREAM_DEFAULT_SERVER.to_owned()),
             (None, _) => return Ok(None),
         };
+        if self.upstream_use_tls {
+            return Err(
+                "CONFIG_GRPC_XDS_SERVER_USE_TLS: TLS toward the management server is not \
+                 supported; serve xDS in plain text to the service (a sidecar can carry it \
+                 over TLS)"
+                    .into(),
+            );
+        }
         let metadata = self
             .node_metadata
             .as_deref()
