@@ -119,13 +119,16 @@ const CRATES: &[Crate] = &[
     Crate {
         dir: "rls",
         layers: &[
-            ("vocabulary", &["clock", "config", "metrics", "protocol"]),
+            (
+                "vocabulary",
+                &["clock", "config", "metrics", "pb", "protocol"],
+            ),
             ("matching and backends", &["matching", "backend"]),
             ("service", &["service"]),
-            ("faces", &["grpc", "json", "http", "reload"]),
+            ("faces", &["grpc", "json", "http", "reload", "xds"]),
             ("server", &["server"]),
         ],
-        leaves: &["clock", "metrics"],
+        leaves: &["clock", "metrics", "pb"],
     },
     Crate {
         dir: "testkit",

@@ -1,7 +1,9 @@
 //! The HTTP endpoints: `/healthcheck`, envoyproxy/ratelimit's `/json` (a JSON
-//! `RateLimitRequest` in, `200` or `429` with the JSON response out) and `/metrics`
-//! (Prometheus text), on hyper.
+//! `RateLimitRequest` in, `200` or `429` with the JSON response out; `GET`: the
+//! configuration's source, version and latest refusal) and `/metrics` (Prometheus text),
+//! on hyper.
 
+use crate::config::ConfigStatus;
 use crate::json;
 use crate::protocol::{Code, RequestError};
 use crate::service::Service;
@@ -26,6 +28,8 @@ pub struct Endpoints {
     pub metrics: Option<PrometheusHandle>,
     /// Cleared when shutting down: `/healthcheck` then answers 503.
     pub healthy: Arc<AtomicBool>,
+    /// The configuration in force and its source, for `GET /json`.
+    pub config: Arc<ConfigStatus>,
 }
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
@@ -88,10 +92,15 @@ impl Endpoints {
                     }
                 }
             }
+            (&Method::GET, "/json") => reply(
+                StatusCode::OK,
+                "application/json",
+                json::status(&self.config.report()).to_string(),
+            ),
             (_, "/json") => reply(
                 StatusCode::METHOD_NOT_ALLOWED,
                 text,
-                "POST a JSON RateLimitRequest\n",
+                "POST a JSON RateLimitRequest, or GET the configuration's status\n",
             ),
             _ => reply(
                 StatusCode::NOT_FOUND,

@@ -1,8 +1,9 @@
 //! envoyproxy/ratelimit's `/json` mapping: a `RateLimitRequest` and its response in
 //! protobuf's JSON form (field names in `lowerCamelCase` or as in the proto, enums by
-//! name or number, 64-bit integers as numbers or strings, durations as `"1.5s"`).
+//! name or number, 64-bit integers as numbers or strings, durations as `"1.5s"`); and the
+//! configuration's status, which `GET /json` answers ([`status`]).
 
-use crate::config::Unit;
+use crate::config::{StatusReport, Unit};
 use crate::protocol::{Code, Descriptor, LimitOverride, Request, Response};
 use serde_json::{json, Map, Value};
 
@@ -189,6 +190,44 @@ pub fn response(r: &Response) -> Value {
     }
     if let Some(m) = &r.dynamic_metadata {
         o.insert("dynamicMetadata".into(), Value::Object(m.clone()));
+    }
+    Value::Object(o)
+}
+
+/// The configuration's status as JSON, what `GET /json` answers: its `source` (`files`,
+/// `xds`), `location` (the directory, the management server), the `version` in force
+/// (absent before the first), whether the source is `connected`, the counts of versions
+/// `accepted` and `rejected`, and the latest refusal while it stands (`refused`: its
+/// `version` if known, and the `error`).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::config::{ConfigStatus, SourceKind};
+/// use limitcore_rls::json;
+///
+/// let status = ConfigStatus::new(SourceKind::Xds, "http://127.0.0.1:18000");
+/// status.accepted("7");
+/// let v = json::status(&status.report());
+/// assert_eq!((v["source"].as_str(), v["version"].as_str()), (Some("xds"), Some("7")));
+/// ```
+pub fn status(report: &StatusReport) -> Value {
+    let mut o = Map::new();
+    o.insert("source".into(), json!(report.source.name()));
+    o.insert("location".into(), json!(report.location));
+    if let Some(v) = &report.version {
+        o.insert("version".into(), json!(v));
+    }
+    o.insert("connected".into(), json!(report.connected));
+    o.insert("accepted".into(), json!(report.accepted));
+    o.insert("rejected".into(), json!(report.rejected));
+    if let Some((version, error)) = &report.refused {
+        let mut refused = Map::new();
+        if let Some(v) = version {
+            refused.insert("version".into(), json!(v));
+        }
+        refused.insert("error".into(), json!(error));
+        o.insert("refused".into(), Value::Object(refused));
     }
     Value::Object(o)
 }

@@ -17,7 +17,10 @@
 //! - **Configuration** ([`config`]): envoyproxy/ratelimit's format and matching rules
 //!   ([`matching`]), validated strictly with the file, line and key of each error,
 //!   domains merged across files on request, reloaded when a file changes ([`Reloader`]):
-//!   a bad file keeps the configuration in force; a changed limit keeps its counters. Two
+//!   a bad file keeps the configuration in force; a changed limit keeps its counters. Or
+//!   over xDS ([`xds`]), as envoyproxy/ratelimit's `GRPC_XDS_SOTW` provider and Envoy
+//!   Gateway serve it: the same resources in the same model, each version applied whole
+//!   or refused with a NACK. Two
 //!   keys of this service: `algorithm` (`fixed-window`, the default, aligned to the Unix
 //!   epoch as envoyproxy/ratelimit's; `gcra`, `token-bucket`, `sliding-window`,
 //!   `sliding-log`) and `burst`.
@@ -51,12 +54,13 @@
 //! layers`).
 //!
 //! 0. **Vocabulary**: the clock (`clock`), the configuration ([`config`]), the metrics
-//!    ([`metrics`](mod@metrics)), the RLS v3 messages as plain types ([`protocol`]).
+//!    ([`metrics`](mod@metrics)), the xDS configuration resource's generated types
+//!    ([`pb`]), the RLS v3 messages as plain types ([`protocol`]).
 //! 1. **Matching and backends**: a descriptor matched to its rule ([`matching`]); where
 //!    decisions are made (`backend`: the [`Backend`] interface and its three places).
 //! 2. **The service** (`service`): a request planned, decided on the backend, answered.
 //! 3. **Faces**: gRPC ([`grpc`]), `/json` ([`json`]), the HTTP endpoints ([`http`]), the
-//!    configuration directory watched (`reload`).
+//!    configuration directory watched (`reload`), the configuration over xDS ([`xds`]).
 //! 4. **The server** ([`server`]): the flags, the listeners, the backend chosen.
 //!
 //! # Examples
@@ -89,6 +93,7 @@
 mod clock;
 pub mod config;
 pub mod metrics;
+pub mod pb;
 pub mod protocol;
 
 // Layer 1: matching and the backends.
@@ -103,6 +108,7 @@ pub mod grpc;
 pub mod http;
 pub mod json;
 mod reload;
+pub mod xds;
 
 // Layer 4: the server.
 pub mod server;
@@ -114,6 +120,7 @@ pub use backend::redis_leased::{RedisLeased, RuleLease};
 pub use backend::{Backend, BackendError, Item, Mode, Op, Outcome, RefusedHits};
 pub use clock::{SharedClock, UnixClock};
 pub use config::{Config, ConfigError, Limit, Rule, Settings, Unit};
+pub use config::{ConfigStatus, SourceKind, StatusReport};
 pub use protocol::{
     Code, CurrentLimit, Descriptor, LimitOverride, Request, RequestError, Response, Status,
     MAX_HITS,
@@ -121,3 +128,4 @@ pub use protocol::{
 pub use reload::Reloader;
 pub use server::{start, BackendKind, OutagePolicy, Running, ServerConfig};
 pub use service::{ApplyError, HeaderNames, Options, Service};
+pub use xds::{Subscription, XdsConfig};

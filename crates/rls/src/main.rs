@@ -33,11 +33,13 @@ fn main() {
                 return 1;
             }
         };
+        let source = running.config.report();
         eprintln!(
-            "limitcore-rls: gRPC on {}, HTTP on {}, configuration from {}, backend {:?}, {} runtime workers",
+            "limitcore-rls: gRPC on {}, HTTP on {}, configuration from {} {}, backend {:?}, {} runtime workers",
             running.grpc_addr,
             running.http_addr,
-            config.config_dir.display(),
+            source.source,
+            source.location,
             config.backend,
             tokio::runtime::Handle::current().metrics().num_workers()
         );

@@ -14,6 +14,18 @@
 //! rule sets `detailed_metric` (the request's whole descriptor) or a level sets
 //! `value_to_metric` (that level's value). Request-side limit overrides are labelled
 //! `rule="override"`. The 0.8 near-limit ratio is envoyproxy/ratelimit's.
+//!
+//!
+//! The configuration source has series of its own:
+//!
+//! | series | labels | what |
+//! |---|---|---|
+//! | `ratelimit_config_info` | `source`, `version` | 1 for the version in force, 0 for those before it |
+//! | `ratelimit_config_updates_total` | `source`, `result` (`accepted`, `rejected`) | configurations applied, and refused |
+//! | `ratelimit_config_connected` | `source` | 1 while the source is reachable (an xDS stream is up), else 0 |
+//!
+//! `source` is `files` or `xds`; `version` is the xDS `version_info`, or for files a
+//! digest of their names and contents.
 
 use metrics::Counter;
 
@@ -67,5 +79,55 @@ impl RuleCounters {
                 self.shadow.increment(hits);
             }
         }
+    }
+}
+
+/// The configuration source's series (the module's second table): which version is in
+/// force, how many versions were accepted and refused, whether the source is reachable.
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigCounters {
+    source: &'static str,
+    accepted: Counter,
+    rejected: Counter,
+}
+
+impl ConfigCounters {
+    /// The series of `source`, from the recorder in force now.
+    pub(crate) fn new(source: &'static str) -> Self {
+        let accepted = [("source", source), ("result", "accepted")];
+        let rejected = [("source", source), ("result", "rejected")];
+        ConfigCounters {
+            source,
+            accepted: metrics::counter!("ratelimit_config_updates_total", &accepted),
+            rejected: metrics::counter!("ratelimit_config_updates_total", &rejected),
+        }
+    }
+
+    /// `version` is in force now, in place of `previous`.
+    pub(crate) fn accepted(&self, previous: Option<&str>, version: &str) {
+        self.accepted.increment(1);
+        if let Some(previous) = previous.filter(|p| *p != version) {
+            self.info(previous).set(0.0);
+        }
+        self.info(version).set(1.0);
+    }
+
+    /// A version was refused (the one in force stays).
+    pub(crate) fn rejected(&self) {
+        self.rejected.increment(1);
+    }
+
+    /// Whether the source is reachable (an xDS stream is up).
+    pub(crate) fn connected(&self, up: bool) {
+        let labels = [("source", self.source)];
+        metrics::gauge!("ratelimit_config_connected", &labels).set(if up { 1.0 } else { 0.0 });
+    }
+
+    fn info(&self, version: &str) -> metrics::Gauge {
+        let labels = [
+            ("source", self.source.to_owned()),
+            ("version", version.to_owned()),
+        ];
+        metrics::gauge!("ratelimit_config_info", &labels)
     }
 }

@@ -1,9 +1,9 @@
 //! [`Reloader`]: the configuration directory watched, a good change applied to the next
 //! request, a bad one refused with its reason while the configuration in force stays.
 
-use crate::config::{read_dir, Config, Settings};
+use crate::config::{read_dir, Config, ConfigStatus, Settings, SourceKind};
 use crate::service::Service;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,12 +36,18 @@ pub struct Reloader {
     seen: Mutex<Option<Vec<(PathBuf, String)>>>,
     /// Why the last change was refused, while it is.
     error: Mutex<Option<String>>,
+    /// The version in force and the refusals, for `/json` and `/metrics`.
+    status: Arc<ConfigStatus>,
 }
 
 impl Reloader {
     /// A reloader of `dir` into `service`.
     pub fn new(dir: PathBuf, settings: Settings, service: Arc<Service>) -> Self {
         Reloader {
+            status: Arc::new(ConfigStatus::new(
+                SourceKind::Files,
+                dir.display().to_string(),
+            )),
             dir,
             settings,
             service,
@@ -62,7 +68,7 @@ impl Reloader {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let files = match files {
             Ok(f) => f,
-            Err(e) => return Err(self.refuse(e)),
+            Err(e) => return Err(self.refuse(None, e)),
         };
         if seen.as_ref() == Some(&files) {
             return match self.last_error() {
@@ -71,20 +77,29 @@ impl Reloader {
             };
         }
         *seen = Some(files.clone());
+        let version = version(&files);
         let config = match Config::from_files(&files, &self.settings) {
             Ok(c) => c,
-            Err(e) => return Err(self.refuse(e.to_string())),
+            Err(e) => return Err(self.refuse(Some(&version), e.to_string())),
         };
         if let Err(e) = self.service.apply(config) {
-            return Err(self.refuse(e.to_string()));
+            return Err(self.refuse(Some(&version), e.to_string()));
         }
         *self.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.status.accepted(&version);
         Ok(true)
     }
 
-    fn refuse(&self, why: String) -> String {
+    fn refuse(&self, version: Option<&str>, why: String) -> String {
         *self.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+        self.status.rejected(version, &why);
         why
+    }
+
+    /// The version in force (a digest of the files' names and contents) and the
+    /// refusals, as `/json` and `/metrics` report them.
+    pub fn status(&self) -> &Arc<ConfigStatus> {
+        &self.status
     }
 
     /// Why the files on disk are refused, if they are (the configuration in force is then
@@ -126,4 +141,22 @@ impl Reloader {
             }
         }
     }
+}
+
+/// The version of a set of files: the first 12 hex digits of the SHA-1 of their names and
+/// contents, each length-prefixed (so that no two sets read the same), the same for the
+/// same files on any node and after a restart.
+fn version(files: &[(PathBuf, String)]) -> String {
+    let mut digest = sha1_smol::Sha1::new();
+    for (path, text) in files {
+        let name = path.file_name().map_or(path.as_path(), Path::new);
+        let name = name.to_string_lossy();
+        for part in [name.as_bytes(), text.as_bytes()] {
+            digest.update(&(part.len() as u64).to_le_bytes());
+            digest.update(part);
+        }
+    }
+    let mut hex = digest.digest().to_string();
+    hex.truncate(12);
+    hex
 }

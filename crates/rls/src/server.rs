@@ -1,16 +1,18 @@
 //! [`ServerConfig`] (the command line and environment) and [`start`]: the gRPC and HTTP
-//! listeners, the configuration watcher, the backend, graceful shutdown.
+//! listeners, the configuration's source (the directory watched, or the xDS
+//! subscription), the backend, graceful shutdown.
 
 use crate::backend::memory::Memory;
 use crate::backend::redis_exact::RedisExact;
 use crate::backend::redis_leased::RedisLeased;
 use crate::backend::{Mode, RefusedHits};
 use crate::clock::SharedClock;
-use crate::config::Settings;
+use crate::config::{ConfigStatus, Settings};
 use crate::grpc::Grpc;
 use crate::http::Endpoints;
 use crate::reload::Reloader;
 use crate::service::{HeaderNames, Options, Service};
+use crate::xds::{Subscription, XdsArgs};
 use hyper_util::rt::TokioIo;
 use limitcore::Algorithm;
 use limitcore_redis::{Policy, Redis, RedisConfig};
@@ -83,7 +85,8 @@ pub struct ServerConfig {
     /// The HTTP listen address (`/healthcheck`, `/json`, `/metrics`).
     #[arg(long, env = "LIMITCORE_RLS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
-    /// The directory of envoyproxy/ratelimit YAML files (`*.yaml`, `*.yml`).
+    /// The directory of envoyproxy/ratelimit YAML files (`*.yaml`, `*.yml`); not read when
+    /// the configuration comes over xDS (--config-xds).
     #[arg(long, env = "LIMITCORE_RLS_CONFIG_DIR", default_value = "config")]
     pub config_dir: PathBuf,
     /// How often the directory is checked for changes, in milliseconds.
@@ -201,6 +204,10 @@ pub struct ServerConfig {
     // BENCHMARKS.md, "limitcore-rls", has the measurement.
     #[arg(long, env = "LIMITCORE_RLS_WORKERS")]
     pub workers: Option<core::num::NonZeroUsize>,
+    /// The configuration over xDS instead of the directory (`--config-xds`, or
+    /// envoyproxy/ratelimit's `CONFIG_TYPE=GRPC_XDS_SOTW`).
+    #[command(flatten)]
+    pub xds: XdsArgs,
 }
 
 impl ServerConfig {
@@ -278,8 +285,13 @@ pub struct Running {
     pub http_addr: SocketAddr,
     /// The service.
     pub service: Arc<Service>,
-    /// The configuration watcher.
-    pub reloader: Arc<Reloader>,
+    /// The configuration directory's watcher (`None` when the configuration comes over
+    /// xDS).
+    pub reloader: Option<Arc<Reloader>>,
+    /// The xDS subscription (`None` when the configuration comes from the directory).
+    pub xds: Option<Arc<Subscription>>,
+    /// The configuration in force: its source, version and latest refusal.
+    pub config: Arc<ConfigStatus>,
     stop: watch::Sender<bool>,
     healthy: Arc<AtomicBool>,
     tasks: Vec<JoinHandle<()>>,
@@ -299,24 +311,39 @@ impl Running {
 }
 
 /// Start the service with `config` on `clock`: load the configuration directory (refusing
-/// to start on a bad one), bind the listeners, watch the directory.
+/// to start on a bad one) and watch it, or subscribe to the xDS management server (the
+/// service starts without waiting for it: no rule until the first version); bind the
+/// listeners.
 ///
 /// # Errors
 ///
-/// A configuration that does not load (file, line and key), a backend that cannot start,
-/// an address that cannot be bound.
+/// A configuration that does not load (file, line and key), bad xDS flags, a backend
+/// that cannot start, an address that cannot be bound.
 pub async fn start(
     config: &ServerConfig,
     clock: SharedClock,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 ) -> Result<Running, String> {
+    let xds_config = config.xds.resolve()?;
     let service = Arc::new(config.service(clock).await?);
-    let reloader = Arc::new(Reloader::new(
-        config.config_dir.clone(),
-        config.settings(),
-        Arc::clone(&service),
-    ));
-    reloader.reload()?;
+    let (reloader, xds, config_status) = match xds_config {
+        Some(xds_config) => {
+            let subscription =
+                Subscription::new(xds_config, config.settings(), Arc::clone(&service));
+            let status = Arc::clone(subscription.status());
+            (None, Some(Arc::new(subscription)), status)
+        }
+        None => {
+            let reloader = Reloader::new(
+                config.config_dir.clone(),
+                config.settings(),
+                Arc::clone(&service),
+            );
+            reloader.reload()?;
+            let status = Arc::clone(reloader.status());
+            (Some(Arc::new(reloader)), None, status)
+        }
+    };
     let grpc_listener = TcpListener::bind(config.grpc_addr)
         .await
         .map_err(|e| format!("bind {}: {e}", config.grpc_addr))?;
@@ -357,6 +384,7 @@ pub async fn start(
         service: Arc::clone(&service),
         metrics,
         healthy: Arc::clone(&healthy),
+        config: Arc::clone(&config_status),
     };
     let mut http_stop = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
@@ -382,13 +410,19 @@ pub async fn start(
         let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
     }));
 
-    let every = Duration::from_millis(config.reload_ms.max(10));
-    tasks.push(tokio::spawn(Arc::clone(&reloader).watch(every, stop_rx)));
+    if let Some(reloader) = &reloader {
+        let every = Duration::from_millis(config.reload_ms.max(10));
+        tasks.push(tokio::spawn(Arc::clone(reloader).watch(every, stop_rx)));
+    } else if let Some(xds) = &xds {
+        tasks.push(tokio::spawn(Arc::clone(xds).run(stop_rx)));
+    }
     Ok(Running {
         grpc_addr,
         http_addr,
         service,
         reloader,
+        xds,
+        config: config_status,
         stop,
         healthy,
         tasks,

@@ -1,17 +1,23 @@
 //! A real Envoy (the release binary; `bash .ci/envoy-deps.sh` installs it) on loopback,
-//! its HTTP rate-limit filter pointed at the service, in front of a real upstream.
+//! its HTTP rate-limit filter pointed at the service, in front of a real upstream; the
+//! service configured by files, or only over xDS (a test management server, `common::ads`).
 //!
 //! Without `envoy` on the PATH these tests fail with a message naming the install script;
 //! none is skipped.
 
 mod common;
 
+use common::ads::{serve_xds, until, Management, Shared};
 use common::*;
+use limitcore_rls::pb::ratelimit::config::ratelimit::v3::{
+    RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitUnit,
+};
 use limitcore_rls::UnixClock;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A free loopback port.
@@ -262,13 +268,11 @@ fn write(dir: &Path, text: &str) {
     std::fs::rename(&tmp, dir.join("edge.yaml")).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_pass_then_429_with_x_ratelimit_headers() {
-    let dir = config_dir(&[("edge.yaml", EDGE)]);
-    let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
-    let e = envoy(rls.grpc_addr, upstream(), false);
+/// Four requests of `user` through `e`, the rule `per-user` allowing 3 an hour (GCRA):
+/// 200s counting down `x-ratelimit-remaining`, then 429 with the time to the next permit.
+async fn three_pass_then_429(e: Envoy, user: &'static str) {
     let answers =
-        tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e, "alice")).collect::<Vec<_>>())
+        tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e, user)).collect::<Vec<_>>())
             .await
             .unwrap();
     for (i, (status, h, body)) in answers.iter().take(3).enumerate() {
@@ -289,7 +293,55 @@ async fn requests_pass_then_429_with_x_ratelimit_headers() {
     // 3 per hour: the next permit was in 20 minutes, and the refused request's hit is
     // recorded (the default `--refused-hits record`): the same request waits 40.
     assert!((2390..=2400).contains(&reset), "reset {reset}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_pass_then_429_with_x_ratelimit_headers() {
+    let dir = config_dir(&[("edge.yaml", EDGE)]);
+    let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
+    three_pass_then_429(envoy(rls.grpc_addr, upstream(), false), "alice").await;
     rls.stop().await;
+}
+
+/// `EDGE`'s per-user rule as an xDS resource (the algorithm is the service's flag: a
+/// resource has no `algorithm` key).
+fn edge_resource() -> RateLimitConfig {
+    RateLimitConfig {
+        name: "edge-rules".into(),
+        domain: "edge".into(),
+        descriptors: vec![RateLimitDescriptor {
+            key: "user".into(),
+            rate_limit: Some(RateLimitPolicy {
+                name: "per-user".into(),
+                unit: RateLimitUnit::Hour as i32,
+                requests_per_unit: 3,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_only_over_xds_requests_pass_then_429_with_x_ratelimit_headers() {
+    let shared = Shared::new("edge-1", vec![edge_resource()]);
+    let server = Management::start("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared));
+    let rls = serve_xds(
+        &server.url(),
+        UnixClock::shared(),
+        &["--algorithm", "gcra"],
+        None,
+    )
+    .await;
+    let status = Arc::clone(&rls.config);
+    // Until the management server's version is in force (30 s for a loaded machine).
+    until(Duration::from_secs(30), "version edge-1 in force", || {
+        status.report().version.as_deref() == Some("edge-1")
+    })
+    .await;
+    three_pass_then_429(envoy(rls.grpc_addr, upstream(), false), "alice").await;
+    rls.stop().await;
+    drop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +362,7 @@ async fn shadow_mode_never_refuses() {
 async fn a_rule_change_in_a_file_applies_without_a_restart() {
     let dir = config_dir(&[("edge.yaml", EDGE)]);
     let rls = serve(dir.path(), UnixClock::shared(), &[]).await;
-    let e = std::sync::Arc::new(envoy(rls.grpc_addr, upstream(), false));
+    let e = Arc::new(envoy(rls.grpc_addr, upstream(), false));
     let e2 = e.clone();
     let first =
         tokio::task::spawn_blocking(move || (0..4).map(|_| get(&e2, "bob").0).collect::<Vec<_>>())
@@ -359,10 +411,11 @@ async fn a_rule_change_in_a_file_applies_without_a_restart() {
     write(dir.path(), "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: eon, requests_per_unit: 1}\n");
     // Until the watcher has looked at it (10 s for a loaded machine).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while rls.reloader.last_error().is_none() && Instant::now() < deadline {
+    let reloader = rls.reloader.clone().expect("configured from files");
+    while reloader.last_error().is_none() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let why = rls.reloader.last_error().expect("the bad file is reported");
+    let why = reloader.last_error().expect("the bad file is reported");
     assert!(
         why.contains("edge.yaml:4: unit: invalid rate limit unit"),
         "{why}"

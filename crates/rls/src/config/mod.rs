@@ -27,6 +27,14 @@
 //!     descriptors: [ ... nested ... ]
 //! ```
 //!
+//! # Over xDS
+//!
+//! The same configuration comes as envoyproxy/ratelimit's `RateLimitConfig` resources
+//! ([`crate::pb`]) from a management server: [`Config::from_resources`] makes each into the
+//! document a file with its content would be and reads it with the same code, so the model,
+//! the validation and the messages are the files' (an error names the resource and the
+//! field path, `descriptors[0].rate_limit.unit`, where a file's names the file and line).
+//!
 //! Units are read case-insensitively, as envoyproxy/ratelimit reads them; their lengths
 //! are its own: a month is 30 days and a year 365 (windows aligned to the Unix epoch).
 //! Source: envoyproxy/ratelimit's README, "Configuration"; Envoy's RLS v3
@@ -34,9 +42,12 @@
 
 mod error;
 mod parse;
+mod resource;
+mod status;
 pub(crate) mod yaml;
 
 pub use error::ConfigError;
+pub use status::{ConfigStatus, SourceKind, StatusReport};
 
 use limitcore::{Algorithm, Quota, QuotaError, WithRule};
 use std::collections::HashMap;
@@ -283,9 +294,9 @@ pub struct Rule {
     pub detailed_metric: bool,
     /// The `metadata` mapping of the node, as JSON, if any.
     pub metadata: Option<serde_json::Value>,
-    /// Where the rule is defined.
+    /// Where the rule is defined: its file, or the name of the xDS resource.
     pub file: PathBuf,
-    /// The line of its `rate_limit` key.
+    /// The line of its `rate_limit` key (0 for an xDS resource, which has no lines).
     pub line: usize,
 }
 

@@ -38,6 +38,9 @@ const REPLACES_KEYS: &[&str] = &["name"];
 /// What one file is read with: its path, the settings and its own defaults.
 struct Ctx<'a> {
     file: &'a Path,
+    /// The line a rule records for its `rate_limit` node's line (the same for a file; 0
+    /// for a document that has no lines of its own, such as an xDS resource's).
+    rule_line: &'a dyn Fn(usize) -> usize,
     domain: String,
     algorithm: Algorithm,
     burst: Option<u32>,
@@ -231,6 +234,21 @@ pub(super) fn add_file(
             "config error, domain must not be empty",
         ));
     };
+    add_document(config, file, doc, settings, &|line| line)
+}
+
+/// Add one document to `config`, `file` standing for where it came from in errors and
+/// rules, `rule_line` giving the line a rule records for its node's. A file's first
+/// document comes here, and so does an xDS resource made into the document a file with
+/// its content would hold (`super::resource`): both are read and validated by the same
+/// code.
+pub(super) fn add_document(
+    config: &mut Config,
+    file: &Path,
+    doc: &Yaml,
+    settings: &Settings,
+    rule_line: &dyn Fn(usize) -> usize,
+) -> Result<(), ConfigError> {
     let top = pairs(file, doc, TOP_KEYS, "a configuration file")?;
     let mut domain = None;
     let mut descriptors = None;
@@ -269,6 +287,7 @@ pub(super) fn add_file(
         .unwrap_or_default();
     let mut ctx = Ctx {
         file,
+        rule_line,
         domain: name.clone(),
         algorithm: file_algorithm,
         burst: file_burst,
@@ -517,7 +536,7 @@ fn read_rule(
         detailed_metric,
         metadata,
         file: file.to_owned(),
-        line,
+        line: (ctx.rule_line)(line),
     })
 }
 

@@ -1,6 +1,8 @@
 //! Helpers of the integration tests: a configuration directory, the service on loopback
-//! with a real tonic client, request builders.
+//! with a real tonic client, request builders; an xDS management server ([`ads`]).
 #![allow(dead_code, unreachable_pub)]
+
+pub mod ads;
 
 use clap::Parser;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
