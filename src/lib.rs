@@ -226,9 +226,6 @@ pub use keyed::{
     DashMapStore, Global, KeyConfig, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store,
 };
 #[cfg(feature = "lanes")]
-#[allow(deprecated)]
-pub use lanes::LanesError;
-#[cfg(feature = "lanes")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lanes")))]
 pub use lanes::{
     AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesConfigError, Progress, Ticket,
@@ -244,4 +241,4 @@ pub use limiters::{
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "throttler")]
 #[cfg_attr(docsrs, doc(cfg(feature = "throttler")))]
-pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
+pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, TaskWait, Throttler};

@@ -57,7 +57,7 @@ fn rocksdb_limit_change_completes_the_pending_request() {
             let b = Arc::clone(&b);
             std::thread::spawn(move || {
                 let t0 = Instant::now();
-                b.acquire_n_blocking(20).unwrap();
+                b.acquire_blocking(20).unwrap();
                 t0.elapsed()
             })
         };
@@ -143,7 +143,7 @@ fn risingwave_pause_parks_waiters_until_resumed() {
         .map(|_| {
             let (b, done) = (Arc::clone(&b), Arc::clone(&done));
             std::thread::spawn(move || {
-                b.acquire_n_blocking(1).unwrap();
+                b.acquire_blocking(1).unwrap();
                 done.fetch_add(1, Ordering::SeqCst);
             })
         })
@@ -164,7 +164,7 @@ fn risingwave_pause_parks_waiters_until_resumed() {
     // A waiter with a deadline gives up while still paused.
     b.set_mode(Mode::Paused).unwrap();
     assert_eq!(
-        b.acquire_n_blocking_within(1, Duration::from_millis(20)),
+        b.acquire_blocking_within(1, Duration::from_millis(20)),
         Err(Denied::Paused)
     );
 }
@@ -202,7 +202,7 @@ fn a_large_waiter_is_not_overtaken() {
     let large = {
         let (b, order) = (Arc::clone(&b), Arc::clone(&order));
         std::thread::spawn(move || {
-            b.acquire_n_blocking(100).unwrap();
+            b.acquire_blocking(100).unwrap();
             order.lock().unwrap().push("large");
         })
     };
@@ -220,7 +220,7 @@ fn a_large_waiter_is_not_overtaken() {
         .map(|_| {
             let (b, order) = (Arc::clone(&b), Arc::clone(&order));
             std::thread::spawn(move || {
-                b.acquire_n_blocking(1).unwrap();
+                b.acquire_blocking(1).unwrap();
                 order.lock().unwrap().push("small");
             })
         })

@@ -79,7 +79,7 @@ fn a_pause_ending_wakes_its_waiter() {
         let budget = Arc::new(Budget::with_config(&config, ManualClock::starting_at(NOW)).unwrap());
         let waiter = {
             let budget = Arc::clone(&budget);
-            loom::thread::spawn(move || budget.acquire_n_blocking(1))
+            loom::thread::spawn(move || budget.acquire_blocking(1))
         };
         budget.set_mode(Mode::Enabled).unwrap();
         // A lost wake-up leaves the waiter asleep for good: loom reports the deadlock.

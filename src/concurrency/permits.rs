@@ -348,16 +348,6 @@ impl<F: Feedback> Permits<F> {
         Ok(())
     }
 
-    /// Renamed [`Permits::reconfigure`] (one verb changes a limit across the crate).
-    ///
-    /// # Errors
-    ///
-    /// As [`Permits::reconfigure`].
-    #[deprecated(since = "0.2.0", note = "renamed `reconfigure`")]
-    pub fn resize(&self, limit: u32) -> Result<(), LimitError> {
-        self.reconfigure(limit)
-    }
-
     // ---- The protocol (see the module's "No lost wake-up"). ----
 
     /// The grant of a request that does not wait: one CAS, refused if anyone is queued.
