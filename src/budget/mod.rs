@@ -70,6 +70,7 @@ mod live;
 mod params;
 mod rule;
 mod scale;
+mod seqlock;
 mod word;
 
 #[cfg(feature = "std")]
