@@ -56,8 +56,8 @@ pub trait Clock: Send + Sync {
     ///
     /// Whatever the answer, a waiter asks again after sleeping, so an early wake-up (a
     /// spurious one, or an OS timer that runs ahead of the clock) only costs one more call.
-    /// The throttler's worker ([`Throttler`](crate::Throttler)) and its async `run` wait
-    /// this way.
+    /// Every wait of the crate that waits for a time waits this way
+    /// ([`SleepHint::follow`] turns the answer into a poll of the waiting layer's driver).
     ///
     /// # Examples
     ///
@@ -244,13 +244,12 @@ mod manual {
     /// move the time under a limiter that owns another. Thread-safe; times saturate at
     /// `u64::MAX` nanoseconds instead of wrapping.
     ///
-    /// With `std`, whoever waits for it to reach a time through `Clock::sleep_hint` (the
-    /// `Throttler`'s worker, its async `run`) is told `SleepHint::UntilWoken` and woken by
-    /// the next [`advance`](ManualClock::advance) or [`set`](ManualClock::set): a test moves
-    /// the time and the waiter reacts, with no polling. Every wait of the crate (budgets,
-    /// lanes, the throttler, the generic waits, the I/O adapters) sleeps this way on a
-    /// `ManualClock`, blocking or async, so waits can be tested at explicit times without
-    /// real sleeping. Reading the time (`now`) is one atomic load; a change of time costs
+    /// With `std`, whoever waits for it to reach a time through `Clock::sleep_hint` is told
+    /// `SleepHint::UntilWoken` and woken by the next [`advance`](ManualClock::advance) or
+    /// [`set`](ManualClock::set): a test moves the time and the waiter reacts, with no
+    /// polling. Every wait of the crate (budgets, lanes, the throttler, the generic waits,
+    /// reservations, the I/O adapters) sleeps this way on a `ManualClock`, blocking or
+    /// async, so waits can be tested at explicit times without real sleeping. Reading the time (`now`) is one atomic load; a change of time costs
     /// two read-modify-writes (the time, and the waiters' [`Event`](crate::notify::Event)),
     /// and a lock only while someone waits.
     ///

@@ -17,10 +17,10 @@
 //! [`ExceedsCapacity`](Denied::ExceedsCapacity) at once. A waiter that gives up (its
 //! deadline, or a dropped wait) gives its place back too.
 //!
-//! The wait is written once, as a poll (`Budget::poll_entry`), and is the whole of the
-//! public futures [`Acquire`] and [`AcquireOwned`]: they are the waiting layer's
-//! [`WaitFuture`] around it, and the blocking waits run the same future on the blocking
-//! driver. It sleeps on the budget's clock ([`Clock::sleep_hint`]): on a
+//! The wait is written once, as a poll (`Budget::poll_entry`); the public waits [`Acquire`]
+//! and [`AcquireOwned`] are the waiting layer's [`Queued`] around it (which keeps the place
+//! and gives it back when dropped), and the blocking waits run the same wait on the
+//! blocking driver. It sleeps on the budget's clock ([`Clock::sleep_hint`]): on a
 //! [`ManualClock`](crate::clock::ManualClock) until the clock moves, never on the OS timer.
 
 use super::{waitable, Budget, BudgetRule, Mode};
@@ -28,17 +28,13 @@ use crate::clock::{deadline_until, deadline_within, duration_to_nanos, poll_cloc
 use crate::clock::{Clock, DefaultClock, Nanos};
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
-use crate::notify::driver::{block_on, Nap, Wait, WaitFuture};
+use crate::notify::driver::{block_on, Nap};
 use crate::notify::list::WaitList;
+use crate::notify::queued::{sealed, Queued};
 use crate::notify::wake::WakeList;
 use crate::rules::Rule;
 use crate::sync::{lock, Ordering};
 use alloc::sync::Arc;
-use core::fmt;
-#[cfg(feature = "tokio")]
-use core::future::Future;
-#[cfg(feature = "tokio")]
-use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::time::Instant;
@@ -485,7 +481,7 @@ impl<C: Clock> Budget<C> {
     }
 
     /// The wait for `n` permits, first come, first served (see the module): a future with
-    /// feature `tokio`, and a [`Wait`] for [`block_on`] or a driver of your own. What
+    /// feature `tokio`, and a [`Wait`](crate::notify::Wait) for [`block_on`] or a driver of your own. What
     /// [`Budget::acquire_blocking`] runs. See [`Budget::acquire_until`].
     ///
     /// # Errors (of the wait)
@@ -506,7 +502,7 @@ impl<C: Clock> Budget<C> {
     /// # }
     /// ```
     pub fn acquire(&self, n: u32) -> Acquire<'_, C> {
-        Acquire(WaitFuture::new(Ordered::new(self, n, None)))
+        Queued::new(self, (n, None))
     }
 
     /// The wait for `n` permits that gives up unless they conform within `max_wait` (of the
@@ -516,8 +512,7 @@ impl<C: Clock> Budget<C> {
     ///
     /// As [`Budget::acquire_until`].
     pub fn acquire_within(&self, n: u32, max_wait: Duration) -> Acquire<'_, C> {
-        let deadline = deadline_within(self.now(), max_wait);
-        Acquire(WaitFuture::new(Ordered::new(self, n, deadline)))
+        Queued::new(self, (n, deadline_within(self.now(), max_wait)))
     }
 
     /// The wait for `n` permits by `deadline` (`None`: no deadline; the time left until it
@@ -529,7 +524,7 @@ impl<C: Clock> Budget<C> {
     /// ([`Clock::sleep_hint`]).
     ///
     /// The wait is a future with feature `tokio` (on an OS clock it sleeps on tokio's
-    /// timer) and a [`Wait`]; dropped before it ends, it gives its place back at once (the
+    /// timer) and a [`Wait`](crate::notify::Wait); dropped before it ends, it gives its place back at once (the
     /// permits it reserved, or was granted and had not collected, are refunded), and the
     /// next wait on an uncontended budget takes the one-CAS path again. It ends with the
     /// [`Receipt`] of the permits taken ([`Receipt::NOTHING`] when the budget is, or
@@ -568,8 +563,7 @@ impl<C: Clock> Budget<C> {
     /// # }
     /// ```
     pub fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Acquire<'_, C> {
-        let deadline = deadline_until(self.now(), deadline);
-        Acquire(WaitFuture::new(Ordered::new(self, n, deadline)))
+        Queued::new(self, (n, deadline_until(self.now(), deadline)))
     }
 
     /// As [`Budget::acquire`], owning a reference to the budget (`'static` when the budget
@@ -595,7 +589,7 @@ impl<C: Clock> Budget<C> {
     /// # }
     /// ```
     pub fn acquire_owned(self: &Arc<Self>, n: u32) -> AcquireOwned<C> {
-        AcquireOwned(WaitFuture::new(Ordered::new(Arc::clone(self), n, None)))
+        Queued::new(Arc::clone(self), (n, None))
     }
 
     /// As [`Budget::acquire_within`], owning a reference to the budget.
@@ -604,8 +598,7 @@ impl<C: Clock> Budget<C> {
     ///
     /// As [`Budget::acquire_until`].
     pub fn acquire_owned_within(self: &Arc<Self>, n: u32, max_wait: Duration) -> AcquireOwned<C> {
-        let deadline = deadline_within(self.now(), max_wait);
-        AcquireOwned(WaitFuture::new(Ordered::new(Arc::clone(self), n, deadline)))
+        Queued::new(Arc::clone(self), (n, deadline_within(self.now(), max_wait)))
     }
 
     /// As [`Budget::acquire_until`], owning a reference to the budget.
@@ -618,8 +611,7 @@ impl<C: Clock> Budget<C> {
         n: u32,
         deadline: Option<Instant>,
     ) -> AcquireOwned<C> {
-        let deadline = deadline_until(self.now(), deadline);
-        AcquireOwned(WaitFuture::new(Ordered::new(Arc::clone(self), n, deadline)))
+        Queued::new(Arc::clone(self), (n, deadline_until(self.now(), deadline)))
     }
 
     /// Take `n` permits, blocking the thread until they conform: [`Budget::acquire`] run
@@ -752,98 +744,39 @@ fn collect(waiters: &mut Waiters, key: usize) -> Result<Receipt, Denied> {
 /// A wait's entry in its budget's queue: the key while it holds one. Given back only by
 /// [`Budget::abandon_entry`], which every wait's `Drop` runs.
 #[derive(Debug, Default)]
-// `pub` (never reachable from outside the crate): the I/O adapters' sealed `Pacing` trait
-// names it as an associated type, which must be `pub` (E0446).
+// `pub` (never reachable from outside the crate): the sealed traits of the waits and of the
+// I/O adapters name it as an associated type, which must be `pub` (E0446).
 #[allow(unreachable_pub)]
 pub struct Entry {
     key: Option<usize>,
 }
 
-impl Entry {
-    /// Whether the wait holds a place in the queue.
-    pub(crate) fn is_queued(&self) -> bool {
-        self.key.is_some()
-    }
-}
-
-/// What a wait holds to reach its budget: a reference ([`Acquire`]) or an `Arc`
-/// ([`AcquireOwned`]).
-pub(crate) trait Reach {
-    type Clock: Clock;
-    fn budget(&self) -> &Budget<Self::Clock>;
-}
-
-impl<C: Clock> Reach for &Budget<C> {
-    type Clock = C;
-
-    #[inline]
-    fn budget(&self) -> &Budget<C> {
-        self
-    }
-}
-
-impl<C: Clock> Reach for Arc<Budget<C>> {
-    type Clock = C;
-
-    #[inline]
-    fn budget(&self) -> &Budget<C> {
-        self
-    }
-}
-
-/// A budget's ordered wait for `n` permits by `deadline`: its poll, and its `Drop`, which
-/// gives its place back.
-struct Ordered<B: Reach> {
-    budget: B,
-    n: u32,
-    deadline: Option<Nanos>,
-    entry: Entry,
-}
-
-impl<B: Reach> Ordered<B> {
-    fn new(budget: B, n: u32, deadline: Option<Nanos>) -> Self {
-        Ordered {
-            budget,
-            n,
-            deadline,
-            entry: Entry::default(),
-        }
-    }
-}
-
-impl<B: Reach> Wait for Ordered<B> {
+impl<C: Clock> sealed::Queue for Budget<C> {
+    /// `n` permits by a deadline (ns of the budget's clock).
+    type Request = (u32, Option<Nanos>);
+    type Entry = Entry;
     type Output = Result<Receipt, Denied>;
 
     #[inline]
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        self.budget
-            .budget()
-            .poll_entry(&mut self.entry, self.n, self.deadline, cx, nap)
+    fn poll_entry(
+        &self,
+        entry: &mut Entry,
+        (n, deadline): (u32, Option<Nanos>),
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Self::Output> {
+        Budget::poll_entry(self, entry, n, deadline, cx, nap)
     }
-}
 
-impl<B: Reach> Drop for Ordered<B> {
-    fn drop(&mut self) {
-        self.budget.budget().abandon_entry(&mut self.entry);
-    }
-}
-
-impl<B: Reach> fmt::Debug for Ordered<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Acquire")
-            .field("n", &self.n)
-            .field("deadline", &self.deadline)
-            .field("queued", &self.entry.is_queued())
-            .finish_non_exhaustive()
+    fn abandon_entry(&self, entry: &mut Entry) {
+        Budget::abandon_entry(self, entry);
     }
 }
 
 /// The wait of [`Budget::acquire`] (and `_within`, `_until`): `n` permits, first come,
-/// first served, borrowed from the budget. A future with feature `tokio`, a [`Wait`]
-/// always; ends with the permits' [`Receipt`] or a [`Denied`].
-///
-/// Cancellation-safe: dropped before it ends, it gives its place back at once (see
-/// [`Budget::acquire_until`]); one that ended took its permits.
+/// first served, borrowed from the budget; a [`Wait`](crate::notify::Wait) always, a future with feature `tokio`,
+/// ending with the permits' [`Receipt`] or a [`Denied`]. Cancellation-safe: dropped before
+/// it ends, it gives its place back at once (see [`Budget::acquire_until`]).
 ///
 /// # Examples
 ///
@@ -864,8 +797,7 @@ impl<B: Reach> fmt::Debug for Ordered<B> {
 /// assert_eq!(budget.waiting(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[must_use = "a wait does nothing unless awaited or run"]
-pub struct Acquire<'a, C: Clock = DefaultClock>(WaitFuture<Ordered<&'a Budget<C>>>);
+pub type Acquire<'a, C = DefaultClock> = Queued<&'a Budget<C>>;
 
 /// The wait of [`Budget::acquire_owned`] (and `_within`, `_until`): as [`Acquire`], owning
 /// a reference to the budget (`'static` when the budget is).
@@ -890,47 +822,12 @@ pub struct Acquire<'a, C: Clock = DefaultClock>(WaitFuture<Ordered<&'a Budget<C>
 /// assert!(budget.try_acquire().is_ok()); // nothing was held
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[must_use = "a wait does nothing unless awaited or run"]
-pub struct AcquireOwned<C: Clock = DefaultClock>(WaitFuture<Ordered<Arc<Budget<C>>>>);
-
-/// `Wait`, `Future` (feature `tokio`) and `Debug` for a budget's public wait: its
-/// [`WaitFuture`]'s.
-macro_rules! driven {
-    ($($ty:ident $(<$lt:lifetime>)?),*) => {$(
-        impl<C: Clock> Wait for $ty<$($lt,)? C> {
-            type Output = Result<Receipt, Denied>;
-
-            #[inline]
-            fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-                self.0.poll_wait(cx, nap)
-            }
-        }
-
-        #[cfg(feature = "tokio")]
-        #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-        impl<C: Clock> Future for $ty<$($lt,)? C> {
-            type Output = Result<Receipt, Denied>;
-
-            #[inline]
-            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-                Pin::new(&mut self.get_mut().0).poll(cx)
-            }
-        }
-
-        impl<C: Clock> fmt::Debug for $ty<$($lt,)? C> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.get_ref().fmt(f)
-            }
-        }
-    )*};
-}
-
-driven!(Acquire<'_>, AcquireOwned);
+pub type AcquireOwned<C = DefaultClock> = Queued<Arc<Budget<C>>>;
 
 /// One ordered wait's progress on a [`Budget`], kept by the caller between polls of the
 /// deprecated [`Budget::poll_acquire`]. It has no `Drop`: dropped mid-wait it stays queued
 /// and its reservation stays charged. Use the budget's waits ([`Budget::acquire`],
-/// [`Budget::acquire_owned`]; a [`Wait`] for a driver of your own) instead.
+/// [`Budget::acquire_owned`]; a [`Wait`](crate::notify::Wait) for a driver of your own) instead.
 ///
 /// # Examples
 ///

@@ -75,7 +75,7 @@ pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
 ///
 /// - **In flight never above the limit**, except just after a cut: every grant is one
 ///   compare-and-swap that checks `in flight + n ≤ limit` on the word it replaces, so no
-///   race creates a permit. [`Permits::resize`] takes effect as permits come back; nothing
+///   race creates a permit. [`Permits::reconfigure`] takes effect as permits come back; nothing
 ///   is revoked.
 /// - **One CAS when nobody waits**: a grant or a release is one successful compare-and-swap
 ///   on the word; the queue's mutex is taken only when a request waits, or when a release,

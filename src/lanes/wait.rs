@@ -1,10 +1,10 @@
 //! Waiting for a lane's grant: [`Ticket`] at explicit times, and the waits [`Acquire`] and
-//! [`AcquireOwned`] (futures with feature `tokio`; [`Lanes::acquire_blocking`] runs the same
-//! wait on the blocking driver).
+//! [`AcquireOwned`] (the waiting layer's [`Queued`] around the lanes' poll: futures with
+//! feature `tokio`; [`Lanes::acquire_blocking`] runs the same wait on the blocking driver).
 //!
 //! Every wait is the same poll (`Lanes::poll_entry`): submit (the fast path, then the
-//! queue), then look at the request until it is granted in full; its `Drop` takes a request
-//! that did not finish out of the queue. A look serves the queue at the clock's time. The waiter that is
+//! queue), then look at the request until it is granted in full; a wait dropped before it
+//! ends takes its request out of the queue. A look serves the queue at the clock's time. The waiter that is
 //! the queue's *timer* sleeps until the next piece fits (on the clock's
 //! [`sleep_hint`](crate::clock::Clock::sleep_hint): the OS timer, or a
 //! [`ManualClock`](crate::clock::ManualClock)'s change of time); every other waiter sleeps
@@ -13,13 +13,10 @@
 use super::config::{Lane, LaneError};
 use super::shared::Lanes;
 use crate::clock::{deadline_until, deadline_within, poll_clock, Clock, DefaultClock, Nanos};
-use crate::notify::driver::{block_on, Nap, Wait, WaitFuture};
+use crate::notify::driver::{block_on, Nap};
+use crate::notify::queued::{sealed, Queued};
 use alloc::sync::Arc;
 use core::fmt;
-#[cfg(feature = "tokio")]
-use core::future::Future;
-#[cfg(feature = "tokio")]
-use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
@@ -241,7 +238,7 @@ impl<C: Clock> Lanes<C> {
     }
 
     /// The wait for `n` units of `lane`, in the lanes' order: a future with feature
-    /// `tokio`, and a [`Wait`] for [`block_on`] or a driver of your own. What
+    /// `tokio`, and a [`Wait`](crate::notify::Wait) for [`block_on`] or a driver of your own. What
     /// [`Lanes::acquire_blocking`] runs. See [`Lanes::acquire_until`].
     ///
     /// # Errors (of the wait)
@@ -264,7 +261,7 @@ impl<C: Clock> Lanes<C> {
     /// # }
     /// ```
     pub fn acquire(&self, lane: Lane, n: u32) -> Acquire<'_, C> {
-        Acquire(WaitFuture::new(InLaneWait::new(self, lane, n, None)))
+        Queued::new(self, (lane, n, None))
     }
 
     /// The wait for `n` units of `lane` that gives up unless they are granted within
@@ -274,8 +271,7 @@ impl<C: Clock> Lanes<C> {
     ///
     /// As [`Lanes::acquire_until`].
     pub fn acquire_within(&self, lane: Lane, n: u32, max_wait: Duration) -> Acquire<'_, C> {
-        let deadline = deadline_within(self.now(), max_wait);
-        Acquire(WaitFuture::new(InLaneWait::new(self, lane, n, deadline)))
+        Queued::new(self, (lane, n, deadline_within(self.now(), max_wait)))
     }
 
     /// The wait for `n` units of `lane` by `deadline` (`None`: none; the time left until it
@@ -286,7 +282,7 @@ impl<C: Clock> Lanes<C> {
     /// lane". Sleeps follow the clock ([`Clock::sleep_hint`]).
     ///
     /// A future with feature `tokio` (on an OS clock it sleeps on tokio's timer) and a
-    /// [`Wait`]. Cancellation-safe: dropped before it ends, its request leaves its lane's
+    /// [`Wait`](crate::notify::Wait). Cancellation-safe: dropped before it ends, its request leaves its lane's
     /// queue at once, and the units it was granted in pieces pass on to the next waiting
     /// requests of its lane (see [`Ticket`]'s "Cancellation"; the lanes never refund); one
     /// that ended has its units.
@@ -317,8 +313,7 @@ impl<C: Clock> Lanes<C> {
     /// # }
     /// ```
     pub fn acquire_until(&self, lane: Lane, n: u32, deadline: Option<Instant>) -> Acquire<'_, C> {
-        let deadline = deadline_until(self.now(), deadline);
-        Acquire(WaitFuture::new(InLaneWait::new(self, lane, n, deadline)))
+        Queued::new(self, (lane, n, deadline_until(self.now(), deadline)))
     }
 
     /// As [`Lanes::acquire`], owning a reference to the limiter (`'static` when the limiter
@@ -344,12 +339,7 @@ impl<C: Clock> Lanes<C> {
     /// # }
     /// ```
     pub fn acquire_owned(self: &Arc<Self>, lane: Lane, n: u32) -> AcquireOwned<C> {
-        AcquireOwned(WaitFuture::new(InLaneWait::new(
-            Arc::clone(self),
-            lane,
-            n,
-            None,
-        )))
+        Queued::new(Arc::clone(self), (lane, n, None))
     }
 
     /// As [`Lanes::acquire_within`], owning a reference to the limiter.
@@ -363,13 +353,10 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         max_wait: Duration,
     ) -> AcquireOwned<C> {
-        let deadline = deadline_within(self.now(), max_wait);
-        AcquireOwned(WaitFuture::new(InLaneWait::new(
+        Queued::new(
             Arc::clone(self),
-            lane,
-            n,
-            deadline,
-        )))
+            (lane, n, deadline_within(self.now(), max_wait)),
+        )
     }
 
     /// As [`Lanes::acquire_until`], owning a reference to the limiter.
@@ -383,13 +370,10 @@ impl<C: Clock> Lanes<C> {
         n: u32,
         deadline: Option<Instant>,
     ) -> AcquireOwned<C> {
-        let deadline = deadline_until(self.now(), deadline);
-        AcquireOwned(WaitFuture::new(InLaneWait::new(
+        Queued::new(
             Arc::clone(self),
-            lane,
-            n,
-            deadline,
-        )))
+            (lane, n, deadline_until(self.now(), deadline)),
+        )
     }
 
     /// Take `n` units for `lane`, blocking the thread until they are granted:
@@ -495,90 +479,32 @@ impl<C: Clock> Lanes<C> {
     }
 }
 
-/// What a wait holds to reach its limiter: a reference ([`Acquire`]) or an `Arc`
-/// ([`AcquireOwned`]).
-trait Reach {
-    /// The limiter's clock.
-    type Clock: Clock;
-    /// The limiter.
-    fn lanes(&self) -> &Lanes<Self::Clock>;
-}
-
-impl<C: Clock> Reach for &Lanes<C> {
-    type Clock = C;
-
-    #[inline]
-    fn lanes(&self) -> &Lanes<C> {
-        self
-    }
-}
-
-impl<C: Clock> Reach for Arc<Lanes<C>> {
-    type Clock = C;
-
-    #[inline]
-    fn lanes(&self) -> &Lanes<C> {
-        self
-    }
-}
-
-/// A wait for `n` units of `lane` by `deadline`: its poll, and its `Drop`, which takes a
-/// request that did not finish out of its lane's queue.
-struct InLaneWait<L: Reach> {
-    lanes: L,
-    lane: Lane,
-    n: u32,
-    deadline: Option<Nanos>,
-    entry: Entry,
-}
-
-impl<L: Reach> InLaneWait<L> {
-    fn new(lanes: L, lane: Lane, n: u32, deadline: Option<Nanos>) -> Self {
-        InLaneWait {
-            lanes,
-            lane,
-            n,
-            deadline,
-            entry: Entry::default(),
-        }
-    }
-}
-
-impl<L: Reach> Wait for InLaneWait<L> {
+impl<C: Clock> sealed::Queue for Lanes<C> {
+    /// `n` units of a lane by a deadline (ns of the clock).
+    type Request = (Lane, u32, Option<Nanos>);
+    type Entry = Entry;
     type Output = Result<(), LaneError>;
 
     #[inline]
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        let (lane, n, deadline) = (self.lane, self.n, self.deadline);
-        self.lanes
-            .lanes()
-            .poll_entry(&mut self.entry, lane, n, deadline, cx, nap)
+    fn poll_entry(
+        &self,
+        entry: &mut Entry,
+        (lane, n, deadline): (Lane, u32, Option<Nanos>),
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Self::Output> {
+        Lanes::poll_entry(self, entry, lane, n, deadline, cx, nap)
     }
-}
 
-impl<L: Reach> Drop for InLaneWait<L> {
-    fn drop(&mut self) {
-        let _ = self.lanes.lanes().abandon_entry(&mut self.entry);
-    }
-}
-
-impl<L: Reach> fmt::Debug for InLaneWait<L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Acquire")
-            .field("lane", &self.lane)
-            .field("n", &self.n)
-            .field("deadline", &self.deadline)
-            .field("queued", &self.entry.key.is_some())
-            .finish_non_exhaustive()
+    fn abandon_entry(&self, entry: &mut Entry) {
+        let _ = Lanes::abandon_entry(self, entry);
     }
 }
 
 /// The wait of [`Lanes::acquire`] (and `_within`, `_until`): `n` units of a lane, in the
-/// lanes' order, borrowed from the limiter. A future with feature `tokio`, a [`Wait`]
-/// always.
-///
-/// Cancellation-safe: dropped before it ends, its request leaves its lane's queue at once
-/// (see [`Lanes::acquire_until`]).
+/// lanes' order, borrowed from the limiter; a [`Wait`](crate::notify::Wait) always, a
+/// future with feature `tokio`. Cancellation-safe: dropped before it ends, its request
+/// leaves its lane's queue at once (see [`Lanes::acquire_until`]).
 ///
 /// # Examples
 ///
@@ -597,8 +523,7 @@ impl<L: Reach> fmt::Debug for InLaneWait<L> {
 /// assert_eq!(lanes.counts(Lane::LOW).unwrap().pending, 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[must_use = "a wait does nothing unless awaited or run"]
-pub struct Acquire<'a, C: Clock = DefaultClock>(WaitFuture<InLaneWait<&'a Lanes<C>>>);
+pub type Acquire<'a, C = DefaultClock> = Queued<&'a Lanes<C>>;
 
 /// The wait of [`Lanes::acquire_owned`] (and `_within`, `_until`): as [`Acquire`], owning a
 /// reference to the limiter (`'static` when the limiter is).
@@ -617,47 +542,13 @@ pub struct Acquire<'a, C: Clock = DefaultClock>(WaitFuture<InLaneWait<&'a Lanes<
 /// assert!(lanes.try_acquire(Lane::LOW, 100).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[must_use = "a wait does nothing unless awaited or run"]
-pub struct AcquireOwned<C: Clock = DefaultClock>(WaitFuture<InLaneWait<Arc<Lanes<C>>>>);
-
-/// `Wait`, `Future` (feature `tokio`) and `Debug` for a lane's public wait: its
-/// [`WaitFuture`]'s.
-macro_rules! driven {
-    ($($ty:ident $(<$lt:lifetime>)?),*) => {$(
-        impl<C: Clock> Wait for $ty<$($lt,)? C> {
-            type Output = Result<(), LaneError>;
-
-            #[inline]
-            fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-                self.0.poll_wait(cx, nap)
-            }
-        }
-
-        #[cfg(feature = "tokio")]
-        #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-        impl<C: Clock> Future for $ty<$($lt,)? C> {
-            type Output = Result<(), LaneError>;
-
-            #[inline]
-            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-                Pin::new(&mut self.get_mut().0).poll(cx)
-            }
-        }
-
-        impl<C: Clock> fmt::Debug for $ty<$($lt,)? C> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.get_ref().fmt(f)
-            }
-        }
-    )*};
-}
-
-driven!(Acquire<'_>, AcquireOwned);
+pub type AcquireOwned<C = DefaultClock> = Queued<Arc<Lanes<C>>>;
 
 /// One wait's progress on a [`Lanes`] limiter, kept by the caller between polls of the
 /// deprecated [`Lanes::poll_acquire`]. It has no `Drop`: dropped mid-wait, its request stays
 /// at its place and the requests of its lane behind it wait for it. Use the limiter's waits
-/// ([`Lanes::acquire`], [`Lanes::acquire_owned`]; a [`Wait`] for a driver of your own)
+/// ([`Lanes::acquire`], [`Lanes::acquire_owned`]; a [`Wait`](crate::notify::Wait) for a
+/// driver of your own)
 /// instead.
 ///
 /// # Examples

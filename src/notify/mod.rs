@@ -25,7 +25,9 @@
 //!   crate is such a wait: the budgets', the lanes' and the permits' futures (borrowed and
 //!   owned, as tokio's `Semaphore::acquire` and `acquire_owned`), whose blocking forms run
 //!   the same future on [`block_on`]; the trait is public so that a wait of your own runs
-//!   the same two ways.
+//!   the same two ways. The waits that hold a place in a limiter's queue (a budget's, a
+//!   lane's) are one type, `Queued` (feature `budget`): the limiter writes their poll, the
+//!   type keeps their place and gives it back when dropped.
 //!
 //! Waits follow the limiter's clock: a wait for a time asks the clock
 //! ([`Clock::sleep_hint`](crate::clock::Clock::sleep_hint)) how to sleep, so on a
@@ -45,6 +47,8 @@ pub(crate) mod driver;
 mod event;
 #[cfg(any(feature = "budget", feature = "concurrency", all(test, limitcore_loom)))]
 pub(crate) mod list;
+#[cfg(feature = "budget")]
+pub(crate) mod queued;
 pub(crate) mod wake;
 
 #[cfg(all(test, limitcore_loom))]
@@ -52,3 +56,6 @@ mod loom;
 
 pub use driver::{block_on, Nap, Wait, WaitFuture};
 pub use event::{Event, Listener};
+#[cfg(feature = "budget")]
+#[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
+pub use queued::{Queue, Queued};
