@@ -1,15 +1,16 @@
 //! Loom models of the `Throttler`'s task lifecycle (README, model 12).
 //!
 //! The real throttler runs here: its worker is started on a loom thread through the
-//! `with_spawner` test hook, its locks and condition variables are loom's (`src/sync.rs`),
-//! and it reads a `ManualClock` (loom atomics, and a loom lock for the clock's waiters). So
+//! `with_spawner` test hook, its locks are loom's and its waits park loom's threads
+//! (`src/sync.rs`, the waiting layer's blocking driver), and it reads a `ManualClock` (loom
+//! atomics, and a loom lock for the clock's waiters). So
 //! loom explores every order of the worker's `begin` against a handle's `cancel`, a drop or
 //! shutdown of the throttler and the clock's wake-up, and reports a deadlock if any handle
 //! could wait forever (every thread blocked) or a wake-up could be lost.
 //!
 //! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`, set on `loom::model::Builder`). Every
 //! transition of a task is one critical section of its lock, and the protocol's decisions
-//! are made under the queue lock; a thread blocked on a lock or a condition variable switches
+//! are made under the queue lock; a thread blocked on a lock or parked in a wait switches
 //! without a preemption. The races that matter (a cancel, drop or advance landing between
 //! the worker's look at the queue and its `begin`, or between its registration with the clock
 //! and its sleep) take 1–2 preemptions; bound 3 also lets a third thread land in each.
