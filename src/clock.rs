@@ -137,7 +137,7 @@ use core::task::{Context, Poll};
 #[cfg(feature = "std")]
 impl SleepHint {
     /// This answer as one poll of a wait for the clock's time (see
-    /// [`Wait`](crate::notify::Wait)): `Ready` once [`Reached`](SleepHint::Reached); for
+    /// [`Wait`]): `Ready` once [`Reached`](SleepHint::Reached); for
     /// [`Sleep`](SleepHint::Sleep), `nap` lowered to the time left and `Pending`; for
     /// [`UntilWoken`](SleepHint::UntilWoken), `Pending` (the clock wakes the waker it was
     /// given). The one place the crate turns a clock's answer into a driver's nap.

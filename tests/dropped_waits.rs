@@ -16,14 +16,26 @@ use limitcore::{Budget, Lane, Lanes, LanesConfig, Quota, RateLimiter, Throttler}
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 use tokio::io::AsyncWrite;
+
+/// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+fn noop() -> Waker {
+    Waker::from(Arc::new(Noop))
+}
 
 /// One poll of `wait` through the driver seam, with a waker that does nothing (the test
 /// looks again itself), and the nap it asked for.
 fn poll<W: Wait>(wait: &mut W) -> (Poll<W::Output>, Option<Duration>) {
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
     let mut nap = Nap::default();
     let polled = wait.poll_wait(&mut cx, &mut nap);
     (polled, nap.get())
@@ -176,7 +188,8 @@ async fn a_timed_permits_wait_dropped_while_queued_leaves_the_queue_at_once() {
     let permits = Arc::new(Permits::new(1).unwrap());
     let held = permits.acquire(1).await.unwrap();
     let mut timed = permits.acquire_until(1, None);
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
     assert!(Pin::new(&mut timed).poll(&mut cx).is_pending());
     let mut owned = permits.acquire_owned_within(1, Duration::from_secs(3600));
     assert!(Pin::new(&mut owned).poll(&mut cx).is_pending());
@@ -194,7 +207,8 @@ async fn a_timed_permits_wait_dropped_while_queued_leaves_the_queue_at_once() {
 #[test]
 fn an_io_adapter_dropped_while_its_write_waits_gives_the_place_back_at_once() {
     let b = budget("1KiB/s burst 1KiB");
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
     let mut out = AsyncPaced::new(Vec::new(), b.clone());
     let polled = Pin::new(&mut out).poll_write(&mut cx, &[1; 1024]);
     assert!(matches!(polled, Poll::Ready(Ok(1024))), "{polled:?}");
@@ -228,7 +242,8 @@ fn an_io_adapter_on_a_lane_dropped_while_its_write_waits_leaves_the_lane() {
     let clock = ManualClock::new();
     let config = LanesConfig::new("1000/s burst 100".parse().unwrap());
     let lanes = Arc::new(Lanes::with_clock(config, clock).unwrap());
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
     let mut out = AsyncPaced::new(Vec::new(), InLane::new(lanes.clone(), Lane::LOW).unwrap());
     assert!(matches!(
         Pin::new(&mut out).poll_write(&mut cx, &[0; 100]),
@@ -255,7 +270,8 @@ async fn throttler_waits_dropped_before_their_start_leave_nothing_waiting() {
     let first = t.submit(None, || 1).unwrap();
     assert_eq!(first.await.unwrap(), 1);
     let second = t.submit(None, || 2).unwrap(); // at 1 s
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
     let mut awaited = std::future::IntoFuture::into_future(second);
     assert!(Pin::new(&mut awaited).poll(&mut cx).is_pending());
     drop(awaited); // the task is not cancelled

@@ -16,7 +16,7 @@ use limitcore::{
 };
 use loom::sync::Arc;
 use loom_tests::{model, NOW};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
 /// Two configurations whose units differ (ns, and 2^29 units of 0.62 ns a permit): a
 /// decision that mixed them would misstate a backlog by 60 %.
@@ -122,9 +122,17 @@ fn moving_a_busy_key_loses_and_creates_nothing() {
     });
 }
 
+/// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
 /// One poll of `wait` with a waker that does nothing (the model looks again itself).
 fn poll_once<W: Wait>(wait: &mut W) -> Poll<W::Output> {
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = Waker::from(std::sync::Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
     wait.poll_wait(&mut cx, &mut Nap::default())
 }
 

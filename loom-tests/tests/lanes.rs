@@ -11,7 +11,7 @@ use limitcore::notify::{Nap, Wait};
 use limitcore::{Lane, LaneError, Lanes, LanesConfig, Mode, Progress};
 use loom::sync::Arc;
 use loom_tests::{model, NOW};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 fn lanes(text: &str, clock: &ManualClock) -> Arc<Lanes<ManualClock>> {
@@ -158,9 +158,17 @@ fn disabling_during_a_wait_grants_the_waiter() {
     });
 }
 
+/// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
 /// One poll of `wait` with a waker that does nothing (the model looks again itself).
 fn poll_once<W: Wait>(wait: &mut W) -> Poll<W::Output> {
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = Waker::from(std::sync::Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
     wait.poll_wait(&mut cx, &mut Nap::default())
 }
 

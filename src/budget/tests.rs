@@ -243,11 +243,20 @@ fn takes_refuse_above_the_capacity_in_force() {
 fn a_dropped_wait_turns_the_one_cas_path_back_on() {
     use crate::notify::driver::{Nap, Wait};
     use crate::sync::Ordering;
+    use alloc::sync::Arc;
     use core::task::{Context, Poll, Waker};
+
+    /// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let noop = || Waker::from(Arc::new(Noop));
 
     let b = budget("10/s burst 1", 0);
     let queued = || b.rule().live.queued.load(Ordering::Relaxed);
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
     b.try_acquire_n_at(1, 0).unwrap();
     let mut wait = b.acquire(1);
     assert!(wait.poll_wait(&mut cx, &mut Nap::default()).is_pending());
@@ -262,7 +271,8 @@ fn a_dropped_wait_turns_the_one_cas_path_back_on() {
     let (done, decided) = std::sync::mpsc::channel();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut cx = Context::from_waker(Waker::noop());
+            let waker = noop();
+            let mut cx = Context::from_waker(&waker);
             let polled = b.acquire(1).poll_wait(&mut cx, &mut Nap::default());
             done.send(matches!(polled, Poll::Ready(Ok(_)))).unwrap();
         });

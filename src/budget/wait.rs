@@ -511,6 +511,25 @@ impl<C: Clock> Budget<C> {
     /// # Errors (of the wait)
     ///
     /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Budget, Denied, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?;
+    /// budget.try_acquire()?;
+    /// // Its place would be 100 ms away: refused at once, nothing queued.
+    /// let late = budget.acquire_within(1, Duration::from_millis(50)).await;
+    /// assert!(matches!(late, Err(Denied::RateLimited { .. })));
+    /// assert_eq!(budget.waiting(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_within(&self, n: u32, max_wait: Duration) -> Acquire<'_, C> {
         Queued::new(self, (n, deadline_within(self.now(), max_wait)))
     }
@@ -597,6 +616,22 @@ impl<C: Clock> Budget<C> {
     /// # Errors (of the wait)
     ///
     /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::Budget;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let budget = Arc::new(Budget::new("1000/s burst 10".parse()?)?);
+    /// let task = tokio::spawn(budget.acquire_owned_within(10, Duration::from_secs(1)));
+    /// assert_eq!(task.await??.n(), 10);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_owned_within(self: &Arc<Self>, n: u32, max_wait: Duration) -> AcquireOwned<C> {
         Queued::new(Arc::clone(self), (n, deadline_within(self.now(), max_wait)))
     }
@@ -606,6 +641,20 @@ impl<C: Clock> Budget<C> {
     /// # Errors (of the wait)
     ///
     /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::Budget;
+    /// use std::sync::Arc;
+    ///
+    /// let budget = Arc::new(Budget::new("1000/s burst 10".parse()?)?);
+    /// assert_eq!(budget.acquire_owned_until(1, None).await?.n(), 1); // no deadline
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_owned_until(
         self: &Arc<Self>,
         n: u32,
@@ -655,6 +704,21 @@ impl<C: Clock> Budget<C> {
     /// # Errors
     ///
     /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Budget, Denied, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?;
+    /// budget.try_acquire()?;
+    /// // 100 ms away, more than allowed: refused at once, without sleeping.
+    /// let late = budget.acquire_blocking_within(1, Duration::from_millis(50));
+    /// assert_eq!(late.unwrap_err().retry_after(), Some(Duration::from_millis(50)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking_within(&self, n: u32, max_wait: Duration) -> Result<Receipt, Denied> {
         block_on(self.acquire_within(n, max_wait))
     }
@@ -664,6 +728,18 @@ impl<C: Clock> Budget<C> {
     /// # Errors
     ///
     /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Budget;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let budget = Budget::new("1000/s burst 10".parse()?)?;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(budget.acquire_blocking_until(10, Some(deadline))?.n(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking_until(
         &self,
         n: u32,

@@ -502,6 +502,21 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
     /// # Errors
     ///
     /// As [`KeyedPermits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::KeyedPermits;
+    ///
+    /// let per_client: KeyedPermits<u64> = KeyedPermits::new(1)?;
+    /// let permit = per_client.acquire_until(&7, 1, None).await?; // no deadline
+    /// assert_eq!(per_client.in_flight(&7), 1);
+    /// # drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn acquire_until<Q>(
         &self,
         key: &Q,

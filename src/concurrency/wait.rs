@@ -89,6 +89,18 @@ impl<F: Feedback> Permits<F> {
     /// # Errors
     ///
     /// As [`Permits::acquire_blocking_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::Permits;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let permits = Permits::new(1)?;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(permits.acquire_blocking_until(1, Some(deadline))?.n(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking_until(
         &self,
         n: u32,
@@ -241,6 +253,23 @@ impl<F: Feedback> Permits<F> {
     /// # Errors (of the future)
     ///
     /// As [`Permits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::{AcquireError, Permits};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let permits = Permits::new(1)?;
+    /// let _held = permits.acquire(1).await?;
+    /// let soon = Instant::now() + Duration::from_millis(5);
+    /// assert_eq!(permits.acquire_until(1, Some(soon)).await.unwrap_err(), AcquireError::TimedOut);
+    /// assert_eq!(permits.waiters(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Acquire<'_, F> {
         self.wait(n, deadline)
     }
@@ -251,6 +280,22 @@ impl<F: Feedback> Permits<F> {
     /// # Errors (of the future)
     ///
     /// As [`Permits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::Permits;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let permits = Arc::new(Permits::new(2)?);
+    /// let task = tokio::spawn(permits.acquire_owned_within(2, Duration::from_secs(1)));
+    /// assert_eq!(task.await??.n(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_owned_within(self: &Arc<Self>, n: u32, max_wait: Duration) -> AcquireOwned<F> {
         self.wait_owned(n, instant_within(max_wait))
     }
@@ -261,6 +306,20 @@ impl<F: Feedback> Permits<F> {
     /// # Errors (of the future)
     ///
     /// As [`Permits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::Permits;
+    /// use std::sync::Arc;
+    ///
+    /// let permits = Arc::new(Permits::new(2)?);
+    /// assert_eq!(permits.acquire_owned_until(1, None).await?.n(), 1); // no deadline
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_owned_until(
         self: &Arc<Self>,
         n: u32,

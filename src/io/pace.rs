@@ -23,7 +23,7 @@ use core::task::{ready, Context, Poll};
 ///
 /// Implemented for every limiter of the crate that can give permits back:
 ///
-/// - [`Budget`] waits first come, first served (as [`Budget::acquire_n_blocking`]): an
+/// - [`Budget`] waits first come, first served (as [`Budget::acquire_blocking`]): an
 ///   operation reserves its place in the schedule and sleeps until it; changes of
 ///   configuration re-time it and a pause holds it. A budget is also [`Charge`].
 /// - [`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),

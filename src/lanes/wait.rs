@@ -270,6 +270,29 @@ impl<C: Clock> Lanes<C> {
     /// # Errors (of the wait)
     ///
     /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Lane, LaneError, Lanes, LanesConfig};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), clock.clone())?;
+    /// let mut wait = Box::pin(lanes.acquire_within(Lane::LOW, 150, Duration::from_millis(10)));
+    /// // 100 at once; the rest would need 50 ms on the clock, which moves past the deadline.
+    /// assert!(futures_poll(wait.as_mut()).is_pending());
+    /// clock.advance(Duration::from_millis(10));
+    /// assert!(matches!(wait.await, Err(LaneError::TimedOut { granted: 100 })));
+    /// # Ok(())
+    /// # }
+    /// # fn futures_poll<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    /// #     f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    /// # }
+    /// ```
     pub fn acquire_within(&self, lane: Lane, n: u32, max_wait: Duration) -> Acquire<'_, C> {
         Queued::new(self, (lane, n, deadline_within(self.now(), max_wait)))
     }
@@ -347,6 +370,22 @@ impl<C: Clock> Lanes<C> {
     /// # Errors (of the wait)
     ///
     /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let lanes = Arc::new(Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?);
+    /// let read = tokio::spawn(lanes.acquire_owned_within(Lane::USER, 4 << 10, Duration::from_secs(10)));
+    /// read.await??;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_owned_within(
         self: &Arc<Self>,
         lane: Lane,
@@ -364,6 +403,20 @@ impl<C: Clock> Lanes<C> {
     /// # Errors (of the wait)
     ///
     /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::sync::Arc;
+    ///
+    /// let lanes = Arc::new(Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?);
+    /// lanes.acquire_owned_until(Lane::HIGH, 1 << 10, None).await?; // no deadline
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn acquire_owned_until(
         self: &Arc<Self>,
         lane: Lane,
@@ -391,6 +444,21 @@ impl<C: Clock> Lanes<C> {
     /// # Errors
     ///
     /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Lane, LaneError, Lanes, LanesConfig};
+    /// use std::time::Duration;
+    ///
+    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), ManualClock::new())?;
+    /// lanes.acquire_blocking(Lane::LOW, 100)?;
+    /// // The clock does not move: the deadline is reached at once, the request given up.
+    /// let late = lanes.acquire_blocking_within(Lane::LOW, 10, Duration::ZERO);
+    /// assert_eq!(late, Err(LaneError::TimedOut { granted: 0 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking_within(
         &self,
         lane: Lane,
@@ -405,6 +473,16 @@ impl<C: Clock> Lanes<C> {
     /// # Errors
     ///
     /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    ///
+    /// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
+    /// lanes.acquire_blocking_until(Lane::USER, 4 << 10, None)?; // within the burst: at once
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking_until(
         &self,
         lane: Lane,

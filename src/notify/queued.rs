@@ -22,6 +22,30 @@ use sealed::Queue as _;
 
 /// A limiter whose waits hold a place in its queue (see [`Queued`]): the crate's budgets and
 /// lanes. Sealed: its methods are the limiter's own.
+///
+/// # Examples
+///
+/// Code that runs any ordered wait of any such limiter, borrowed or owned:
+///
+/// ```
+/// use limitcore::notify::{block_on, Queue, Queued};
+/// use limitcore::{Budget, Lane, Lanes, LanesConfig};
+/// use std::ops::Deref;
+///
+/// fn run<L: Deref>(wait: Queued<L>) -> bool
+/// where
+///     L::Target: Queue,
+/// {
+///     block_on(wait);
+///     true
+/// }
+///
+/// let budget = Budget::new("1000/s burst 10".parse()?)?;
+/// assert!(run(budget.acquire(1)));
+/// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
+/// assert!(run(lanes.acquire(Lane::USER, 1)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Queue: sealed::Queue {}
 
 impl<Q: sealed::Queue + ?Sized> Queue for Q {}

@@ -622,6 +622,21 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
     /// # Errors
     ///
     /// As [`Throttler::shutdown_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let t = Throttler::new("1/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let first = t.submit(None, || ())?;
+    /// let _pending = t.submit(None, || ())?; // 1 s later
+    /// first.wait_blocking()?;
+    /// let deadline = Instant::now() + Duration::from_secs(10);
+    /// assert_eq!(t.shutdown_until(Some(deadline)), Ok(1)); // the pending task cancelled
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shutdown_until(mut self, deadline: Option<Instant>) -> Result<usize, usize> {
         let Some(shared) = self.take_worker() else {
             return Ok(0);

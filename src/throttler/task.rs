@@ -176,13 +176,14 @@ impl<T: Send> Task for TaskCell<T> {
     }
 }
 
-/// A task submitted to a [`Throttler`]: wait for its outcome, or cancel it before it starts.
+/// A task submitted to a [`Throttler`](super::Throttler): wait for its outcome (blocking with
+/// [`wait_blocking`](TaskHandle::wait_blocking), or `.await` it: [`TaskWait`]), or cancel it
+/// before it starts.
 ///
-/// Every handle resolves: whatever happens to the throttler or its worker, [`wait`] returns
-/// the task's value, [`TaskError::Panicked`] or [`TaskError::Cancelled`]; it blocks only
-/// while the task waits for its start or runs. Dropping the handle does not cancel the task.
-///
-/// [`wait`]: TaskHandle::wait
+/// Every handle resolves: whatever happens to the throttler or its worker, its wait ends
+/// with the task's value, [`TaskError::Panicked`] or [`TaskError::Cancelled`]; it waits
+/// only while the task waits for its start or runs. Dropping the handle (or its awaited
+/// future) does not cancel the task.
 pub struct TaskHandle<T> {
     cell: Arc<TaskCell<T>>,
     start: Nanos,
@@ -246,7 +247,7 @@ impl<T> TaskHandle<T> {
     }
 
     /// Whether the task has an outcome (it returned, panicked or was cancelled), so that
-    /// [`wait`](TaskHandle::wait) would not block.
+    /// [`wait_blocking`](TaskHandle::wait_blocking) would not block.
     ///
     /// # Examples
     ///
@@ -335,6 +336,22 @@ impl<T> TaskHandle<T> {
     /// # Errors
     ///
     /// `Err(self)` if the task has no outcome at `deadline`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use limitcore::clock::ManualClock;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
+    /// let first = t.submit(None, || 1)?;
+    /// assert_eq!(first.wait_blocking_until(None).unwrap()?, 1); // no deadline
+    /// let second = t.submit(None, || 2)?; // at 1 s, on a clock that does not move
+    /// let soon = Instant::now() + Duration::from_millis(5);
+    /// assert!(second.wait_blocking_until(Some(soon)).is_err()); // the handle, back
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn wait_blocking_until(
         self,
         deadline: Option<Instant>,
