@@ -57,25 +57,45 @@ impl<L: RateLimiter + ?Sized> Wait for Retry<'_, L> {
     type Output = Result<(), Denied>;
 
     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        loop {
-            if let Some(at) = self.again_at {
-                ready!(self.limiter.sleep_hint(at, cx.waker()).follow(nap));
-                self.again_at = None;
-            }
-            let now = self.limiter.now();
-            let denied = match self.limiter.try_acquire_n_at(self.n, now) {
-                Ok(()) => return Poll::Ready(Ok(())),
-                Err(denied) => denied,
-            };
-            let Some(wait) = denied.retry_after() else {
-                return Poll::Ready(Err(denied));
-            };
-            let at = now.saturating_add(duration_to_nanos(wait));
-            if self.deadline.is_some_and(|d| at > d) {
-                return Poll::Ready(Err(denied));
-            }
-            self.again_at = Some(at);
+        let (limiter, n) = (self.limiter, self.n);
+        poll_retry(limiter, &mut self.again_at, self.deadline, cx, nap, |now| {
+            limiter.try_acquire_n_at(n, now)
+        })
+    }
+}
+
+/// The one sleep-and-retry loop (governor's `until_ready` shape), shared by every
+/// retrying wait ([`Blocking`], [`Async`](self::Async), the I/O adapters' retrying pacers):
+/// `attempt` at the limiter's time; after a refusal, sleep the `retry_after` it reports on
+/// the limiter's clock (until `again_at`, kept between polls) and attempt again. A refusal
+/// no wait cures, or a wait that would end after `deadline` (ns of the clock), ends it at
+/// once, before sleeping.
+pub(crate) fn poll_retry<L: RateLimiter + ?Sized, T>(
+    limiter: &L,
+    again_at: &mut Option<Nanos>,
+    deadline: Option<Nanos>,
+    cx: &mut Context<'_>,
+    nap: &mut Nap,
+    mut attempt: impl FnMut(Nanos) -> Result<T, Denied>,
+) -> Poll<Result<T, Denied>> {
+    loop {
+        if let Some(at) = *again_at {
+            ready!(limiter.sleep_hint(at, cx.waker()).follow(nap));
+            *again_at = None;
         }
+        let now = limiter.now();
+        let denied = match attempt(now) {
+            Ok(taken) => return Poll::Ready(Ok(taken)),
+            Err(denied) => denied,
+        };
+        let Some(wait) = denied.retry_after() else {
+            return Poll::Ready(Err(denied));
+        };
+        let at = now.saturating_add(duration_to_nanos(wait));
+        if deadline.is_some_and(|d| at > d) {
+            return Poll::Ready(Err(denied));
+        }
+        *again_at = Some(at);
     }
 }
 

@@ -4,7 +4,7 @@
 
 #[cfg(feature = "budget")]
 use crate::budget::Budget;
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::{Clock, Nanos};
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
 use crate::limiters::{Limiter, SlidingWindow};
@@ -12,6 +12,7 @@ use crate::notify::driver::Nap;
 use crate::rules::{
     FixedWindowRule, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
 };
+use crate::wait::poll_retry;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::fmt;
@@ -169,8 +170,9 @@ fn rechunk(denied: Denied, n: u32) -> Option<u32> {
     }
 }
 
-/// One poll of a retrying limiter's wait for `n` permits: ask, and after a refusal sleep
-/// the `retry_after` it reports (on the limiter's clock, until `again_at`) and ask again.
+/// One poll of a retrying limiter's wait for `n` permits: the crate's one sleep-and-retry
+/// loop ([`wait`](crate::wait)'s), on refundable takes; a limiter whose capacity shrank
+/// below `n` is asked for its capacity at once.
 fn poll_retrying<L: Refund + ?Sized>(
     limiter: &L,
     again_at: &mut Option<Nanos>,
@@ -178,23 +180,12 @@ fn poll_retrying<L: Refund + ?Sized>(
     cx: &mut Context<'_>,
     nap: &mut Nap,
 ) -> Poll<Result<Grant, Denied>> {
-    loop {
-        if let Some(at) = *again_at {
-            ready!(limiter.sleep_hint(at, cx.waker()).follow(nap));
-            *again_at = None;
-        }
-        let now = limiter.now();
+    poll_retry(limiter, again_at, None, cx, nap, |now| loop {
         match limiter.acquire_refundable_at(*n, now) {
-            Ok(receipt) => return Poll::Ready(Ok(Grant { n: *n, receipt })),
-            Err(denied) => match (rechunk(denied, *n), denied.retry_after()) {
-                (Some(smaller), _) => *n = smaller,
-                (None, Some(after)) => {
-                    *again_at = Some(now.saturating_add(duration_to_nanos(after)));
-                }
-                (None, None) => return Poll::Ready(Err(denied)),
-            },
+            Ok(receipt) => return Ok(Grant { n: *n, receipt }),
+            Err(denied) => *n = rechunk(denied, *n).ok_or(denied)?,
         }
-    }
+    })
 }
 
 /// Keep `used` of `grant` in a [`Limiter`] shell: the whole grant refunded and `used` taken

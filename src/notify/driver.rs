@@ -288,9 +288,10 @@ pub fn block_on<W: Wait>(mut wait: W) -> W::Output {
 /// what it holds.
 ///
 /// The crate's own futures ([`budget::Acquire`](crate::budget::Acquire),
-/// [`lanes::Acquire`](crate::lanes::Acquire), [`concurrency::Acquire`](crate::concurrency::Acquire)
-/// and their owned forms) are this driver around their wait. A `WaitFuture` is a [`Wait`]
-/// too (its wait's), so a blocking caller can run it with [`block_on`].
+/// [`lanes::Acquire`](crate::lanes::Acquire),
+/// [`concurrency::Acquire`](crate::concurrency::Acquire) and their owned forms) poll the
+/// same way, with the wait kept inline. A `WaitFuture` is a [`Wait`] too (its wait's), so a
+/// blocking caller can run it with [`block_on`].
 ///
 /// # Panics
 ///
