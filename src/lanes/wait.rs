@@ -281,9 +281,10 @@ impl<C: Clock> Lanes<C> {
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
-    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), clock.clone())?;
+    /// let config = LanesConfig::new("1000/s burst 100".parse()?).with_piece(50);
+    /// let lanes = Lanes::with_clock(config, clock.clone())?;
     /// let mut wait = Box::pin(lanes.acquire_within(Lane::LOW, 150, Duration::from_millis(10)));
-    /// // 100 at once; the rest would need 50 ms on the clock, which moves past the deadline.
+    /// // 100 at once; the last 50 fit at 50 ms on the clock, which reaches the deadline first.
     /// assert!(futures_poll(wait.as_mut()).is_pending());
     /// clock.advance(Duration::from_millis(10));
     /// assert!(matches!(wait.await, Err(LaneError::TimedOut { granted: 100 })));
