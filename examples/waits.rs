@@ -69,7 +69,7 @@ fn main() {
             let (ops, wall) = two_threads(seconds, |_, stop| {
                 let mut permits = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    budget.acquire_n_blocking(100).unwrap();
+                    budget.acquire_blocking(100).unwrap();
                     permits += 100;
                 }
                 permits

@@ -56,8 +56,8 @@ pub trait Clock: Send + Sync {
     ///
     /// Whatever the answer, a waiter asks again after sleeping, so an early wake-up (a
     /// spurious one, or an OS timer that runs ahead of the clock) only costs one more call.
-    /// The throttler's worker ([`Throttler`](crate::Throttler)) and its async `run` wait
-    /// this way.
+    /// Every wait of the crate that waits for a time waits this way
+    /// ([`SleepHint::follow`] turns the answer into a poll of the waiting layer's driver).
     ///
     /// # Examples
     ///
@@ -129,17 +129,47 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     }
 }
 
-#[cfg(any(all(feature = "std", feature = "budget"), feature = "throttler"))]
-use crate::notify::driver::Nap;
-#[cfg(all(feature = "tokio", feature = "throttler"))]
-use crate::notify::driver::Wait;
-#[cfg(any(all(feature = "std", feature = "budget"), feature = "throttler"))]
+#[cfg(feature = "std")]
+use crate::notify::driver::{Nap, Wait};
+#[cfg(feature = "std")]
 use core::task::{Context, Poll};
 
-/// One poll of a wait for `clock` to reach `at` (ns): `Ready` once it has; otherwise the
-/// clock's answer is followed (a nap on the OS timer, or `cx`'s waker registered with a
-/// clock that wakes its waiters itself, such as a [`ManualClock`](crate::clock::ManualClock)).
-#[cfg(any(all(feature = "std", feature = "budget"), feature = "throttler"))]
+#[cfg(feature = "std")]
+impl SleepHint {
+    /// This answer as one poll of a wait for the clock's time (see
+    /// [`Wait`]): `Ready` once [`Reached`](SleepHint::Reached); for
+    /// [`Sleep`](SleepHint::Sleep), `nap` lowered to the time left and `Pending`; for
+    /// [`UntilWoken`](SleepHint::UntilWoken), `Pending` (the clock wakes the waker it was
+    /// given). The one place the crate turns a clock's answer into a driver's nap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::SleepHint;
+    /// use limitcore::notify::Nap;
+    /// use std::time::Duration;
+    ///
+    /// let mut nap = Nap::default();
+    /// assert!(SleepHint::Sleep(Duration::from_millis(3)).follow(&mut nap).is_pending());
+    /// assert_eq!(nap.get(), Some(Duration::from_millis(3)));
+    /// assert!(SleepHint::Reached.follow(&mut nap).is_ready());
+    /// ```
+    #[inline]
+    pub fn follow(self, nap: &mut Nap) -> Poll<()> {
+        match self {
+            SleepHint::Reached => Poll::Ready(()),
+            SleepHint::Sleep(d) => {
+                nap.at_most(d);
+                Poll::Pending
+            }
+            SleepHint::UntilWoken => Poll::Pending,
+        }
+    }
+}
+
+/// One poll of a wait for `clock` to reach `at` (ns): the clock's
+/// [`sleep_hint`](Clock::sleep_hint), followed ([`SleepHint::follow`]).
+#[cfg(feature = "std")]
 #[inline]
 pub(crate) fn poll_clock<C: Clock + ?Sized>(
     clock: &C,
@@ -147,31 +177,51 @@ pub(crate) fn poll_clock<C: Clock + ?Sized>(
     cx: &mut Context<'_>,
     nap: &mut Nap,
 ) -> Poll<()> {
-    match clock.sleep_hint(at, cx.waker()) {
-        SleepHint::Reached => Poll::Ready(()),
-        SleepHint::Sleep(d) => {
-            nap.at_most(d);
-            Poll::Pending
-        }
-        SleepHint::UntilWoken => Poll::Pending,
-    }
+    clock.sleep_hint(at, cx.waker()).follow(nap)
 }
 
-/// A wait for `clock` to reach `at` (ns), to run async (the throttler's `run`).
-#[cfg(all(feature = "tokio", feature = "throttler"))]
+/// A wait for `clock` to reach `at` (ns): a reservation's start, the throttler's `run`.
+#[cfg(feature = "std")]
 #[derive(Debug)]
 pub(crate) struct Until<'a, C: ?Sized> {
     pub(crate) clock: &'a C,
     pub(crate) at: Nanos,
 }
 
-#[cfg(all(feature = "tokio", feature = "throttler"))]
+#[cfg(feature = "std")]
 impl<C: Clock + ?Sized> Wait for Until<'_, C> {
     type Output = ();
 
     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<()> {
         poll_clock(self.clock, self.at, cx, nap)
     }
+}
+
+/// The deadline `max_wait` after `now` (ns of a clock): a `_within(max_wait)` wait's
+/// deadline (`None` past the clock's range: no deadline).
+#[cfg(feature = "std")]
+#[inline]
+pub(crate) fn deadline_within(now: Nanos, max_wait: core::time::Duration) -> Option<Nanos> {
+    now.checked_add(duration_to_nanos(max_wait))
+}
+
+/// An `_until(deadline)` wait's OS deadline as a time of a clock that reads `now`: the time
+/// left until it (on the OS clock) added to `now`, so that the wait ends by the clock's
+/// time (`None` without a deadline, or past the clock's range).
+#[cfg(feature = "std")]
+#[inline]
+pub(crate) fn deadline_until(now: Nanos, deadline: Option<std::time::Instant>) -> Option<Nanos> {
+    let left = deadline?.saturating_duration_since(std::time::Instant::now());
+    deadline_within(now, left)
+}
+
+/// The OS clock's instant `max_wait` from now: a `_within(max_wait)` wait's deadline where
+/// the wait is timed on the OS clock (permits, a task's handle); `None` past the range of
+/// `Instant` (no deadline).
+#[cfg(any(feature = "concurrency", feature = "throttler"))]
+#[inline]
+pub(crate) fn instant_within(max_wait: core::time::Duration) -> Option<std::time::Instant> {
+    std::time::Instant::now().checked_add(max_wait)
 }
 
 /// Saturating conversion of a [`Duration`](core::time::Duration) to nanoseconds.
@@ -194,13 +244,12 @@ mod manual {
     /// move the time under a limiter that owns another. Thread-safe; times saturate at
     /// `u64::MAX` nanoseconds instead of wrapping.
     ///
-    /// With `std`, whoever waits for it to reach a time through `Clock::sleep_hint` (the
-    /// `Throttler`'s worker, its async `run`) is told `SleepHint::UntilWoken` and woken by
-    /// the next [`advance`](ManualClock::advance) or [`set`](ManualClock::set): a test moves
-    /// the time and the waiter reacts, with no polling. Every wait of the crate (budgets,
-    /// lanes, the throttler, the generic waits, the I/O adapters) sleeps this way on a
-    /// `ManualClock`, blocking or async, so waits can be tested at explicit times without
-    /// real sleeping. Reading the time (`now`) is one atomic load; a change of time costs
+    /// With `std`, whoever waits for it to reach a time through `Clock::sleep_hint` is told
+    /// `SleepHint::UntilWoken` and woken by the next [`advance`](ManualClock::advance) or
+    /// [`set`](ManualClock::set): a test moves the time and the waiter reacts, with no
+    /// polling. Every wait of the crate (budgets, lanes, the throttler, the generic waits,
+    /// reservations, the I/O adapters) sleeps this way on a `ManualClock`, blocking or
+    /// async, so waits can be tested at explicit times without real sleeping. Reading the time (`now`) is one atomic load; a change of time costs
     /// two read-modify-writes (the time, and the waiters' [`Event`](crate::notify::Event)),
     /// and a lock only while someone waits.
     ///

@@ -25,7 +25,9 @@
 //! - [`Counted`]: any limiter's decisions counted (admitted, refused, delayed, permits, wait
 //!   granted, time exhausted) in per-thread stripes (each thread adds to its own: no
 //!   locked instruction), read as [`Counts`]; a limiter that is not wrapped pays nothing.
-//! - [`wait`]: blocking and async waits with deadlines.
+//! - [`wait`]: blocking and async sleep-and-retry waits for any limiter, with deadlines;
+//!   [`notify`]: the waiting layer every wait of the crate is written on (its
+//!   [`Wait`](notify::Wait) trait public, for a wait of your own).
 //! - [`concurrency`]: concurrency limits (at most N in flight) whose count and limit share
 //!   one `AtomicU64`: resizable permits with FIFO or LIFO waiters, fixed or adaptive (AIMD,
 //!   Vegas and Gradient2 after Netflix's concurrency-limits, Envoy's gradient controller),
@@ -51,21 +53,26 @@
 //! `settle`: a reservation's receipt to its actual cost; `credit`: permits given back that
 //! no receipt names; on every limiter, [`Refund`] and [`KeyedRefund`]); wait (tokio's
 //! scheme: the async wait takes the plain name, the blocking one ends in `_blocking`, with a
-//! timeout `_within(max_wait)`, with a deadline `_until(Option<Instant>)`, a permit that
-//! owns its limit `_owned`); change a limit (`reconfigure`, per key `reconfigure_key`); look
+//! timeout `_within(max_wait)`, with a deadline `_until(Option<Instant>)`, a wait that owns
+//! its limiter `_owned`); change a limit (`reconfigure`, per key `reconfigure_key`); look
 //! (`snapshot`). Every decision and change that reads the clock has an `_at(…, now)` form
 //! at an explicit time.
 //!
+//! Every wait has one shape: a future, borrowed (`acquire`) or owned (`acquire_owned`),
+//! that gives its place back the moment it is dropped (tokio's `Semaphore::acquire` and
+//! `acquire_owned`), and a [`notify::Wait`]; its blocking form runs the same wait on a
+//! thread ([`notify::block_on`]). A wait's deadline follows its limiter's clock.
+//!
 //! | area (feature) | decide | wait (async / blocking) | reconfigure | inspect |
 //! |---|---|---|---|---|
-//! | single-word limiters: [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`], [`SlidingWindow`], [`SlidingLog`] ([`RateLimiter`]) | `try_acquire_n(n)`, `decide_n(n)`; `reserve_n(n, max_wait)` ([`Reserve`]) | `retry_acquire_n(n)` / `retry_acquire_n_blocking(n)`, `_within`, `_until` ([`wait::Async`], [`wait::Blocking`]: sleep and retry, unordered) | none: a limiter's rule is fixed (build a new one; per key, [`Keyed::reconfigure_key`]) | `snapshot()`, `quota()` |
+//! | single-word limiters: [`Gcra`], [`TokenBucket`], [`FixedWindow`], [`LeakyBucket`], [`SlidingWindow`], [`SlidingLog`] ([`RateLimiter`]) | `try_acquire_n(n)`, `decide_n(n)`; `reserve_n(n, max_wait)` ([`Reserve`]) | `retry_acquire_n(n)` / `retry_acquire_n_blocking(n)`, `_within`, `_until` ([`wait::Async`], [`wait::Blocking`]: sleep and retry, unordered); a reservation's start: [`Reservation::wait_blocking`] | none: a limiter's rule is fixed (build a new one; per key, [`Keyed::reconfigure_key`]) | `snapshot()`, `quota()` |
 //! | keyed limits: [`Keyed`], [`KeyedSketch`], [`Global`], [`All`] (`keyed`; [`KeyedRateLimiter`]) | `try_acquire_n(key, n)`, `decide_n(key, n)`; `reserve_n(key, n, max_wait)` ([`KeyedReserve`]) | none of their own: a [`Reservation`] says when to go | [`Keyed::reconfigure_key`]`(key, config)` (a [`Quota`], for a budget a [`BudgetConfig`] too: [`KeyConfig`]); keyed budgets' default `reconfigure(&config)` | `snapshot(key)`, `len()` |
-//! | [`Budget`] (`budget`) | `try_acquire_n(n)`, `take_up_to(n)`, `charge(n)` | `acquire_n(n)` / `acquire_n_blocking(n)`, `_within`, `_until` (first come, first served) | `reconfigure(&config)`, `set_mode(mode)` | `snapshot()`, `config()`, `waiting()` |
-//! | [`Lanes`] (`lanes`) | `try_acquire(lane, n)`, `take_up_to(lane, n)`, `submit(lane, n)` | `acquire(lane, n)` / `acquire_blocking(lane, n)`, `_within`, `_until` (in the lanes' order) | `reconfigure(&config)`, `set_weights(weights)` | `snapshot()`, `config()`, `counts(lane)` |
-//! | [`Permits`](concurrency::Permits) (`concurrency`) | `try_acquire(n)`, `try_acquire_owned(n)` | `acquire(n)` / `acquire_blocking(n)`, `_within`, `_owned` (FIFO or LIFO) | `reconfigure(limit)` (an adaptive rule sets it too) | `snapshot()`: [`PermitsSnapshot`](concurrency::PermitsSnapshot) `{ limit, in_flight, waiting }` |
-//! | [`KeyedPermits`](concurrency::KeyedPermits) (`concurrency`, `keyed`) | `try_acquire(key, n)` | `acquire(key, n)` / `acquire_blocking(key, n)`, `_within` | `reconfigure_key(key, limit)`, `reset_limit(key)` | `limit(key)`, `in_flight(key)`, `len()` |
+//! | [`Budget`] (`budget`) | `try_acquire_n(n)`, `take_up_to(n)`, `charge(n)` | `acquire(n)` / `acquire_blocking(n)`, `_within`, `_until`, `acquire_owned(n)` (first come, first served; [`budget::Acquire`]) | `reconfigure(&config)`, `set_mode(mode)` | `snapshot()`, `config()`, `waiting()` |
+//! | [`Lanes`] (`lanes`) | `try_acquire(lane, n)`, `take_up_to(lane, n)`, `submit(lane, n)` | `acquire(lane, n)` / `acquire_blocking(lane, n)`, `_within`, `_until`, `acquire_owned(lane, n)` (in the lanes' order; [`lanes::Acquire`]) | `reconfigure(&config)`, `set_weights(weights)` | `snapshot()`, `config()`, `counts(lane)` |
+//! | [`Permits`](concurrency::Permits) (`concurrency`) | `try_acquire(n)`, `try_acquire_owned(n)` | `acquire(n)` / `acquire_blocking(n)`, `_within`, `_until`, `_owned` (FIFO or LIFO; [`concurrency::Acquire`]) | `reconfigure(limit)` (an adaptive rule sets it too) | `snapshot()`: [`PermitsSnapshot`](concurrency::PermitsSnapshot) `{ limit, in_flight, waiting }` |
+//! | [`KeyedPermits`](concurrency::KeyedPermits) (`concurrency`, `keyed`) | `try_acquire(key, n)` | `acquire(key, n)` / `acquire_blocking(key, n)`, `_within`, `_until` | `reconfigure_key(key, limit)`, `reset_limit(key)` | `limit(key)`, `in_flight(key)`, `len()` |
 //! | [`Partitioned`](concurrency::Partitioned) (`concurrency`) | `try_acquire(i, n)`, `try_acquire_owned(i, n)` | none: a partition never queues (its share is guaranteed, the rest borrowed) | `reconfigure(limit)` (every share follows) | `limit()`, `partition_limit(i)`, `partition_in_flight(i)` |
-//! | [`Throttler`] (`throttler`) | `reserve(channel)` | `submit(channel, task)` (a task started in submission order), async `run(channel, future)` | none: its limits are fixed (build a new one) | `TaskHandle::start()`, `is_finished()` |
+//! | [`Throttler`] (`throttler`) | `reserve(channel)` | `submit(channel, task)` (a task started in submission order), async `run(channel, future)`; a task's outcome: `handle.await` / `handle.wait_blocking()`, `_within`, `_until`; `shutdown()`, `shutdown_within`, `_until` | none: its limits are fixed (build a new one) | `TaskHandle::start()`, `is_finished()` |
 //! | [`Counted`] (`counters`) | the wrapped limiter's | the wrapped limiter's | the wrapped limiter's (`inner()`) | `counts()`: [`Counts`] |
 //!
 //! # Layers
@@ -76,7 +83,7 @@
 //!
 //! 0. **Primitives**: the one module that imports atomics (`sync`), the one
 //!    compare-and-swap loop (`cas`), the cells a state is shared in ([`cell`]), the clocks
-//!    ([`clock`]), `notify`, the waiting layer: one event, one ordered waiter list, one
+//!    ([`clock`]), [`notify`], the waiting layer: one event, one ordered waiter list, one
 //!    driver that runs each wait blocking or async, and `tally`, per-thread counters that
 //!    each thread adds to alone (the counters' stripes).
 //! 1. **Vocabulary**: [`Quota`]; the decisions (`decision`: [`Receipt`], [`Denied`],
@@ -100,10 +107,9 @@
 //!    composites), that uses none of the rules nor the decision vocabulary, only the keyed
 //!    maps ([`Store`]).
 //! 5. **On top**: [`io`] (readers and writers paced through a limiter, a budget or a
-//!    lane; on the limiters' public seams only: a budget's and a lane's ordered waits
-//!    through their public polls, `Budget::poll_acquire` and `Lanes::poll_acquire`, with
-//!    [`notify::Nap`]), [`Algorithm`] (the algorithms by name), and the plain models
-//!    ([`reference`](mod@reference)).
+//!    lane; each direction of an async adapter owns its wait on the limiter, the same poll
+//!    the limiter's own futures run, given back when dropped), [`Algorithm`] (the
+//!    algorithms by name), and the plain models ([`reference`](mod@reference)).
 //!
 //! Integrations live in their own crates of the workspace: the `limitcore` command
 //! (`crates/cli`), a tower layer (`crates/tower`) and a Redis backend (`crates/redis`).
@@ -133,7 +139,7 @@
 //! |---|---|---|
 //! | `std` (default) | the OS clocks ([`MonotonicClock`](clock::MonotonicClock), the default), [`SlidingLog`], the waits ([`wait`], [`notify`]), [`Algorithm::limiter`] | |
 //! | `keyed` (default) | [`Keyed`] (on dashmap, [`DashMapStore`], or papaya, [`PapayaStore`]; hashing with [`KeyHasher`]), [`KeyedSketch`], [`Global`], [`Algorithm::keyed`]; keyed budgets with `budget`, [`KeyedPermits`](concurrency::KeyedPermits) with `concurrency` | `std` |
-//! | `tokio` | the async waits' timers on tokio ([`wait::Async`], the budgets', lanes' and permits' `_within` / `_until` futures), [`io::AsyncPaced`] with `io` | `std` |
+//! | `tokio` | the waits as futures, their naps on tokio's timer ([`wait::Async`]; the budgets' and lanes' `acquire` futures, the permits' `_within` / `_until` ones; [`notify::WaitFuture`]'s naps), [`io::AsyncPaced`] with `io` | `std` |
 //! | `budget` | [`Budget`], [`BudgetConfig`], [`BudgetRule`] ([`budget`]); their ordered waits with `std` | |
 //! | `lanes` | [`Lanes`] ([`lanes`]) | `budget`, `std` |
 //! | `concurrency` | [`concurrency`]: [`Permits`](concurrency::Permits), adaptive rules, [`Partitioned`](concurrency::Partitioned) | `std` |
@@ -149,7 +155,7 @@
 //! limiter takes an explicit clock (a [`ManualClock`](clock::ManualClock), or your own),
 //! and the default clock type, [`MonotonicClock`](clock::MonotonicClock), has no values.
 //!
-//! //! # Checking
+//! # Checking
 //!
 //! `--cfg limitcore_loom` swaps every atomic for loom's (see `loom-tests/`); `fuzz/` holds cargo-fuzz
 //! differential targets against [`reference`](mod@reference).
@@ -232,9 +238,6 @@ pub use keyed::{
     DashMapStore, Global, KeyConfig, KeyHash, KeyHasher, Keyed, KeyedSketch, PapayaStore, Store,
 };
 #[cfg(feature = "lanes")]
-#[allow(deprecated)]
-pub use lanes::LanesError;
-#[cfg(feature = "lanes")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lanes")))]
 pub use lanes::{
     AutoTune, Lane, LaneCounts, LaneError, Lanes, LanesConfig, LanesConfigError, Progress, Ticket,
@@ -250,4 +253,4 @@ pub use limiters::{
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "throttler")]
 #[cfg_attr(docsrs, doc(cfg(feature = "throttler")))]
-pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, Throttler};
+pub use throttler::{SubmitError, TaskError, TaskHandle, TaskPanic, TaskWait, Throttler};

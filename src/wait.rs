@@ -11,37 +11,26 @@
 //! The names say how they wait: `retry_acquire…`. Waiters are **not queued**: when several
 //! wait on one limiter, whichever asks first after a permit becomes available gets it. The
 //! waits that are first come, first served are the queues' own: a
-//! [`Budget`](crate::Budget)'s `acquire_n_blocking` / `acquire_n`, a
+//! [`Budget`](crate::Budget)'s `acquire_blocking` / `acquire`, a
 //! [`Lanes`](crate::lanes::Lanes)' `acquire_blocking` / `acquire`, and
 //! [`Permits`](crate::concurrency::Permits)' `acquire_blocking` / `acquire`; or take a
-//! [`Reservation`](crate::Reservation) and sleep until its start.
+//! [`Reservation`](crate::Reservation) and sleep until its start
+//! ([`Reservation::wait_blocking`](crate::Reservation::wait_blocking)).
 //!
 //! Sleeps follow the limiter's clock ([`RateLimiter::sleep_hint`]): the OS timer (or tokio's)
 //! for an OS clock; on a [`ManualClock`](crate::clock::ManualClock) a wait sleeps until the
 //! clock is moved, so it can be tested at explicit times. Each wait is written once, as a
 //! poll, and run blocking or async by the waiting layer's driver ([`notify`](crate::notify)).
 
-use crate::clock::{duration_to_nanos, Nanos, SleepHint};
+use crate::clock::{deadline_until, deadline_within, duration_to_nanos, Nanos};
 use crate::decision::Denied;
 use crate::limiter::RateLimiter;
 #[cfg(feature = "tokio")]
 use crate::notify::driver::WaitFuture;
 use crate::notify::driver::{block_on, Nap, Wait};
-use core::task::{Context, Poll};
+use core::task::{ready, Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
-
-/// `deadline` as a time of `limiter`'s clock: the time left until it, added to the clock's
-/// reading (`None` without a deadline, or past the clock's range).
-fn deadline_at<L: RateLimiter + ?Sized>(limiter: &L, deadline: Option<Instant>) -> Option<Nanos> {
-    let left = deadline?.saturating_duration_since(Instant::now());
-    limiter.now().checked_add(duration_to_nanos(left))
-}
-
-/// `max_wait` from now on `limiter`'s clock.
-fn deadline_within<L: RateLimiter + ?Sized>(limiter: &L, max_wait: Duration) -> Option<Nanos> {
-    limiter.now().checked_add(duration_to_nanos(max_wait))
-}
 
 /// The sleep-and-retry wait for `n` permits by `deadline` (ns of the limiter's clock).
 #[derive(Debug)]
@@ -68,31 +57,45 @@ impl<L: RateLimiter + ?Sized> Wait for Retry<'_, L> {
     type Output = Result<(), Denied>;
 
     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        loop {
-            if let Some(at) = self.again_at {
-                match self.limiter.sleep_hint(at, cx.waker()) {
-                    SleepHint::Reached => self.again_at = None,
-                    SleepHint::Sleep(d) => {
-                        nap.at_most(d);
-                        return Poll::Pending;
-                    }
-                    SleepHint::UntilWoken => return Poll::Pending,
-                }
-            }
-            let now = self.limiter.now();
-            let denied = match self.limiter.try_acquire_n_at(self.n, now) {
-                Ok(()) => return Poll::Ready(Ok(())),
-                Err(denied) => denied,
-            };
-            let Some(wait) = denied.retry_after() else {
-                return Poll::Ready(Err(denied));
-            };
-            let at = now.saturating_add(duration_to_nanos(wait));
-            if self.deadline.is_some_and(|d| at > d) {
-                return Poll::Ready(Err(denied));
-            }
-            self.again_at = Some(at);
+        let (limiter, n) = (self.limiter, self.n);
+        poll_retry(limiter, &mut self.again_at, self.deadline, cx, nap, |now| {
+            limiter.try_acquire_n_at(n, now)
+        })
+    }
+}
+
+/// The one sleep-and-retry loop (governor's `until_ready` shape), shared by every
+/// retrying wait ([`Blocking`], [`Async`](self::Async), the I/O adapters' retrying pacers):
+/// `attempt` at the limiter's time; after a refusal, sleep the `retry_after` it reports on
+/// the limiter's clock (until `again_at`, kept between polls) and attempt again. A refusal
+/// no wait cures, or a wait that would end after `deadline` (ns of the clock), ends it at
+/// once, before sleeping.
+pub(crate) fn poll_retry<L: RateLimiter + ?Sized, T>(
+    limiter: &L,
+    again_at: &mut Option<Nanos>,
+    deadline: Option<Nanos>,
+    cx: &mut Context<'_>,
+    nap: &mut Nap,
+    mut attempt: impl FnMut(Nanos) -> Result<T, Denied>,
+) -> Poll<Result<T, Denied>> {
+    loop {
+        if let Some(at) = *again_at {
+            ready!(limiter.sleep_hint(at, cx.waker()).follow(nap));
+            *again_at = None;
         }
+        let now = limiter.now();
+        let denied = match attempt(now) {
+            Ok(taken) => return Poll::Ready(Ok(taken)),
+            Err(denied) => denied,
+        };
+        let Some(wait) = denied.retry_after() else {
+            return Poll::Ready(Err(denied));
+        };
+        let at = now.saturating_add(duration_to_nanos(wait));
+        if deadline.is_some_and(|d| at > d) {
+            return Poll::Ready(Err(denied));
+        }
+        *again_at = Some(at);
     }
 }
 
@@ -167,7 +170,7 @@ pub trait Blocking: RateLimiter {
     ///
     /// See the trait.
     fn retry_acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        block_on(Retry::new(self, n, deadline_within(self, max_wait)))
+        block_on(Retry::new(self, n, deadline_within(self.now(), max_wait)))
     }
 
     /// Take `n` permits if that is possible by `deadline` (`None`: no deadline; the time
@@ -181,48 +184,7 @@ pub trait Blocking: RateLimiter {
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), Denied> {
-        block_on(Retry::new(self, n, deadline_at(self, deadline)))
-    }
-
-    /// Renamed [`Blocking::retry_acquire_n_blocking`] (the name says it sleeps and retries,
-    /// unordered; a budget's own `acquire_n_blocking` waits in order).
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_blocking`")]
-    fn acquire_n_blocking(&self, n: u32) -> Result<(), Denied> {
-        self.retry_acquire_n_blocking(n)
-    }
-
-    /// Renamed [`Blocking::retry_acquire_blocking`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_blocking`")]
-    fn acquire_blocking(&self) -> Result<(), Denied> {
-        self.retry_acquire_blocking()
-    }
-
-    /// Renamed [`Blocking::retry_acquire_n_blocking_within`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_blocking_within`")]
-    fn acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        self.retry_acquire_n_blocking_within(n, max_wait)
-    }
-
-    /// Renamed [`Blocking::retry_acquire_n_blocking_until`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_blocking_until`")]
-    fn acquire_n_blocking_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
-        self.retry_acquire_n_blocking_until(n, deadline)
+        block_on(Retry::new(self, n, deadline_until(self.now(), deadline)))
     }
 }
 
@@ -287,7 +249,7 @@ pub trait Async: RateLimiter {
         n: u32,
         max_wait: Duration,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        WaitFuture::new(Retry::new(self, n, deadline_within(self, max_wait)))
+        WaitFuture::new(Retry::new(self, n, deadline_within(self.now(), max_wait)))
     }
 
     /// Take `n` permits if that is possible by `deadline` (`None`: no deadline).
@@ -300,58 +262,7 @@ pub trait Async: RateLimiter {
         n: u32,
         deadline: Option<Instant>,
     ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        WaitFuture::new(Retry::new(self, n, deadline_at(self, deadline)))
-    }
-
-    /// Renamed [`Async::retry_acquire_n`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n`")]
-    fn acquire_n_async(
-        &self,
-        n: u32,
-    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_n(n)
-    }
-
-    /// Renamed [`Async::retry_acquire`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire`")]
-    fn acquire_async(&self) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire()
-    }
-
-    /// Renamed [`Async::retry_acquire_n_within`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_within`")]
-    fn acquire_n_async_within(
-        &self,
-        n: u32,
-        max_wait: Duration,
-    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_n_within(n, max_wait)
-    }
-
-    /// Renamed [`Async::retry_acquire_n_until`].
-    ///
-    /// # Errors
-    ///
-    /// See the trait.
-    #[deprecated(since = "0.2.0", note = "renamed `retry_acquire_n_until`")]
-    fn acquire_n_async_until(
-        &self,
-        n: u32,
-        deadline: Option<Instant>,
-    ) -> impl core::future::Future<Output = Result<(), Denied>> + Send {
-        self.retry_acquire_n_until(n, deadline)
+        WaitFuture::new(Retry::new(self, n, deadline_until(self.now(), deadline)))
     }
 }
 

@@ -97,7 +97,7 @@ fn submit_runs_tasks_in_order_at_their_time() {
         std::thread::sleep(Duration::from_micros(200));
     }
     for (i, h) in handles.into_iter().enumerate() {
-        assert_eq!(h.wait().unwrap(), i * 10);
+        assert_eq!(h.wait_blocking().unwrap(), i * 10);
     }
     let ran = ran.lock().unwrap();
     assert_eq!(
@@ -125,11 +125,11 @@ fn cancel_before_start_and_drop_cancels_pending() {
     let first = t.submit(None, || 1).unwrap();
     let second = t.submit(None, || 2).unwrap(); // starts at 1 s: the clock is frozen
     assert!(second.cancel());
-    assert_eq!(first.wait().unwrap(), 1);
-    assert!(matches!(second.wait(), Err(TaskError::Cancelled)));
+    assert_eq!(first.wait_blocking().unwrap(), 1);
+    assert!(matches!(second.wait_blocking(), Err(TaskError::Cancelled)));
     let third = t.submit(None, || 3).unwrap();
     drop(t);
-    assert!(matches!(third.wait(), Err(TaskError::Cancelled)));
+    assert!(matches!(third.wait_blocking(), Err(TaskError::Cancelled)));
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn one_per(period: Duration) -> Quota {
 /// The task's outcome within [`PROMPT`], or a failure naming the task.
 fn outcome<T>(handle: TaskHandle<T>, what: &str) -> Result<T, TaskError> {
     handle
-        .wait_timeout(PROMPT)
+        .wait_blocking_within(PROMPT)
         .unwrap_or_else(|h| panic!("{what}: no outcome within {PROMPT:?} ({h:?})"))
 }
 
@@ -381,9 +381,9 @@ fn shutdown_waits_for_the_running_task_and_cancels_the_rest() {
     });
 }
 
-/// `shutdown_timeout` gives up on a task that keeps running; `Ok` when the worker stops.
+/// `shutdown_within` gives up on a task that keeps running; `Ok` when the worker stops.
 #[test]
-fn shutdown_timeout_gives_up_on_a_task_that_keeps_running() {
+fn shutdown_within_gives_up_on_a_task_that_keeps_running() {
     within(TEST_LIMIT, || {
         let t = Throttler::new("1/s".parse().unwrap(), no_channels()).unwrap();
         let (started_tx, started) = mpsc::channel();
@@ -397,7 +397,7 @@ fn shutdown_timeout_gives_up_on_a_task_that_keeps_running() {
         let pending = t.submit(None, || ()).unwrap();
         started.recv_timeout(PROMPT).unwrap();
         let t0 = Instant::now();
-        assert_eq!(t.shutdown_timeout(Duration::from_millis(50)), Err(1));
+        assert_eq!(t.shutdown_within(Duration::from_millis(50)), Err(1));
         assert!(t0.elapsed() >= Duration::from_millis(50));
         assert_cancelled(pending, "pending");
         release.send(()).unwrap();
@@ -407,7 +407,7 @@ fn shutdown_timeout_gives_up_on_a_task_that_keeps_running() {
         let t = Throttler::new("1/s".parse().unwrap(), no_channels()).unwrap();
         outcome(t.submit(None, || ()).unwrap(), "first").unwrap();
         let _pending = t.submit(None, || ()).unwrap();
-        assert_eq!(t.shutdown_timeout(PROMPT), Ok(1));
+        assert_eq!(t.shutdown_within(PROMPT), Ok(1));
         let unused = Throttler::new("1/s".parse().unwrap(), no_channels()).unwrap();
         assert_eq!(unused.shutdown(), 0);
     });
@@ -707,7 +707,7 @@ fn a_waiting_worker_sleeps_until_a_manual_clock_moves() {
         assert!(!second.is_finished());
         clock.inner.advance(Duration::from_millis(400)); // wakes it; not due yet
         let second = second
-            .wait_timeout(Duration::from_millis(100))
+            .wait_blocking_within(Duration::from_millis(100))
             .expect_err("ran before its start");
         clock.inner.advance(Duration::from_millis(600)); // due
         outcome(second, "second").unwrap();
@@ -742,9 +742,9 @@ fn a_stopped_worker_cancels_its_tasks_and_the_next_submit_starts_another() {
     });
 }
 
-/// `wait_timeout` hands the handle back while there is no outcome yet.
+/// `wait_blocking_within` hands the handle back while there is no outcome yet.
 #[test]
-fn wait_timeout_returns_the_handle_until_there_is_an_outcome() {
+fn wait_blocking_within_returns_the_handle_until_there_is_an_outcome() {
     within(TEST_LIMIT, || {
         let t = Throttler::with_clock("1/s".parse().unwrap(), no_channels(), ManualClock::new())
             .unwrap();
@@ -752,12 +752,12 @@ fn wait_timeout_returns_the_handle_until_there_is_an_outcome() {
         let second = t.submit(None, || 2).unwrap(); // at 1 s, on a frozen clock
         let t0 = Instant::now();
         let second = second
-            .wait_timeout(Duration::from_millis(30))
+            .wait_blocking_within(Duration::from_millis(30))
             .expect_err("no outcome yet");
         assert!(t0.elapsed() >= Duration::from_millis(30));
         assert!(second.cancel());
         assert!(matches!(
-            second.wait_timeout(Duration::ZERO),
+            second.wait_blocking_within(Duration::ZERO),
             Ok(Err(TaskError::Cancelled))
         ));
     });

@@ -1,14 +1,17 @@
 //! Loom models of priority lanes (`src/lanes/`): the lock-free fast path against the queue
 //! (no unit granted twice), waiters woken by time (no lost wake-up, the timer handed over
-//! from one waiter to the next), and a reconfiguration during a wait.
+//! from one waiter to the next), a reconfiguration during a wait, and a queued wait dropped
+//! while a reconfiguration grants it (it leaves its lane once).
 //!
 //! Run: `RUSTFLAGS="--cfg limitcore_loom" cargo test -p loom-tests --release --test lanes`.
 #![cfg(limitcore_loom)]
 
 use limitcore::clock::ManualClock;
-use limitcore::{Lane, Lanes, LanesConfig, Mode, Progress};
+use limitcore::notify::{Nap, Wait};
+use limitcore::{Lane, LaneError, Lanes, LanesConfig, Mode, Progress};
 use loom::sync::Arc;
 use loom_tests::{model, NOW};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 fn lanes(text: &str, clock: &ManualClock) -> Arc<Lanes<ManualClock>> {
@@ -152,5 +155,66 @@ fn disabling_during_a_wait_grants_the_waiter() {
             .unwrap();
         assert_eq!(waiter.join().unwrap(), Ok(()));
         assert_eq!(lanes.counts(Lane::LOW).unwrap().granted, 2);
+    });
+}
+
+/// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+/// One poll of `wait` with a waker that does nothing (the model looks again itself).
+fn poll_once<W: Wait>(wait: &mut W) -> Poll<W::Output> {
+    let waker = Waker::from(std::sync::Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    wait.poll_wait(&mut cx, &mut Nap::default())
+}
+
+/// A queued wait dropped while a reconfiguration grants it (issue 38): the budget disabled
+/// grants every waiting request, and the wait's `Drop` takes a request that still waits out
+/// of its lane's queue. Whichever comes first, nothing waits after both (the request was
+/// granted or cancelled, never both, never neither), and the lanes' fast path, which yields
+/// to any waiting request, is open again: a request of another lane is refused only because
+/// its unit does not fit (`retry_after: Some`), not because someone waits.
+#[test]
+fn a_dropped_wait_racing_a_grant_leaves_its_lane_once() {
+    model("lanes wait drop vs disable", || {
+        let clock = ManualClock::starting_at(NOW);
+        let config = LanesConfig::new("1/h burst 1".parse().unwrap()).with_piece(1);
+        let lanes = Arc::new(Lanes::with_clock(config.clone(), clock).unwrap());
+        lanes.try_acquire_at(Lane::LOW, 1, NOW).unwrap();
+        let waiter = {
+            let lanes = Arc::clone(&lanes);
+            loom::thread::spawn(move || {
+                let mut wait = lanes.acquire(Lane::LOW, 1);
+                let polled = poll_once(&mut wait);
+                drop(wait);
+                polled
+            })
+        };
+        lanes
+            .reconfigure_at(&config.clone().mode(Mode::Disabled), NOW)
+            .unwrap();
+        let polled = waiter.join().unwrap();
+        assert!(
+            matches!(polled, Poll::Pending | Poll::Ready(Ok(()))),
+            "{polled:?}"
+        );
+        let counts = lanes.counts(Lane::LOW).unwrap();
+        assert_eq!(counts.pending, 0);
+        assert_eq!(
+            counts.granted + u64::from(counts.cancelled == 1),
+            2,
+            "granted or cancelled, once: {counts:?}"
+        );
+        lanes.reconfigure_at(&config, NOW).unwrap();
+        assert!(matches!(
+            lanes.try_acquire_at(Lane::MID, 1, NOW + 1),
+            Err(LaneError::WouldWait {
+                retry_after: Some(_)
+            })
+        ));
     });
 }

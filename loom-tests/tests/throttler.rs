@@ -1,15 +1,16 @@
 //! Loom models of the `Throttler`'s task lifecycle (README, model 12).
 //!
 //! The real throttler runs here: its worker is started on a loom thread through the
-//! `with_spawner` test hook, its locks and condition variables are loom's (`src/sync.rs`),
-//! and it reads a `ManualClock` (loom atomics, and a loom lock for the clock's waiters). So
+//! `with_spawner` test hook, its locks are loom's and its waits park loom's threads
+//! (`src/sync.rs`, the waiting layer's blocking driver), and it reads a `ManualClock` (loom
+//! atomics, and a loom lock for the clock's waiters). So
 //! loom explores every order of the worker's `begin` against a handle's `cancel`, a drop or
 //! shutdown of the throttler and the clock's wake-up, and reports a deadlock if any handle
 //! could wait forever (every thread blocked) or a wake-up could be lost.
 //!
 //! Preemption bound: 3 (`loom_tests::PREEMPTION_BOUND`, set on `loom::model::Builder`). Every
 //! transition of a task is one critical section of its lock, and the protocol's decisions
-//! are made under the queue lock; a thread blocked on a lock or a condition variable switches
+//! are made under the queue lock; a thread blocked on a lock or parked in a wait switches
 //! without a preemption. The races that matter (a cancel, drop or advance landing between
 //! the worker's look at the queue and its `begin`, or between its registration with the clock
 //! and its sleep) take 1–2 preemptions; bound 3 also lets a third thread land in each.
@@ -124,7 +125,7 @@ fn cancel_races_begin(name: &str, panics: bool) -> Outcomes {
         let t = throttler(&clock);
         let (handle, ran) = due_task(&t, panics);
         let cancelled = handle.cancel();
-        let (did_run, was_cancelled) = settle(handle.wait(), &ran, panics);
+        let (did_run, was_cancelled) = settle(handle.wait_blocking(), &ran, panics);
         assert_eq!(
             cancelled, was_cancelled,
             "cancel's answer and the outcome agree"
@@ -165,7 +166,7 @@ fn drop_races_the_workers_begin() {
             "pending after the drop: {stage}"
         );
         let begun = stage.contains("Running") || stage.contains("Done");
-        let (did_run, _) = settle(handle.wait(), &ran, false);
+        let (did_run, _) = settle(handle.wait_blocking(), &ran, false);
         assert_eq!(did_run, begun, "after the drop: {stage}");
         seen.record_pattern(vec![did_run]);
     });
@@ -191,7 +192,7 @@ fn cancel_and_drop_race_the_workers_begin() {
         drop(t);
         let cancelled = canceller.join().expect("canceller");
         let handle = Arc::into_inner(handle).expect("the only handle left");
-        let (did_run, was_cancelled) = settle(handle.wait(), &ran, false);
+        let (did_run, was_cancelled) = settle(handle.wait_blocking(), &ran, false);
         assert!(
             !(cancelled && did_run),
             "cancel returned true and the task ran"
@@ -219,7 +220,7 @@ fn shutdown_races_the_workers_begin() {
             handle.is_finished(),
             "shutdown returned before the running task"
         );
-        let (did_run, was_cancelled) = settle(handle.wait(), &ran, false);
+        let (did_run, was_cancelled) = settle(handle.wait_blocking(), &ran, false);
         assert_eq!(cancelled == 1, was_cancelled);
         seen.record_pattern(vec![did_run, cancelled == 1]);
     });
@@ -245,10 +246,10 @@ fn drop_while_the_worker_waits_for_a_start() {
             .expect("submitted")
         };
         assert_eq!(second.start(), NOW + P, "the clock never gets there");
-        first.wait().expect("the first ran");
+        first.wait_blocking().expect("the first ran");
         drop(t);
         assert!(second.is_finished(), "not cancelled by the drop");
-        let (did_run, cancelled) = settle(second.wait(), &ran, false);
+        let (did_run, cancelled) = settle(second.wait_blocking(), &ran, false);
         assert!(!did_run && cancelled);
     });
 }
@@ -277,12 +278,14 @@ fn advance_wakes_the_worker(name: &str, helper_step: Option<Nanos>) {
             loom::thread::spawn(move || clock.advance_nanos(step))
         });
         clock.advance_nanos(P - helper_step.unwrap_or(0));
-        second.wait().expect("ran once the clock reached its start");
+        second
+            .wait_blocking()
+            .expect("ran once the clock reached its start");
         assert_eq!(*seen_at.lock().unwrap(), Some(NOW + P), "ran at its start");
         if let Some(helper) = helper {
             helper.join().expect("helper");
         }
-        first.wait().expect("the first ran");
+        first.wait_blocking().expect("the first ran");
         drop(t);
     });
 }

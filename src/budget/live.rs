@@ -5,19 +5,16 @@
 //! # Protocol
 //!
 //! - Configurations are numbered (generations, tagged modulo [`GENERATIONS`] in the words)
-//!   and kept in [`SLOTS`] slots, generation `g` in slot `g mod SLOTS`. A slot is a seqlock
-//!   whose version is the generation it holds: the writer stores `EMPTY`, a release fence,
-//!   the fields, then the generation with release; a reader loads the generation with
-//!   acquire, the fields, an acquire fence, and the generation again, and takes the fields
-//!   only if both loads gave the generation it wants (Boehm, "Can seqlocks get along with
-//!   programming language memory models?", 2012). A reader that finds another generation
-//!   there (the slot was reused) starts over from the current generation: it never waits.
+//!   and kept in [`SLOTS`] slots, generation `g` in slot `g mod SLOTS`. A slot is a
+//!   [`SeqLock`] whose version is the generation it holds (its protocol is written there,
+//!   once, with its write guard). A reader that finds another generation there (the slot
+//!   was reused) starts over from the current generation: it never waits.
 //! - `current` names the newest generation. The writer fills its slot first, then stores
 //!   `current` with release; a reader loads `current` with acquire, so the slot it then
 //!   reads is complete.
 //! - The *hot line* repeats the current generation's tag and the numbers a decision reads
 //!   (its flags with the capacity and the mode, `K`, `S`, `A`, `D`, and the scale when a
-//!   unit is not 1 ns) in one cache line of its own, a seqlock like a slot: the writer
+//!   unit is not 1 ns) in one cache line of its own, a [`SeqLock`] like a slot: the writer
 //!   fills it after storing `current`. A decision on a word of the tag it names reads that
 //!   line alone (the fast read: no `current`, no slot); any other word (idle, or of an older
 //!   generation) and a line being rewritten take the general read below.
@@ -42,6 +39,7 @@
 
 use super::params::{Hot, Params};
 use super::scale::Scale;
+use super::seqlock::SeqLock;
 use super::word::{self, GENERATIONS, IDLE};
 use super::Mode;
 use crate::clock::Nanos;
@@ -55,9 +53,6 @@ use crate::sync::{lock, Mutex, MutexGuard};
 /// Configurations kept: the current one and the three before it.
 pub(crate) const SLOTS: usize = 4;
 
-/// The generation a slot holds while it is written.
-const EMPTY: u64 = u64::MAX;
-
 /// Words per slot (see [`encode`]): the hot ones first.
 const FIELDS: usize = 18;
 
@@ -65,14 +60,13 @@ const FIELDS: usize = 18;
 const NS: u64 = 1 << 10;
 
 /// The current configuration's hot numbers, in one cache line (see the module): the tag
-/// (`EMPTY` while written), the flags word (tag, mode, "a unit is 1 ns", capacity), `K`,
+/// (the seqlock's version), the flags word (tag, mode, "a unit is 1 ns", capacity), `K`,
 /// `S`, `A`, `D`; then, on the next line and read only when a unit is not 1 ns, the
 /// scale's `m, p, a, b` and `R`'s two words.
 #[derive(Debug)]
 #[repr(align(64))]
 struct HotLine {
-    gen: AtomicU64,
-    fields: [AtomicU64; HOT_FIELDS],
+    lock: SeqLock<HOT_FIELDS>,
 }
 
 /// Words of the hot line: flags, `K`, `S`, `A`, `D`, `m`, `p`, `a`, `b`, `R` (two words).
@@ -81,122 +75,84 @@ const HOT_FIELDS: usize = 11;
 impl HotLine {
     fn new(params: &Params) -> HotLine {
         let line = HotLine {
-            gen: AtomicU64::new(EMPTY),
-            fields: core::array::from_fn(|_| AtomicU64::new(0)),
+            lock: SeqLock::new(),
         };
         line.store(params);
         line
     }
 
-    /// Write `params`' hot numbers (the writer, alone): the protocol of [`Slot::store`].
+    /// Write `params`' hot numbers (the writer, alone).
     fn store(&self, params: &Params) {
-        let words = encode(params);
-        // Relaxed, then the release fence: as in `Slot::store`.
-        self.gen.store(EMPTY, Ordering::Relaxed);
-        fence(Ordering::Release);
-        for (field, word) in self.fields.iter().zip(words) {
-            // Relaxed: published by the release store of the tag below.
-            field.store(word, Ordering::Relaxed);
-        }
-        // Release: partner of the fast read's acquire load of the tag.
-        self.gen.store(params.gen, Ordering::Release);
+        self.lock.write(params.gen).store(&encode(params));
     }
 
     /// The hot numbers if the line holds generation `gen` and its mode is enabled (the
-    /// protocol of [`Slot::load_hot`]).
+    /// read of [`read_hot`]).
     #[inline(always)]
     fn load<R>(&self, gen: u64, then: impl Fn(Hot) -> R) -> Option<R> {
-        read_hot::<true, R>(&self.gen, &self.fields, gen, then)
+        read_hot::<true, HOT_FIELDS, R>(&self.lock, gen, then)
     }
 }
 
 /// One configuration's [`Params`], in atomics (a seqlock whose version is the generation).
 #[derive(Debug)]
 struct Slot {
-    gen: AtomicU64,
-    fields: [AtomicU64; FIELDS],
+    lock: SeqLock<FIELDS>,
 }
 
 impl Slot {
     fn empty() -> Slot {
         Slot {
-            gen: AtomicU64::new(EMPTY),
-            fields: core::array::from_fn(|_| AtomicU64::new(0)),
+            lock: SeqLock::new(),
         }
     }
 
     /// Write `params` (the writer, alone).
     fn store(&self, params: &Params) {
-        let words = encode(params);
-        // Relaxed, then the release fence: no reader that sees a field written below can
-        // see the old generation afterwards (the fence orders this store before them).
-        self.gen.store(EMPTY, Ordering::Relaxed);
-        fence(Ordering::Release);
-        for (field, word) in self.fields.iter().zip(words) {
-            // Relaxed: published by the release store of the generation below.
-            field.store(word, Ordering::Relaxed);
-        }
-        // Release: partner of the reader's acquire load of `gen` (its first load).
-        self.gen.store(params.gen, Ordering::Release);
+        self.lock.write(params.gen).store(&encode(params));
     }
 
     /// The params of generation `gen`, if this slot holds them (a whole, consistent read).
     fn load(&self, gen: u64) -> Option<Params> {
-        // Acquire: partner of the writer's release store; the fields read next are at least
-        // as new as that store's.
-        if self.gen.load(Ordering::Acquire) != gen {
+        if !self.lock.optimistic_read(gen) {
             return None;
         }
-        let mut words = [0u64; FIELDS];
-        for (word, field) in words.iter_mut().zip(&self.fields) {
-            // Relaxed: validated by the second load of `gen` after the fence.
-            *word = field.load(Ordering::Relaxed);
-        }
-        // Acquire fence: if a field read above came from a later writer, that writer's
-        // `EMPTY` store (ordered before its field stores by its release fence) is seen by the
-        // load below, which then fails.
-        fence(Ordering::Acquire);
-        (self.gen.load(Ordering::Relaxed) == gen).then(|| decode(&words))
+        let words: [u64; FIELDS] = core::array::from_fn(|i| self.lock.word(i));
+        self.lock.validate_read(gen).then(|| decode(&words))
     }
 
     /// The hot part of generation `gen`'s params, if this slot holds them: five words, and
-    /// the scale's five more only when a unit is not 1 ns (the same protocol as
-    /// [`Slot::load`], on fewer words).
+    /// the scale's six more only when a unit is not 1 ns (the read of [`read_hot`]).
     #[inline(always)]
     fn load_hot(&self, gen: u64) -> Option<Hot> {
-        read_hot::<false, Hot>(&self.gen, &self.fields, gen, |hot| hot)
+        read_hot::<false, FIELDS, Hot>(&self.lock, gen, |hot| hot)
     }
 }
 
-/// The hot numbers of generation `gen` from `fields` (a slot's first words, or the hot
-/// line), if `tag` holds that generation, given to `then`: five words, and the scale's six
-/// more only when a unit is not 1 ns; the seqlock protocol of [`Slot::load`] on fewer words.
-/// The one read behind [`HotLine::load`] and [`Slot::load_hot`]; with `ENABLED_ONLY`,
-/// `None` unless the mode is enabled too (the fast read's condition, checked on the flags
-/// word, so that the mode it gives is a constant).
+/// The hot numbers of generation `gen` from `lock` (a slot, or the hot line), if it holds
+/// that generation, given to `then`: five words, and the scale's six more only when a unit
+/// is not 1 ns; one seqlock read. The one read behind [`HotLine::load`] and
+/// [`Slot::load_hot`]; with `ENABLED_ONLY`, `None` unless the mode is enabled too (the fast
+/// read's condition, checked on the flags word, so that the mode it gives is a constant).
 ///
 /// Each branch of the scale validates the read and calls `then` itself (two inlined copies
 /// of the caller's decision), so that a unit of 1 ns is a constant in its copy: a decision
 /// after the branches merged would test the scale again (issue 28: 8 instructions).
 #[inline(always)]
-fn read_hot<const ENABLED_ONLY: bool, R>(
-    tag: &AtomicU64,
-    fields: &[AtomicU64],
+fn read_hot<const ENABLED_ONLY: bool, const N: usize, R>(
+    lock: &SeqLock<N>,
     gen: u64,
     then: impl Fn(Hot) -> R,
 ) -> Option<R> {
-    // Acquire: partner of the writer's release store of the tag (`HotLine::store`,
-    // `Slot::store`): the fields written before it are visible.
-    if tag.load(Ordering::Acquire) != gen {
+    if !lock.optimistic_read(gen) {
         return None;
     }
-    // Relaxed (every field): validated by the second load of the tag after the fence.
-    let field = |i: usize| fields[i].load(Ordering::Relaxed);
+    let field = |i: usize| lock.word(i);
     let flags = field(0);
     let (per_permit, span, ahead, debt) = (field(1), field(2), field(3), field(4));
     let hot = |scale| hot_numbers::<ENABLED_ONLY>(flags, scale, [span, ahead, debt]);
     if flags & NS != 0 {
-        if !validated::<ENABLED_ONLY>(tag, gen, flags) {
+        if !validated::<ENABLED_ONLY, N>(lock, gen, flags) {
             return None;
         }
         Some(then(hot(Scale::ns(per_permit))))
@@ -210,7 +166,7 @@ fn read_hot<const ENABLED_ONLY: bool, R>(
             field(9),
             field(10),
         ]);
-        if !validated::<ENABLED_ONLY>(tag, gen, flags) {
+        if !validated::<ENABLED_ONLY, N>(lock, gen, flags) {
             return None;
         }
         Some(then(hot(scale)))
@@ -239,15 +195,16 @@ fn hot_numbers<const ENABLED_ONLY: bool>(
     }
 }
 
-/// The second half of [`read_hot`]'s seqlock read, after its field loads: whether `tag`
+/// The second half of [`read_hot`]'s seqlock read, after its word loads: whether `lock`
 /// still holds `gen` (and, with `ENABLED_ONLY`, whether the mode in `flags` is enabled).
 #[inline(always)]
-fn validated<const ENABLED_ONLY: bool>(tag: &AtomicU64, gen: u64, flags: u64) -> bool {
-    // Acquire fence: orders the field loads before the second load of the tag, so an
-    // unchanged tag means no writer overwrote them in between (as in `Slot::load`).
-    fence(Ordering::Acquire);
+fn validated<const ENABLED_ONLY: bool, const N: usize>(
+    lock: &SeqLock<N>,
+    gen: u64,
+    flags: u64,
+) -> bool {
     let mode = (flags >> 8) & 0b11;
-    tag.load(Ordering::Relaxed) == gen && (!ENABLED_ONLY || mode == Mode::Enabled as u64)
+    lock.validate_read(gen) && (!ENABLED_ONLY || mode == Mode::Enabled as u64)
 }
 
 /// A budget's configurations (see the module).
@@ -339,8 +296,8 @@ impl Live {
     /// caught by the decision, which checks its own configuration's capacity again).
     #[inline(always)]
     pub(crate) fn capacity(&self) -> (u32, Mode) {
-        // Relaxed: one word on its own (see above).
-        let flags = self.hot.fields[0].load(Ordering::Relaxed);
+        // One word on its own (see above): no seqlock read.
+        let flags = self.hot.lock.word(0);
         ((flags >> 32) as u32, Mode::from_word((flags >> 8) & 0b11))
     }
 

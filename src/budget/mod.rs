@@ -26,13 +26,13 @@
 //!   everything and charges nothing (TiKV's limit of 0); [`Mode::Paused`] admits nothing and
 //!   its waiters wake when it ends (RisingWave's `Pause`; the refusal is
 //!   [`Paused`](crate::Denied::Paused)).
-//! - **Waits in order** (`Budget::acquire_n_blocking`, `Budget::acquire_n`): a
+//! - **Waits in order** (`Budget::acquire`, `Budget::acquire_blocking`): a
 //!   waiter takes its place in the schedule first and then sleeps until it, so a large
 //!   request is never overtaken by small ones, and waiters that arrive during a pause keep
 //!   their order when it ends; a change of configuration re-times every place (and fails a
 //!   waiter that no longer fits with `ExceedsCapacity`, or releases every waiter uncharged
-//!   when the budget is disabled); a dropped async waiter gives its place back. The waits
-//!   sleep on the budget's clock.
+//!   when the budget is disabled); a wait dropped before it ends gives its place back at
+//!   once. The waits sleep on the budget's clock.
 //!
 //! # Decisions
 //!
@@ -70,14 +70,20 @@ mod live;
 mod params;
 mod rule;
 mod scale;
+mod seqlock;
 mod word;
 
 #[cfg(feature = "std")]
 mod wait;
 
 pub use rule::BudgetRule;
+#[cfg(feature = "io")]
+pub(crate) use wait::Entry;
 #[cfg(feature = "std")]
+#[allow(deprecated)]
 pub use wait::Waiter;
+#[cfg(feature = "std")]
+pub use wait::{Acquire, AcquireOwned};
 
 use self::params::Charge;
 use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
@@ -92,7 +98,7 @@ use core::time::Duration;
 /// reconfiguration and ordered waits; [`BudgetRule`] in the [`Limiter`] shell. Each is
 /// described where it is set or called: [`BudgetConfig::max_debt`], [`Budget::charge`],
 /// [`Budget::take_up_to`], [`Budget::reconfigure`], [`Mode`], and (feature `std`) the
-/// `acquire_n_*` waits.
+/// `acquire` waits.
 ///
 /// # Clock
 ///

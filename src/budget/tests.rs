@@ -241,3 +241,53 @@ fn takes_refuse_above_the_capacity_in_force() {
     assert_eq!(b.try_acquire_n_at(5, 1_000_000_000), exceeds(4));
     assert_eq!(b.try_acquire_n_at(4, 1_000_000_000), Ok(()));
 }
+
+/// A wait dropped while queued turns the one-compare-and-swap path back on at once: the
+/// queue's count, which a wait's first poll reads to skip the queue, returns to 0 with the
+/// drop (a `Waiter` dropped by hand used to leave it at 1 for good), the place is refunded,
+/// and the next wait is decided at its first poll (issue 38).
+#[cfg(feature = "std")]
+#[test]
+fn a_dropped_wait_turns_the_one_cas_path_back_on() {
+    use crate::notify::driver::{Nap, Wait};
+    use crate::sync::Ordering;
+    use alloc::sync::Arc;
+    use core::task::{Context, Poll, Waker};
+
+    /// A waker that does nothing (`Waker::noop` is newer than the crate's MSRV).
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let noop = || Waker::from(Arc::new(Noop));
+
+    let b = budget("10/s burst 1", 0);
+    let queued = || b.rule().live.queued.load(Ordering::Relaxed);
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
+    b.try_acquire_n_at(1, 0).unwrap();
+    let mut wait = b.acquire(1);
+    assert!(wait.poll_wait(&mut cx, &mut Nap::default()).is_pending());
+    assert_eq!(queued(), 1);
+    drop(wait);
+    assert_eq!(queued(), 0);
+    assert_eq!(b.snapshot_at(0).full_after, Duration::from_millis(100));
+    b.clock().advance(Duration::from_millis(100));
+    // With the waiters' lock held here, only the one-CAS path can decide the next wait (the
+    // queue's path would block on the lock): it must finish while the lock is held.
+    let waiters = crate::sync::lock(&b.rule().live.waiters);
+    let (done, decided) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let waker = noop();
+            let mut cx = Context::from_waker(&waker);
+            let polled = b.acquire(1).poll_wait(&mut cx, &mut Nap::default());
+            done.send(matches!(polled, Poll::Ready(Ok(_)))).unwrap();
+        });
+        // A bound only for a broken path (the right one takes microseconds).
+        let decided = decided.recv_timeout(Duration::from_secs(10));
+        drop(waiters);
+        assert_eq!(decided, Ok(true), "the next wait took the queue's path");
+    });
+    assert_eq!(queued(), 0);
+}

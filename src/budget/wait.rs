@@ -15,25 +15,26 @@
 //! nothing), and a waiter whose request no longer fits the new capacity (no debt, or beyond
 //! the debt) gives its place back and fails with
 //! [`ExceedsCapacity`](Denied::ExceedsCapacity) at once. A waiter that gives up (its
-//! deadline, or a dropped async waiter) gives its place back too.
+//! deadline, or a dropped wait) gives its place back too.
 //!
-//! The wait is written once, as a poll ([`Budget::poll_acquire`]), and run blocking or
-//! async by the waiting layer's driver; it sleeps on the budget's clock
-//! ([`Clock::sleep_hint`]): on a [`ManualClock`](crate::clock::ManualClock) until the
-//! clock moves, never on the OS timer.
+//! The wait is written once, as a poll (`Budget::poll_entry`); the public waits [`Acquire`]
+//! and [`AcquireOwned`] are the waiting layer's [`Queued`] around it (which keeps the place
+//! and gives it back when dropped), and the blocking waits run the same wait on the
+//! blocking driver. It sleeps on the budget's clock ([`Clock::sleep_hint`]): on a
+//! [`ManualClock`](crate::clock::ManualClock) until the clock moves, never on the OS timer.
 
 use super::{waitable, Budget, BudgetRule, Mode};
-use crate::clock::poll_clock;
-use crate::clock::{duration_to_nanos, Clock, Nanos};
+use crate::clock::{deadline_until, deadline_within, duration_to_nanos, poll_clock};
+use crate::clock::{Clock, DefaultClock, Nanos};
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
-#[cfg(feature = "tokio")]
-use crate::notify::driver::WaitFuture;
-use crate::notify::driver::{block_on, Nap, Wait};
+use crate::notify::driver::{block_on, Nap};
 use crate::notify::list::WaitList;
+use crate::notify::queued::{sealed, Queued};
 use crate::notify::wake::WakeList;
 use crate::rules::Rule;
 use crate::sync::{lock, Ordering};
+use alloc::sync::Arc;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::time::Instant;
@@ -100,30 +101,6 @@ impl Waiters {
         }
         removed
     }
-}
-
-/// One ordered wait's progress on a [`Budget`], kept by the caller between polls of
-/// [`Budget::poll_acquire`]: its entry in the budget's queue while it waits (its place in
-/// the schedule, or its turn to take one), nothing otherwise. It borrows nothing, so an
-/// adapter that owns both the budget and the wait (the crate's [`io`](crate::io) adapters
-/// do) can keep it beside the budget.
-///
-/// # Abandoning
-///
-/// A waiter that holds an entry (a poll returned `Pending`) must be finished (polled until
-/// `Ready`) or handed to [`Budget::abandon_acquire`] of the same budget before it is
-/// dropped: the entry holds a reservation and a place in the first-come order, and only
-/// the budget can give them back. Dropping it instead leaves the reservation charged (the
-/// budget stricter, never more permissive) and the entry in the queue. The crate's own
-/// waits ([`Budget::acquire_n_blocking`], [`Budget::acquire_n`](Budget::acquire_n) with
-/// feature `tokio`) do this in their `Drop`; use them unless you write a driver of your own.
-///
-/// # Examples
-///
-/// See [`Budget::poll_acquire`].
-#[derive(Debug, Default)]
-pub struct Waiter {
-    key: Option<usize>,
 }
 
 /// What a look at a waiter's entry decided.
@@ -224,13 +201,13 @@ impl<C: Clock> Budget<C> {
         }
     }
 
-    /// One look at the wait in `waiter` for `n` permits by `deadline`, with the waiters
-    /// locked.
+    /// One look at the wait whose entry is `key` (`None`: it has none yet) for `n` permits
+    /// by `deadline`, with the waiters locked.
     #[allow(clippy::too_many_arguments)] // the wait's state, borrowed apart under the lock
     fn look(
         &self,
         waiters: &mut Waiters,
-        waiter: &mut Waiter,
+        entry: &mut Option<usize>,
         n: u32,
         deadline: Option<Nanos>,
         now: Nanos,
@@ -238,7 +215,7 @@ impl<C: Clock> Budget<C> {
         wakes: &mut WakeList,
     ) -> Look {
         let rule = self.rule();
-        let key = match waiter.key {
+        let key = match *entry {
             Some(key) => key,
             None => {
                 if n == 0 || rule.mode() == Mode::Disabled {
@@ -261,18 +238,18 @@ impl<C: Clock> Budget<C> {
                     }
                 }
                 let key = waiters.push(place);
-                waiter.key = Some(key);
+                *entry = Some(key);
                 key
             }
         };
         if !waiters.is_waiting(key) {
             // Resolved by a reconfiguration (or a placement that failed).
-            waiter.key = None;
+            *entry = None;
             return Look::Done(collect(waiters, key));
         }
         self.place_unplaced(waiters, now, Some(key), wakes);
         if !waiters.is_waiting(key) {
-            waiter.key = None;
+            *entry = None;
             return Look::Done(collect(waiters, key));
         }
         let paused = rule.mode() == Mode::Paused;
@@ -311,7 +288,7 @@ impl<C: Clock> Budget<C> {
             }
         };
         if let Some(end) = end {
-            waiter.key = None;
+            *entry = None;
             let place = waiters.remove(key).expect_err("waiting");
             return Look::Done(match end {
                 Ok(()) => Ok(place.receipt.unwrap_or(Receipt::NOTHING)),
@@ -333,93 +310,61 @@ impl<C: Clock> Budget<C> {
         }
     }
 
-    /// One poll of an ordered wait (first come, first served) for `n` permits by
-    /// `deadline` (ns of the budget's clock; `None`: none), its progress kept in `waiter`:
-    /// the wait of [`Budget::acquire_n_blocking_until`], written once as a poll, for a
-    /// driver of your own (the crate's blocking and async waits and its [`io`](crate::io)
-    /// adapters run this same poll).
-    ///
-    /// The first poll decides at once when nobody waits (one compare-and-swap), or takes
-    /// the waiter's entry in the queue, kept in arrival order across changes of
-    /// configuration and pauses. A `Pending` poll has
-    /// registered `cx`'s waker with what ends the wait (the queue, or a
-    /// [`ManualClock`](crate::clock::ManualClock) reaching the waiter's time) and lowered
-    /// `nap` to the longest it may sleep before the next poll (the time left on an OS
-    /// clock, which has no waker to call); poll again when woken or when the nap is over.
-    /// `Ready` ends the wait, and `waiter` is fresh again. A wait stopped before it is
-    /// `Ready` must be handed to [`Budget::abandon_acquire`] (see [`Waiter`]'s
-    /// "Abandoning").
-    ///
-    /// `Ready(Ok)` carries the receipt of the permits taken ([`Receipt::NOTHING`] when the
-    /// budget is, or became, disabled: nothing was charged); it can give them back through
-    /// [`Refund::refund`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Budget::acquire_n_blocking_until`]: [`Denied::ExceedsCapacity`] for `n` above
-    /// the capacity (at once, or when a change of configuration makes it so while it
-    /// waits), [`Denied::RateLimited`] if the permits cannot conform by `deadline`,
-    /// [`Denied::Paused`] if the budget is still paused at `deadline`. Each gives the
-    /// waiter's place back.
-    ///
-    /// # Examples
-    ///
-    /// A driver of one's own, on a [`ManualClock`](crate::clock::ManualClock) (its waits
-    /// never nap: moving the clock wakes them):
-    ///
-    /// ```
-    /// use limitcore::budget::Waiter;
-    /// use limitcore::clock::ManualClock;
-    /// use limitcore::notify::Nap;
-    /// use limitcore::{Budget, RateLimiter};
-    /// use std::task::{Context, Poll, Waker};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let budget = Budget::with_clock("10/s burst 1".parse()?, clock.clone())?;
-    /// budget.try_acquire()?;
-    /// let mut cx = Context::from_waker(Waker::noop());
-    /// let mut waiter = Waiter::default();
-    /// let mut poll = |waiter: &mut Waiter| {
-    ///     let mut nap = Nap::default();
-    ///     let polled = budget.poll_acquire(waiter, 1, None, &mut cx, &mut nap);
-    ///     assert_eq!(nap.get(), None); // a manual clock wakes its waiters itself
-    ///     polled
-    /// };
-    /// assert!(poll(&mut waiter).is_pending()); // its place: 100 ms from now
-    /// clock.advance(Duration::from_millis(100));
-    /// assert!(matches!(poll(&mut waiter), Poll::Ready(Ok(receipt)) if receipt.n() == 1));
-    ///
-    /// // A wait given up gives its place back.
-    /// assert!(poll(&mut waiter).is_pending());
-    /// budget.abandon_acquire(&mut waiter);
-    /// assert_eq!(budget.waiting(), 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn poll_acquire(
+    /// One poll of the ordered wait whose entry is `entry` for `n` permits by `deadline`
+    /// (ns of the budget's clock; `None`: none): the wait of every form of
+    /// [`Budget::acquire`]. The first poll takes the one-CAS path when nobody waits;
+    /// otherwise the entry joins the queue (see the module). `Pending` has registered `cx`'s
+    /// waker with what ends the wait and lowered `nap` on an OS clock; `Ready` leaves
+    /// `entry` empty.
+    #[inline]
+    pub(crate) fn poll_entry(
         &self,
-        waiter: &mut Waiter,
+        entry: &mut Entry,
+        n: u32,
+        deadline: Option<Nanos>,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<Receipt, Denied>> {
+        // Acquire: partner of the release in `count_queued`; a waiter queued before this
+        // load is seen (it stops the one-CAS path), one queued after it arrived later.
+        if entry.key.is_none() && n > 0 && self.rule().live.queued.load(Ordering::Acquire) == 0 {
+            if let Ok(receipt) = self.acquire_refundable_at(n, self.now()) {
+                return Poll::Ready(Ok(receipt));
+            }
+        }
+        self.poll_queued(entry, n, deadline, cx, nap)
+    }
+
+    /// The rest of [`Budget::poll_entry`]: look at the entry under the waiters' lock, then
+    /// sleep on the clock until its time or until woken.
+    #[cold]
+    fn poll_queued(
+        &self,
+        entry: &mut Entry,
         n: u32,
         deadline: Option<Nanos>,
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<Receipt, Denied>> {
         let live = &self.rule().live;
-        // Acquire: partner of the release in `queued`; nobody waits: the one-CAS path.
-        if waiter.key.is_none() && n > 0 && live.queued.load(Ordering::Acquire) == 0 {
-            if let Ok(receipt) = self.acquire_refundable_at(n, self.now()) {
-                return Poll::Ready(Ok(receipt));
-            }
-        }
         loop {
             let now = self.now();
             let mut wakes = WakeList::new();
             let look = {
                 let mut waiters = lock(&live.waiters);
-                let look = self.look(&mut waiters, waiter, n, deadline, now, cx, &mut wakes);
+                let look = self.look(
+                    &mut waiters,
+                    &mut entry.key,
+                    n,
+                    deadline,
+                    now,
+                    cx,
+                    &mut wakes,
+                );
                 self.count_queued(&waiters);
                 look
             };
+            // Outside the lock: a waker may run code that takes it.
             wakes.wake_all();
             match look {
                 Look::Done(outcome) => return Poll::Ready(outcome),
@@ -433,17 +378,12 @@ impl<C: Clock> Budget<C> {
         }
     }
 
-    /// Give up the wait in `waiter` (see [`Budget::poll_acquire`]): its entry leaves the
-    /// queue, its reservation is refunded (re-timed into the configuration in force), and
-    /// so are permits a resolution granted that it had not collected; the waiters behind
-    /// it may take the place. Nothing happens for a waiter without an entry (one that never
-    /// waited or whose wait ended). `waiter` is fresh again.
-    ///
-    /// # Examples
-    ///
-    /// See [`Budget::poll_acquire`].
-    pub fn abandon_acquire(&self, waiter: &mut Waiter) {
-        let Some(key) = waiter.key.take() else {
+    /// Give up the wait in `entry`: it leaves the queue, its reservation is refunded
+    /// (re-timed into the configuration in force), and so are permits a resolution granted
+    /// that it had not collected; the unplaced waiters behind it may take the place. Nothing
+    /// for an entry that holds no place. What every wait's `Drop` runs.
+    pub(crate) fn abandon_entry(&self, entry: &mut Entry) {
+        let Some(key) = entry.key.take() else {
             return;
         };
         let now = self.now();
@@ -465,7 +405,7 @@ impl<C: Clock> Budget<C> {
 
     /// With the waiters locked, after a change: publish how many wait.
     fn count_queued(&self, waiters: &Waiters) {
-        // Release: partner of the first look's acquire (`poll_acquire`).
+        // Release: partner of the first poll's acquire (`poll_entry`).
         self.rule()
             .live
             .queued
@@ -511,7 +451,8 @@ impl<C: Clock> Budget<C> {
     }
 
     /// How many wait in the budget's queue (with a place in the schedule or not yet): the
-    /// blocking and async waits that have not finished.
+    /// waits ([`Budget::acquire`] and its forms, blocking or async) that have queued and
+    /// neither finished nor been dropped. A wait dropped while queued leaves at once.
     ///
     /// # Examples
     ///
@@ -525,7 +466,7 @@ impl<C: Clock> Budget<C> {
     /// budget.try_acquire()?;
     /// let waiter = {
     ///     let budget = budget.clone();
-    ///     std::thread::spawn(move || budget.acquire_n_blocking(1))
+    ///     std::thread::spawn(move || budget.acquire_blocking(1))
     /// };
     /// while budget.waiting() == 0 {
     ///     std::thread::yield_now(); // until the waiter has taken its place
@@ -539,187 +480,332 @@ impl<C: Clock> Budget<C> {
         lock(&self.rule().live.waiters).len()
     }
 
-    /// The deadline `max_wait` from now on the budget's clock (`None` past its range).
-    fn deadline_within(&self, max_wait: Duration) -> Option<Nanos> {
-        self.now().checked_add(duration_to_nanos(max_wait))
-    }
-
-    /// The OS deadline `deadline` as a time of the budget's clock (the time left, added to
-    /// its reading; past the clock's range: none).
-    fn deadline_at(&self, deadline: Option<Instant>) -> Option<Nanos> {
-        deadline.and_then(|d| self.deadline_within(d.saturating_duration_since(Instant::now())))
-    }
-
-    /// The wait itself, to run blocking or async.
-    pub(crate) fn acquire_wait(&self, n: u32, deadline: Option<Nanos>) -> Acquire<'_, C> {
-        Acquire {
-            budget: self,
-            n,
-            deadline,
-            waiter: Waiter::default(),
-        }
-    }
-
-    /// Take `n` permits, sleeping until they conform (first come, first served; see the
-    /// module). See [`Budget::acquire_n_blocking_until`].
+    /// The wait for `n` permits, first come, first served (see the module): a future with
+    /// feature `tokio`, and a [`Wait`](crate::notify::Wait) for [`block_on`] or a driver of your own. What
+    /// [`Budget::acquire_blocking`] runs. See [`Budget::acquire_until`].
     ///
-    /// # Errors
+    /// # Errors (of the wait)
     ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    pub fn acquire_n_blocking(&self, n: u32) -> Result<(), Denied> {
-        block_on(self.acquire_wait(n, None)).map(drop)
-    }
-
-    /// Take `n` permits if they can conform within `max_wait` (of the budget's clock). See
-    /// [`Budget::acquire_n_blocking_until`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    pub fn acquire_n_blocking_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        block_on(self.acquire_wait(n, self.deadline_within(max_wait))).map(drop)
-    }
-
-    /// Take `n` permits by `deadline` (`None`: no deadline; the time left until it is
-    /// counted on the budget's clock from the call): take a place in the schedule, after
-    /// every earlier waiter, then sleep until it, re-timed by every change of configuration
-    /// (see the module). A request above the burst (under debt) waits until the budget is
-    /// full, then goes, leaving it in debt. Sleeps follow the budget's clock
-    /// ([`Clock::sleep_hint`]).
-    ///
-    /// # Errors
-    ///
-    /// [`Denied::ExceedsCapacity`] at once for `n` above the capacity, or when a change of
-    /// configuration makes it so while it waits (its place is given back);
-    /// [`Denied::RateLimited`] with the wait left over if the permits cannot conform by the
-    /// deadline (at once when known at the start, else when a change makes it so; the place
-    /// is given back); [`Denied::Paused`] if the budget is still paused at the deadline.
-    /// When the budget is disabled (or becomes so while it waits), `Ok` at once with
-    /// nothing charged.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Budget, BudgetConfig};
-    /// use std::time::{Duration, Instant};
-    ///
-    /// // 1000 a second, 10 at once, 100 ms of debt: 100 permits wait for a full budget, go,
-    /// // and leave 90 ms of debt behind them.
-    /// let config = BudgetConfig::new("1000/s burst 10".parse()?).max_debt(Duration::from_millis(100));
-    /// let budget = Budget::with_config(&config, limitcore::DefaultClock::new())?;
-    /// let t0 = Instant::now();
-    /// budget.acquire_n_blocking(100)?;
-    /// budget.acquire_n_blocking(1)?; // waits out the debt
-    /// assert!(t0.elapsed() >= Duration::from_millis(90));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn acquire_n_blocking_until(
-        &self,
-        n: u32,
-        deadline: Option<Instant>,
-    ) -> Result<(), Denied> {
-        block_on(self.acquire_wait(n, self.deadline_at(deadline))).map(drop)
-    }
-
-    /// As [`Budget::acquire_n_blocking`], as a future (feature `tokio`: it sleeps on tokio's
-    /// timer when the budget's clock is an OS clock).
-    ///
-    /// # Errors
-    ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn acquire_n(&self, n: u32) -> Result<(), Denied> {
-        WaitFuture::new(self.acquire_wait(n, None)).await.map(drop)
-    }
-
-    /// As [`Budget::acquire_n_blocking_within`], as a future (feature `tokio`).
-    ///
-    /// # Errors
-    ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn acquire_n_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        let deadline = self.deadline_within(max_wait);
-        WaitFuture::new(self.acquire_wait(n, deadline))
-            .await
-            .map(drop)
-    }
-
-    /// As [`Budget::acquire_n_blocking_until`], as a future (feature `tokio`).
-    /// Cancellation-safe: a future dropped before it completes gives its place back (the
-    /// permits it reserved are refunded), and one that completed took them.
-    ///
-    /// # Errors
-    ///
-    /// As [`Budget::acquire_n_blocking_until`].
+    /// As [`Budget::acquire_until`].
     ///
     /// # Examples
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use limitcore::{Budget, RateLimiter};
-    /// use std::time::Duration;
+    /// use limitcore::Budget;
     ///
-    /// let budget = Budget::new("100/s burst 1".parse()?)?;
-    /// budget.acquire_n(1).await?;
-    /// // A waiter dropped before its turn gives its place back:
-    /// let waiting = budget.acquire_n(1);
-    /// assert!(tokio::time::timeout(Duration::from_millis(1), waiting).await.is_err());
-    /// assert!(budget.snapshot().full_after <= Duration::from_millis(10));
+    /// let budget = Budget::new("1000/s burst 10".parse()?)?;
+    /// let receipt = budget.acquire(4).await?; // 4 of the 10 at once
+    /// assert_eq!(receipt.n(), 4);
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn acquire_n_until(&self, n: u32, deadline: Option<Instant>) -> Result<(), Denied> {
-        let deadline = self.deadline_at(deadline);
-        WaitFuture::new(self.acquire_wait(n, deadline))
-            .await
-            .map(drop)
+    pub fn acquire(&self, n: u32) -> Acquire<'_, C> {
+        Queued::new(self, (n, None))
     }
 
-    /// Renamed [`Budget::acquire_n`] (async waits take the plain name, blocking ones end in
-    /// `_blocking`).
+    /// The wait for `n` permits that gives up unless they conform within `max_wait` (of the
+    /// budget's clock, counted from this call). See [`Budget::acquire_until`].
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Budget, Denied, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?;
+    /// budget.try_acquire()?;
+    /// // Its place would be 100 ms away: refused at once, nothing queued.
+    /// let late = budget.acquire_within(1, Duration::from_millis(50)).await;
+    /// assert!(matches!(late, Err(Denied::RateLimited { .. })));
+    /// assert_eq!(budget.waiting(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_within(&self, n: u32, max_wait: Duration) -> Acquire<'_, C> {
+        Queued::new(self, (n, deadline_within(self.now(), max_wait)))
+    }
+
+    /// The wait for `n` permits by `deadline` (`None`: no deadline; the time left until it
+    /// is counted on the budget's clock from this call): it takes a place in the schedule,
+    /// after every earlier waiter, then sleeps until it, re-timed by every change of
+    /// configuration (see the module). A request above the burst (under debt) waits until
+    /// the budget is full, then goes, leaving it in debt. The first poll takes the permits
+    /// with one compare-and-swap when nobody waits. Sleeps follow the budget's clock
+    /// ([`Clock::sleep_hint`]).
+    ///
+    /// The wait is a future with feature `tokio` (on an OS clock it sleeps on tokio's
+    /// timer) and a [`Wait`](crate::notify::Wait); dropped before it ends, it gives its place back at once (the
+    /// permits it reserved, or was granted and had not collected, are refunded), and the
+    /// next wait on an uncontended budget takes the one-CAS path again. It ends with the
+    /// [`Receipt`] of the permits taken ([`Receipt::NOTHING`] when the budget is, or
+    /// became, disabled: nothing was charged), which [`Refund::refund`] can give back.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// [`Denied::ExceedsCapacity`] at once for `n` above the capacity, or when a change of
+    /// configuration makes it so while it waits (its place is given back);
+    /// [`Denied::RateLimited`] with the wait left over if the permits cannot conform by the
+    /// deadline (at once when known at the start, else when a change makes it so; the place
+    /// is given back); [`Denied::Paused`] if the budget is still paused at the deadline.
+    ///
+    /// # Examples
+    ///
+    /// On a [`ManualClock`](crate::clock::ManualClock), a wait sleeps until the clock moves;
+    /// one given up leaves the queue at once:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Budget, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, clock.clone())?;
+    /// budget.try_acquire()?;
+    /// let late = budget.acquire_until(1, None);
+    /// // Its place is 100 ms away on a clock that does not move: give up after 1 ms.
+    /// assert!(tokio::time::timeout(Duration::from_millis(1), late).await.is_err());
+    /// assert_eq!(budget.waiting(), 0); // its place given back
+    /// clock.advance(Duration::from_millis(100));
+    /// assert_eq!(budget.acquire(1).await?.n(), 1); // one CAS: nobody waits
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Acquire<'_, C> {
+        Queued::new(self, (n, deadline_until(self.now(), deadline)))
+    }
+
+    /// As [`Budget::acquire`], owning a reference to the budget (`'static` when the budget
+    /// is): a wait to move into a task, or to keep beside the budget in a struct of your
+    /// own (tokio's `Semaphore::acquire_owned`).
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::Budget;
+    /// use std::sync::Arc;
+    ///
+    /// let budget = Arc::new(Budget::new("1000/s burst 10".parse()?)?);
+    /// let task = tokio::spawn(budget.acquire_owned(10)); // 'static
+    /// assert_eq!(task.await??.n(), 10);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned(self: &Arc<Self>, n: u32) -> AcquireOwned<C> {
+        Queued::new(Arc::clone(self), (n, None))
+    }
+
+    /// As [`Budget::acquire_within`], owning a reference to the budget.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::Budget;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let budget = Arc::new(Budget::new("1000/s burst 10".parse()?)?);
+    /// let task = tokio::spawn(budget.acquire_owned_within(10, Duration::from_secs(1)));
+    /// assert_eq!(task.await??.n(), 10);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_within(self: &Arc<Self>, n: u32, max_wait: Duration) -> AcquireOwned<C> {
+        Queued::new(Arc::clone(self), (n, deadline_within(self.now(), max_wait)))
+    }
+
+    /// As [`Budget::acquire_until`], owning a reference to the budget.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::Budget;
+    /// use std::sync::Arc;
+    ///
+    /// let budget = Arc::new(Budget::new("1000/s burst 10".parse()?)?);
+    /// assert_eq!(budget.acquire_owned_until(1, None).await?.n(), 1); // no deadline
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_until(
+        self: &Arc<Self>,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> AcquireOwned<C> {
+        Queued::new(Arc::clone(self), (n, deadline_until(self.now(), deadline)))
+    }
+
+    /// Take `n` permits, blocking the thread until they conform: [`Budget::acquire`] run
+    /// on the blocking driver ([`block_on`]).
     ///
     /// # Errors
     ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    #[deprecated(since = "0.2.0", note = "renamed `acquire_n`")]
-    pub async fn acquire_n_async(&self, n: u32) -> Result<(), Denied> {
-        self.acquire_n(n).await
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Budget, BudgetConfig};
+    /// use limitcore::clock::ManualClock;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// // 1000 a second, 10 at once, 100 ms of debt: 100 permits wait for a full budget, go,
+    /// // and leave 90 ms of debt behind them.
+    /// let config = BudgetConfig::new("1000/s burst 10".parse()?).max_debt(Duration::from_millis(100));
+    /// let clock = ManualClock::new();
+    /// let budget = Arc::new(Budget::with_config(&config, clock.clone())?);
+    /// budget.acquire_blocking(100)?;
+    /// let next = {
+    ///     let budget = budget.clone();
+    ///     std::thread::spawn(move || budget.acquire_blocking(1)) // waits out the debt
+    /// };
+    /// while budget.waiting() == 0 {
+    ///     std::thread::yield_now();
+    /// }
+    /// clock.advance(Duration::from_millis(91)); // on the budget's clock
+    /// assert_eq!(next.join().unwrap()?.n(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking(&self, n: u32) -> Result<Receipt, Denied> {
+        block_on(self.acquire(n))
     }
 
-    /// Renamed [`Budget::acquire_n_within`].
+    /// As [`Budget::acquire_within`], blocking the thread.
     ///
     /// # Errors
     ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    #[deprecated(since = "0.2.0", note = "renamed `acquire_n_within`")]
-    pub async fn acquire_n_async_within(&self, n: u32, max_wait: Duration) -> Result<(), Denied> {
-        self.acquire_n_within(n, max_wait).await
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Budget, Denied, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?;
+    /// budget.try_acquire()?;
+    /// // 100 ms away, more than allowed: refused at once, without sleeping.
+    /// let late = budget.acquire_blocking_within(1, Duration::from_millis(50));
+    /// assert_eq!(late.unwrap_err().retry_after(), Some(Duration::from_millis(50)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_within(&self, n: u32, max_wait: Duration) -> Result<Receipt, Denied> {
+        block_on(self.acquire_within(n, max_wait))
     }
 
-    /// Renamed [`Budget::acquire_n_until`].
+    /// As [`Budget::acquire_until`], blocking the thread.
     ///
     /// # Errors
     ///
-    /// As [`Budget::acquire_n_blocking_until`].
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    #[deprecated(since = "0.2.0", note = "renamed `acquire_n_until`")]
-    pub async fn acquire_n_async_until(
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::Budget;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let budget = Budget::new("1000/s burst 10".parse()?)?;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(budget.acquire_blocking_until(10, Some(deadline))?.n(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
-    ) -> Result<(), Denied> {
-        self.acquire_n_until(n, deadline).await
+    ) -> Result<Receipt, Denied> {
+        block_on(self.acquire_until(n, deadline))
+    }
+
+    /// One poll of a wait for `n` permits by `deadline` (ns of the budget's clock), its
+    /// progress kept in `waiter`: the poll [`Budget::acquire`]'s wait runs, for a driver of
+    /// your own. A wait stopped before it is `Ready` must be handed to
+    /// [`Budget::abandon_acquire`], or it stays queued.
+    ///
+    /// # Errors
+    ///
+    /// As [`Budget::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use limitcore::budget::Waiter;
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::notify::Nap;
+    /// use limitcore::{Budget, RateLimiter};
+    /// use std::task::{Context, Waker};
+    ///
+    /// let budget = Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?;
+    /// budget.try_acquire()?;
+    /// let mut waiter = Waiter::default();
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let polled = budget.poll_acquire(&mut waiter, 1, None, &mut cx, &mut Nap::default());
+    /// assert!(polled.is_pending());
+    /// budget.abandon_acquire(&mut waiter); // by hand: a `Waiter` has no `Drop`
+    /// assert_eq!(budget.waiting(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[deprecated(
+        since = "0.3.0",
+        note = "a `Waiter` dropped mid-wait stays queued: use `Budget::acquire` or `acquire_owned` (a `notify::Wait` for a driver of your own), which give their place back when dropped"
+    )]
+    #[allow(deprecated)]
+    pub fn poll_acquire(
+        &self,
+        waiter: &mut Waiter,
+        n: u32,
+        deadline: Option<Nanos>,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<Receipt, Denied>> {
+        self.poll_entry(&mut waiter.entry, n, deadline, cx, nap)
+    }
+
+    /// Give up the wait in `waiter` (see [`Budget::poll_acquire`]): its entry leaves the
+    /// queue and its reservation is refunded. Nothing for a waiter without an entry.
+    ///
+    /// # Examples
+    ///
+    /// See [`Budget::poll_acquire`].
+    #[deprecated(
+        since = "0.3.0",
+        note = "drop the wait instead: `Budget::acquire` and `acquire_owned` give their place back when dropped"
+    )]
+    #[allow(deprecated)]
+    pub fn abandon_acquire(&self, waiter: &mut Waiter) {
+        self.abandon_entry(&mut waiter.entry);
     }
 }
 
@@ -731,27 +817,102 @@ fn collect(waiters: &mut Waiters, key: usize) -> Result<Receipt, Denied> {
     }
 }
 
-/// A budget's ordered wait for `n` permits (see the module), run by the waiting layer's
-/// driver; dropped before it ends, it gives its place back.
-#[derive(Debug)]
-pub(crate) struct Acquire<'a, C: Clock> {
-    budget: &'a Budget<C>,
-    n: u32,
-    deadline: Option<Nanos>,
-    waiter: Waiter,
+/// A wait's entry in its budget's queue: the key while it holds one. Given back only by
+/// [`Budget::abandon_entry`], which every wait's `Drop` runs.
+#[derive(Debug, Default)]
+// `pub` (never reachable from outside the crate): the sealed traits of the waits and of the
+// I/O adapters name it as an associated type, which must be `pub` (E0446).
+#[allow(unreachable_pub)]
+pub struct Entry {
+    key: Option<usize>,
 }
 
-impl<C: Clock> Wait for Acquire<'_, C> {
+impl<C: Clock> sealed::Queue for Budget<C> {
+    /// `n` permits by a deadline (ns of the budget's clock).
+    type Request = (u32, Option<Nanos>);
+    type Entry = Entry;
     type Output = Result<Receipt, Denied>;
 
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        self.budget
-            .poll_acquire(&mut self.waiter, self.n, self.deadline, cx, nap)
+    #[inline]
+    fn poll_entry(
+        &self,
+        entry: &mut Entry,
+        (n, deadline): (u32, Option<Nanos>),
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Self::Output> {
+        Budget::poll_entry(self, entry, n, deadline, cx, nap)
+    }
+
+    fn abandon_entry(&self, entry: &mut Entry) {
+        Budget::abandon_entry(self, entry);
     }
 }
 
-impl<C: Clock> Drop for Acquire<'_, C> {
-    fn drop(&mut self) {
-        self.budget.abandon_acquire(&mut self.waiter);
-    }
+/// The wait of [`Budget::acquire`] (and `_within`, `_until`): `n` permits, first come,
+/// first served, borrowed from the budget; a [`Wait`](crate::notify::Wait) always, a future with feature `tokio`,
+/// ending with the permits' [`Receipt`] or a [`Denied`]. Cancellation-safe: dropped before
+/// it ends, it gives its place back at once (see [`Budget::acquire_until`]).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::clock::ManualClock;
+/// use limitcore::notify::{Nap, Wait};
+/// use limitcore::{Budget, RateLimiter};
+/// use std::task::{Context, Waker};
+///
+/// // A driver of one's own: poll the wait as the crate's drivers do.
+/// let budget = Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?;
+/// budget.try_acquire()?;
+/// let mut wait = budget.acquire(1);
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert!(wait.poll_wait(&mut cx, &mut Nap::default()).is_pending());
+/// assert_eq!(budget.waiting(), 1);
+/// drop(wait); // gives its place back
+/// assert_eq!(budget.waiting(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type Acquire<'a, C = DefaultClock> = Queued<&'a Budget<C>>;
+
+/// The wait of [`Budget::acquire_owned`] (and `_within`, `_until`): as [`Acquire`], owning
+/// a reference to the budget (`'static` when the budget is).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::clock::ManualClock;
+/// use limitcore::{Budget, RateLimiter};
+/// use limitcore::budget::AcquireOwned;
+/// use std::sync::Arc;
+///
+/// // A struct that keeps its pending wait beside the budget (tokio-util's `PollSemaphore`
+/// // shape): dropping it gives the place back.
+/// struct Writer {
+///     budget: Arc<Budget<ManualClock>>,
+///     pending: Option<AcquireOwned<ManualClock>>,
+/// }
+/// let budget = Arc::new(Budget::with_clock("10/s burst 1".parse()?, ManualClock::new())?);
+/// let writer = Writer { budget: budget.clone(), pending: Some(budget.acquire_owned(1)) };
+/// drop(writer);
+/// assert!(budget.try_acquire().is_ok()); // nothing was held
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type AcquireOwned<C = DefaultClock> = Queued<Arc<Budget<C>>>;
+
+/// One ordered wait's progress on a [`Budget`], kept by the caller between polls of the
+/// deprecated [`Budget::poll_acquire`]. It has no `Drop`: dropped mid-wait it stays queued
+/// and its reservation stays charged. Use the budget's waits ([`Budget::acquire`],
+/// [`Budget::acquire_owned`]; a [`Wait`](crate::notify::Wait) for a driver of your own) instead.
+///
+/// # Examples
+///
+/// See [`Budget::poll_acquire`].
+#[deprecated(
+    since = "0.3.0",
+    note = "a `Waiter` dropped mid-wait stays queued: use `Budget::acquire` or `acquire_owned`, which give their place back when dropped"
+)]
+#[derive(Debug, Default)]
+pub struct Waiter {
+    entry: Entry,
 }

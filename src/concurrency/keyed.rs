@@ -4,9 +4,10 @@
 use super::error::{AcquireError, LimitError, Refusal};
 use super::permit::{Permit, Token};
 use super::permits::{Order, OwnedPermit, Permits};
-use super::wait::deadline;
 use super::word::{check_limit, PermitWord};
+use crate::clock::instant_within;
 use crate::keyed::{DashMapStore, Store};
+use crate::notify::driver::block_on;
 use crate::sync::{AtomicU64, Ordering};
 use alloc::sync::Arc;
 use core::borrow::Borrow;
@@ -267,7 +268,7 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.acquire_blocking_until(key, n, deadline(max_wait))
+        self.acquire_blocking_until(key, n, instant_within(max_wait))
     }
 
     /// Take `n` permits for `key`, blocking until they are granted or `deadline` passes
@@ -287,9 +288,9 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         loop {
-            let slot = self.slot(key);
-            match slot.wait_blocking(n, deadline) {
-                Ok(token) => return Ok(Permit::new(slot, token)),
+            let mut wait = self.slot(key).wait_owned(n, deadline);
+            match block_on(wait.refusing()) {
+                Ok(permit) => return Ok(permit),
                 Err(Refusal::Denied(e)) => return Err(e),
                 Err(Refusal::Gone) => self.remove_retired(key),
             }
@@ -322,9 +323,25 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.wait(key, n, None).await
+    }
+
+    /// The async wait for `n` permits for `key` by `deadline` (the key's limit's
+    /// [`AcquireOwned`](super::AcquireOwned), again on a fresh state if the key's was retired
+    /// meanwhile).
+    async fn wait<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<OwnedPermit, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         loop {
-            let mut wait = self.slot(key).acquire_owned(n);
-            match core::future::poll_fn(|cx| wait.poll_raw(cx)).await {
+            let mut wait = self.slot(key).wait_owned(n, deadline);
+            match core::future::poll_fn(|cx| wait.poll_refusal(cx)).await {
                 Ok(permit) => return Ok(permit),
                 Err(Refusal::Denied(e)) => return Err(e),
                 Err(Refusal::Gone) => self.remove_retired(key),
@@ -361,20 +378,6 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
                 Err(_) => self.remove_retired(&key),
             }
         }
-    }
-
-    /// Renamed [`KeyedPermits::reconfigure_key`] (one verb changes a limit across the
-    /// crate).
-    ///
-    /// # Errors
-    ///
-    /// As [`Permits::reconfigure`].
-    #[deprecated(since = "0.2.0", note = "renamed `reconfigure_key`")]
-    pub fn set_limit(&self, key: K, limit: u32) -> Result<(), LimitError>
-    where
-        K: Clone,
-    {
-        self.reconfigure_key(key, limit)
     }
 
     /// Give `key` the default limit back and unpin it (it is evicted once idle).
@@ -457,12 +460,29 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
-    /// [`KeyedPermits::acquire`] bounded by `max_wait` on tokio's timer (feature `tokio`).
+    /// [`KeyedPermits::acquire`] that gives up once `max_wait` has passed (feature `tokio`:
+    /// the future sleeps towards its deadline on tokio's timer).
     ///
     /// # Errors
     ///
     /// As [`KeyedPermits::acquire`], and [`AcquireError::TimedOut`] after `max_wait`, with
     /// nothing taken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::{AcquireError, KeyedPermits};
+    /// use std::time::Duration;
+    ///
+    /// let per_client: KeyedPermits<u64> = KeyedPermits::new(1)?;
+    /// let _held = per_client.acquire(&7, 1).await?;
+    /// let late = per_client.acquire_within(&7, 1, Duration::from_millis(5)).await;
+    /// assert_eq!(late.unwrap_err(), AcquireError::TimedOut);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn acquire_within<Q>(
         &self,
         key: &Q,
@@ -473,8 +493,40 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        tokio::time::timeout(max_wait, self.acquire(key, n))
-            .await
-            .unwrap_or(Err(AcquireError::TimedOut))
+        self.wait(key, n, instant_within(max_wait)).await
+    }
+
+    /// [`KeyedPermits::acquire`] that gives up at `deadline` (`None`: none; feature
+    /// `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedPermits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::KeyedPermits;
+    ///
+    /// let per_client: KeyedPermits<u64> = KeyedPermits::new(1)?;
+    /// let permit = per_client.acquire_until(&7, 1, None).await?; // no deadline
+    /// assert_eq!(per_client.in_flight(&7), 1);
+    /// # drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_until<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        deadline: Option<Instant>,
+    ) -> Result<OwnedPermit, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.wait(key, n, deadline).await
     }
 }

@@ -130,8 +130,6 @@ pub use feedback::{Adaptive, Feedback, Fixed};
 #[cfg_attr(docsrs, doc(cfg(feature = "keyed")))]
 pub use keyed::KeyedPermits;
 pub use partition::Partitioned;
-#[allow(deprecated)]
-pub use permit::Outcome;
 pub use permit::{Completion, Permit, Release};
 pub use permits::{Order, OwnedPermit, Permits};
 pub use snapshot::PermitsSnapshot;

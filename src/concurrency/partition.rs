@@ -103,16 +103,6 @@ impl Partitioned<Fixed> {
     pub fn reconfigure(&self, limit: u32) -> Result<(), LimitError> {
         self.total.reconfigure(limit)
     }
-
-    /// Renamed [`Partitioned::reconfigure`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Permits::reconfigure`].
-    #[deprecated(since = "0.2.0", note = "renamed `reconfigure`")]
-    pub fn resize(&self, limit: u32) -> Result<(), LimitError> {
-        self.reconfigure(limit)
-    }
 }
 
 impl<R: AdaptiveRule> Partitioned<Adaptive<R>> {

@@ -41,10 +41,6 @@ pub enum Completion {
     Ignored,
 }
 
-/// Renamed [`Completion`] (the crate's HTTP layer has a rate-limit `Outcome` of its own).
-#[deprecated(since = "0.2.0", note = "renamed `Completion`")]
-pub type Outcome = Completion;
-
 /// What a holder of permits gave out: how many, and what an adaptive limit needs to learn
 /// from their outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -75,7 +75,7 @@ pub type OwnedPermit<F = Fixed> = Permit<Arc<Permits<F>>>;
 ///
 /// - **In flight never above the limit**, except just after a cut: every grant is one
 ///   compare-and-swap that checks `in flight + n ≤ limit` on the word it replaces, so no
-///   race creates a permit. [`Permits::resize`] takes effect as permits come back; nothing
+///   race creates a permit. [`Permits::reconfigure`] takes effect as permits come back; nothing
 ///   is revoked.
 /// - **One CAS when nobody waits**: a grant or a release is one successful compare-and-swap
 ///   on the word; the queue's mutex is taken only when a request waits, or when a release,
@@ -346,16 +346,6 @@ impl<F: Feedback> Permits<F> {
         // from outside the crate.
         let _ = self.set_limit(limit, None);
         Ok(())
-    }
-
-    /// Renamed [`Permits::reconfigure`] (one verb changes a limit across the crate).
-    ///
-    /// # Errors
-    ///
-    /// As [`Permits::reconfigure`].
-    #[deprecated(since = "0.2.0", note = "renamed `reconfigure`")]
-    pub fn resize(&self, limit: u32) -> Result<(), LimitError> {
-        self.reconfigure(limit)
     }
 
     // ---- The protocol (see the module's "No lost wake-up"). ----

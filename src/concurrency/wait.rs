@@ -1,11 +1,11 @@
-//! Waiting for permits: blocking ([`Permits::acquire_blocking`], with a timeout
-//! [`Permits::acquire_blocking_within`]) and async ([`Permits::acquire`], the futures
-//! [`Acquire`] and [`AcquireOwned`]; with a timeout on tokio's timer, feature `tokio`).
+//! Waiting for permits: the waits [`Acquire`] and [`AcquireOwned`] (futures on any
+//! executor; with a deadline, feature `tokio`, for its timer), and the blocking waits, which
+//! run the same waits on the waiting layer's blocking driver.
 //!
-//! Both first try the one-CAS grant, then queue (see the module's "No lost wake-up"). A
-//! blocking waiter parks its thread; an async one leaves its waker. The futures are
-//! runtime-agnostic (they use only `core::task`): any executor can drive them; only the
-//! timed variants need tokio.
+//! Every wait is one poll (`Want::poll`): the one-CAS grant on the first poll, else the
+//! queue (see the module's "No lost wake-up"); later polls look at the entry. Its `Drop`
+//! takes an entry that did not finish out of the queue and gives back a grant it had not
+//! collected.
 
 use super::error::{AcquireError, Refusal};
 use super::feedback::{Feedback, Fixed};
@@ -13,7 +13,8 @@ use super::handoff::Enqueued;
 use super::permit::{sealed::Release as _, Completion, Permit, Token};
 use super::permits::{OwnedPermit, Permits};
 use super::queue::Polled;
-use crate::notify::driver::{block_on, Nap, Wait};
+use crate::clock::instant_within;
+use crate::notify::driver::{block_on, Nap, Naps, Wait};
 use alloc::sync::Arc;
 use core::fmt;
 use core::future::Future;
@@ -23,8 +24,8 @@ use core::time::Duration;
 use std::time::Instant;
 
 impl<F: Feedback> Permits<F> {
-    /// Take `n` permits, blocking the thread until they are granted. `n = 0` succeeds at
-    /// once.
+    /// Take `n` permits, blocking the thread until they are granted: [`Permits::acquire`]
+    /// run on the blocking driver. `n = 0` succeeds at once.
     ///
     /// # Errors
     ///
@@ -37,7 +38,6 @@ impl<F: Feedback> Permits<F> {
     /// ```
     /// use limitcore::concurrency::Permits;
     /// use std::sync::Arc;
-    /// use std::time::Duration;
     ///
     /// let permits = Arc::new(Permits::new(1)?);
     /// let held = permits.try_acquire_owned(1)?;
@@ -45,13 +45,15 @@ impl<F: Feedback> Permits<F> {
     ///     let permits = permits.clone();
     ///     std::thread::spawn(move || permits.acquire_blocking(1).map(|p| p.n()))
     /// };
-    /// std::thread::sleep(Duration::from_millis(20));
+    /// while permits.waiters() == 0 {
+    ///     std::thread::yield_now(); // until it has queued
+    /// }
     /// drop(held);                                 // the waiter is granted and woken
     /// assert_eq!(waiter.join().unwrap()?, 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire_blocking(&self, n: u32) -> Result<Permit<&Self>, AcquireError> {
-        self.acquire_blocking_until(n, None)
+        block_on(self.wait(n, None))
     }
 
     /// As [`Permits::acquire_blocking`], giving up once `max_wait` has passed.
@@ -79,7 +81,7 @@ impl<F: Feedback> Permits<F> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Permit<&Self>, AcquireError> {
-        self.acquire_blocking_until(n, deadline(max_wait))
+        block_on(self.wait(n, instant_within(max_wait)))
     }
 
     /// As [`Permits::acquire_blocking`], giving up at `deadline` (`None`: no deadline).
@@ -87,15 +89,24 @@ impl<F: Feedback> Permits<F> {
     /// # Errors
     ///
     /// As [`Permits::acquire_blocking_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::concurrency::Permits;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let permits = Permits::new(1)?;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(permits.acquire_blocking_until(1, Some(deadline))?.n(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking_until(
         &self,
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<Permit<&Self>, AcquireError> {
-        match self.wait_blocking(n, deadline) {
-            Ok(token) => Ok(Permit::new(self, token)),
-            Err(refusal) => Err(refusal.into_error()),
-        }
+        block_on(self.wait(n, deadline))
     }
 
     /// As [`Permits::acquire_blocking`], with a permit that owns a reference to the limit.
@@ -107,7 +118,7 @@ impl<F: Feedback> Permits<F> {
         self: &Arc<Self>,
         n: u32,
     ) -> Result<OwnedPermit<F>, AcquireError> {
-        self.acquire_owned_blocking_until(n, None)
+        block_on(self.wait_owned(n, None))
     }
 
     /// As [`Permits::acquire_blocking_within`], with a permit that owns a reference to the
@@ -121,7 +132,7 @@ impl<F: Feedback> Permits<F> {
         n: u32,
         max_wait: Duration,
     ) -> Result<OwnedPermit<F>, AcquireError> {
-        self.acquire_owned_blocking_until(n, deadline(max_wait))
+        block_on(self.wait_owned(n, instant_within(max_wait)))
     }
 
     /// As [`Permits::acquire_blocking_until`], with a permit that owns a reference to the
@@ -135,32 +146,37 @@ impl<F: Feedback> Permits<F> {
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<OwnedPermit<F>, AcquireError> {
-        match self.wait_blocking(n, deadline) {
-            Ok(token) => Ok(Permit::new(self.clone(), token)),
-            Err(refusal) => Err(refusal.into_error()),
+        block_on(self.wait_owned(n, deadline))
+    }
+
+    /// The wait for `n` permits by `deadline` (the OS clock's: a concurrency limit has no
+    /// clock of its own).
+    fn wait(&self, n: u32, deadline: Option<Instant>) -> Acquire<'_, F> {
+        Acquire {
+            permits: self,
+            want: Want::new(n, deadline),
+            naps: Naps::default(),
         }
     }
 
-    /// The blocking wait: the one-CAS grant, else queue and park until granted, refused, or
-    /// past the deadline (the wait's one poll, [`poll_wait`], on the waiting layer's
-    /// blocking driver). At the deadline the entry is cancelled, unless it was granted
-    /// meanwhile, in which case the grant is kept.
-    pub(crate) fn wait_blocking(
-        &self,
+    /// The owned wait for `n` permits by `deadline`.
+    pub(crate) fn wait_owned(
+        self: &Arc<Self>,
         n: u32,
         deadline: Option<Instant>,
-    ) -> Result<Token, Refusal> {
-        block_on(Blocked {
-            permits: self,
-            n,
-            deadline,
-            state: State::Start,
-        })
+    ) -> AcquireOwned<F> {
+        AcquireOwned {
+            permits: Some(Arc::clone(self)),
+            want: Want::new(n, deadline),
+            naps: Naps::default(),
+        }
     }
 
-    /// A future that resolves to `n` permits once they are granted (`n = 0`: at once).
-    /// Dropping it before it resolves takes nothing: a queued request leaves the queue, and
-    /// permits granted to it meanwhile are given back.
+    /// A future that resolves to `n` permits once they are granted (`n = 0`: at once): the
+    /// one-CAS grant on its first poll, else a place in the queue (FIFO or LIFO). Dropping
+    /// it before it resolves takes nothing: a queued request leaves the queue at once, and
+    /// permits granted to it meanwhile are given back. Runs on any executor (it never naps);
+    /// it is a [`Wait`] too, which [`Permits::acquire_blocking`] runs on a thread.
     ///
     /// # Errors (of the future)
     ///
@@ -184,29 +200,30 @@ impl<F: Feedback> Permits<F> {
     /// # }
     /// ```
     pub fn acquire(&self, n: u32) -> Acquire<'_, F> {
-        Acquire {
-            permits: self,
-            n,
-            state: State::Start,
-        }
+        self.wait(n, None)
     }
 
     /// As [`Permits::acquire`], resolving to a permit that owns a reference to the limit.
+    ///
+    /// # Errors (of the future)
+    ///
+    /// As [`Permits::acquire`].
+    ///
+    /// # Examples
+    ///
+    /// See [`AcquireOwned`].
     pub fn acquire_owned(self: &Arc<Self>, n: u32) -> AcquireOwned<F> {
-        AcquireOwned {
-            permits: Some(self.clone()),
-            n,
-            state: State::Start,
-        }
+        self.wait_owned(n, None)
     }
 }
 
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl<F: Feedback> Permits<F> {
-    /// [`Permits::acquire`] bounded by `max_wait` on tokio's timer (feature `tokio`).
+    /// [`Permits::acquire`] that gives up once `max_wait` has passed (feature `tokio`: the
+    /// future sleeps towards its deadline on tokio's timer).
     ///
-    /// # Errors
+    /// # Errors (of the future)
     ///
     /// As [`Permits::acquire`], and [`AcquireError::TimedOut`] after `max_wait`, with
     /// nothing taken.
@@ -227,38 +244,92 @@ impl<F: Feedback> Permits<F> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_within(
-        &self,
-        n: u32,
-        max_wait: Duration,
-    ) -> Result<Permit<&Self>, AcquireError> {
-        tokio::time::timeout(max_wait, self.acquire(n))
-            .await
-            .unwrap_or(Err(AcquireError::TimedOut))
+    pub fn acquire_within(&self, n: u32, max_wait: Duration) -> Acquire<'_, F> {
+        self.wait(n, instant_within(max_wait))
     }
 
-    /// [`Permits::acquire_owned`] bounded by `max_wait` on tokio's timer.
+    /// [`Permits::acquire`] that gives up at `deadline` (`None`: none; feature `tokio`).
     ///
-    /// # Errors
+    /// # Errors (of the future)
     ///
     /// As [`Permits::acquire_within`].
-    pub async fn acquire_owned_within(
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::{AcquireError, Permits};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let permits = Permits::new(1)?;
+    /// let _held = permits.acquire(1).await?;
+    /// let soon = Instant::now() + Duration::from_millis(5);
+    /// assert_eq!(permits.acquire_until(1, Some(soon)).await.unwrap_err(), AcquireError::TimedOut);
+    /// assert_eq!(permits.waiters(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_until(&self, n: u32, deadline: Option<Instant>) -> Acquire<'_, F> {
+        self.wait(n, deadline)
+    }
+
+    /// [`Permits::acquire_owned`] that gives up once `max_wait` has passed (feature
+    /// `tokio`).
+    ///
+    /// # Errors (of the future)
+    ///
+    /// As [`Permits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::Permits;
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let permits = Arc::new(Permits::new(2)?);
+    /// let task = tokio::spawn(permits.acquire_owned_within(2, Duration::from_secs(1)));
+    /// assert_eq!(task.await??.n(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_within(self: &Arc<Self>, n: u32, max_wait: Duration) -> AcquireOwned<F> {
+        self.wait_owned(n, instant_within(max_wait))
+    }
+
+    /// [`Permits::acquire_owned`] that gives up at `deadline` (`None`: none; feature
+    /// `tokio`).
+    ///
+    /// # Errors (of the future)
+    ///
+    /// As [`Permits::acquire_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::concurrency::Permits;
+    /// use std::sync::Arc;
+    ///
+    /// let permits = Arc::new(Permits::new(2)?);
+    /// assert_eq!(permits.acquire_owned_until(1, None).await?.n(), 1); // no deadline
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_until(
         self: &Arc<Self>,
         n: u32,
-        max_wait: Duration,
-    ) -> Result<OwnedPermit<F>, AcquireError> {
-        tokio::time::timeout(max_wait, self.acquire_owned(n))
-            .await
-            .unwrap_or(Err(AcquireError::TimedOut))
+        deadline: Option<Instant>,
+    ) -> AcquireOwned<F> {
+        self.wait_owned(n, deadline)
     }
 }
 
-/// The deadline `max_wait` from now (`None` past the clock's range: no bound).
-pub(crate) fn deadline(max_wait: Duration) -> Option<Instant> {
-    Instant::now().checked_add(max_wait)
-}
-
-/// Where an async wait is.
+/// Where a wait is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Not polled yet.
@@ -269,107 +340,100 @@ enum State {
     Done,
 }
 
-/// The one poll of every wait for permits, blocking or async: the one-CAS grant on the
-/// first poll, else the queue; later polls look at the entry (refreshing the waker). With a
-/// `deadline` (the OS clock's: a concurrency limit has no clock of its own) the wait naps
-/// until it at most, and at it cancels its entry, unless it was granted meanwhile (then the
-/// grant is kept).
-fn poll_wait<F: Feedback>(
-    permits: &Permits<F>,
+/// A wait's request and progress: `n` permits by `deadline` (the OS clock's).
+#[derive(Debug)]
+struct Want {
     n: u32,
-    state: &mut State,
+    state: State,
     deadline: Option<Instant>,
-    cx: &mut Context<'_>,
-    nap: &mut Nap,
-) -> Poll<Result<Token, Refusal>> {
-    let polled = match *state {
-        State::Start if n == 0 => return finish(state, Ok(Token::EMPTY)),
-        State::Start => match permits.take(n) {
-            Err(Refusal::Denied(AcquireError::Full { .. })) => {
-                match permits.enqueue(n, cx.waker()) {
-                    Ok(Enqueued::Took(token)) => return finish(state, Ok(token)),
-                    Ok(Enqueued::Queued(key)) => {
-                        *state = State::Queued(key);
-                        Polled::Waiting
+}
+
+impl Want {
+    fn new(n: u32, deadline: Option<Instant>) -> Self {
+        Want {
+            n,
+            state: State::Start,
+            deadline,
+        }
+    }
+
+    /// The one poll of every wait for permits: the one-CAS grant on the first poll, else
+    /// the queue; later polls look at the entry (refreshing the waker). With a deadline the
+    /// wait naps until it at most, and at it cancels its entry, unless it was granted
+    /// meanwhile (then the grant is kept).
+    ///
+    /// # Panics
+    ///
+    /// If polled again after it ended.
+    fn poll<F: Feedback>(
+        &mut self,
+        permits: &Permits<F>,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<Token, Refusal>> {
+        let polled = match self.state {
+            State::Start if self.n == 0 => return self.finish(Ok(Token::EMPTY)),
+            State::Start => match permits.take(self.n) {
+                Err(Refusal::Denied(AcquireError::Full { .. })) => {
+                    match permits.enqueue(self.n, cx.waker()) {
+                        Ok(Enqueued::Took(token)) => return self.finish(Ok(token)),
+                        Ok(Enqueued::Queued(key)) => {
+                            self.state = State::Queued(key);
+                            Polled::Waiting
+                        }
+                        Err(e) => return self.finish(Err(e)),
                     }
-                    Err(e) => return finish(state, Err(e)),
+                }
+                done => return self.finish(done),
+            },
+            State::Queued(key) => permits.poll_waiter(key, Some(cx.waker())),
+            State::Done => panic!("a wait for permits was polled after it completed"),
+        };
+        let polled = match (polled, self.state, self.deadline) {
+            (Polled::Waiting, State::Queued(key), Some(deadline)) => {
+                let now = Instant::now();
+                if now < deadline {
+                    nap.at_most(deadline - now);
+                    return Poll::Pending;
+                }
+                match permits.cancel_waiter(key) {
+                    Polled::Waiting => return self.finish(Err(AcquireError::TimedOut.into())),
+                    resolved => resolved,
                 }
             }
-            done => return finish(state, done),
-        },
-        State::Queued(key) => permits.poll_waiter(key, Some(cx.waker())),
-        State::Done => panic!("a wait for permits was polled after it completed"),
-    };
-    let polled = match (polled, *state, deadline) {
-        (Polled::Waiting, State::Queued(key), Some(deadline)) => {
-            let now = Instant::now();
-            if now < deadline {
-                nap.at_most(deadline - now);
-                return Poll::Pending;
-            }
-            match permits.cancel_waiter(key) {
-                Polled::Waiting => return finish(state, Err(AcquireError::TimedOut.into())),
-                resolved => resolved,
-            }
+            (polled, _, _) => polled,
+        };
+        match polled {
+            Polled::Granted { word } => self.finish(Ok(permits.token(self.n, word))),
+            Polled::Failed(e) => self.finish(Err(e.into())),
+            Polled::Waiting => Poll::Pending,
         }
-        (polled, _, _) => polled,
-    };
-    match polled {
-        Polled::Granted { word } => finish(state, Ok(permits.token(n, word))),
-        Polled::Failed(e) => finish(state, Err(e.into())),
-        Polled::Waiting => Poll::Pending,
     }
-}
 
-/// The wait ends with `result`.
-fn finish(state: &mut State, result: Result<Token, Refusal>) -> Poll<Result<Token, Refusal>> {
-    *state = State::Done;
-    Poll::Ready(result)
-}
-
-/// A blocking wait (the waiting layer's blocking driver runs it); dropped before it ends
-/// (a panic), it leaves the queue as an async wait does.
-struct Blocked<'a, F: Feedback> {
-    permits: &'a Permits<F>,
-    n: u32,
-    deadline: Option<Instant>,
-    state: State,
-}
-
-impl<F: Feedback> Wait for Blocked<'_, F> {
-    type Output = Result<Token, Refusal>;
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        poll_wait(
-            self.permits,
-            self.n,
-            &mut self.state,
-            self.deadline,
-            cx,
-            nap,
-        )
+    /// The wait ends with `result`.
+    fn finish(&mut self, result: Result<Token, Refusal>) -> Poll<Result<Token, Refusal>> {
+        self.state = State::Done;
+        Poll::Ready(result)
     }
-}
 
-impl<F: Feedback> Drop for Blocked<'_, F> {
-    fn drop(&mut self) {
-        abandon(self.permits, self.n, self.state);
-    }
-}
-
-/// An async wait dropped before it resolved: leave the queue; give back a grant it had not
-/// collected.
-fn abandon<F: Feedback>(permits: &Permits<F>, n: u32, state: State) {
-    if let State::Queued(key) = state {
-        if let Polled::Granted { word } = permits.cancel_waiter(key) {
-            permits.release(&permits.token(n, word), Completion::Ignored);
+    /// A wait dropped before it ended: leave the queue; give back a grant it had not
+    /// collected.
+    fn abandon<F: Feedback>(&mut self, permits: &Permits<F>) {
+        if let State::Queued(key) = self.state {
+            self.state = State::Done;
+            if let Polled::Granted { word } = permits.cancel_waiter(key) {
+                permits.release(&permits.token(self.n, word), Completion::Ignored);
+            }
         }
     }
 }
 
-/// The future of [`Permits::acquire`]: resolves to a permit borrowed from the limit.
+/// The wait of [`Permits::acquire`] (and, feature `tokio`, `_within`, `_until`): resolves
+/// to a permit borrowed from the limit. A future on any executor (one with a deadline
+/// sleeps on tokio's timer), and a [`Wait`].
 ///
-/// Cancellation-safe: dropping it before it resolves takes nothing.
+/// Cancellation-safe: dropping it before it resolves takes nothing (a queued request leaves
+/// the queue at once).
 ///
 /// # Panics
 ///
@@ -398,8 +462,20 @@ fn abandon<F: Feedback>(permits: &Permits<F>, n: u32, state: State) {
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a, F: Feedback = Fixed> {
     permits: &'a Permits<F>,
-    n: u32,
-    state: State,
+    want: Want,
+    naps: Naps,
+}
+
+impl<'a, F: Feedback> Wait for Acquire<'a, F> {
+    type Output = Result<Permit<&'a Permits<F>>, AcquireError>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        let permits = self.permits;
+        self.want.poll(permits, cx, nap).map(|result| match result {
+            Ok(token) => Ok(Permit::new(permits, token)),
+            Err(refusal) => Err(refusal.into_error()),
+        })
+    }
 }
 
 impl<'a, F: Feedback> Future for Acquire<'a, F> {
@@ -407,9 +483,12 @@ impl<'a, F: Feedback> Future for Acquire<'a, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let nap = &mut Nap::default(); // no deadline: no nap
-        poll_wait(this.permits, this.n, &mut this.state, None, cx, nap).map(|result| match result {
-            Ok(token) => Ok(Permit::new(this.permits, token)),
+        let permits = this.permits;
+        let polled = this
+            .naps
+            .poll(cx, |cx, nap| this.want.poll(permits, cx, nap));
+        polled.map(|result| match result {
+            Ok(token) => Ok(Permit::new(permits, token)),
             Err(refusal) => Err(refusal.into_error()),
         })
     }
@@ -417,20 +496,23 @@ impl<'a, F: Feedback> Future for Acquire<'a, F> {
 
 impl<F: Feedback> Drop for Acquire<'_, F> {
     fn drop(&mut self) {
-        abandon(self.permits, self.n, self.state);
+        self.want.abandon(self.permits);
     }
 }
 
 impl<F: Feedback> fmt::Debug for Acquire<'_, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire")
-            .field("n", &self.n)
-            .field("state", &self.state)
+            .field("n", &self.want.n)
+            .field("state", &self.want.state)
+            .field("deadline", &self.want.deadline)
             .finish_non_exhaustive()
     }
 }
 
-/// The future of [`Permits::acquire_owned`]: resolves to an [`OwnedPermit`].
+/// The wait of [`Permits::acquire_owned`] (and, feature `tokio`, `_within`, `_until`):
+/// resolves to an [`OwnedPermit`]. A future on any executor (one with a deadline sleeps on
+/// tokio's timer), and a [`Wait`].
 ///
 /// Cancellation-safe: dropping it before it resolves takes nothing.
 ///
@@ -457,29 +539,71 @@ impl<F: Feedback> fmt::Debug for Acquire<'_, F> {
 pub struct AcquireOwned<F: Feedback = Fixed> {
     /// `None` once resolved (moved into the permit).
     permits: Option<Arc<Permits<F>>>,
-    n: u32,
-    state: State,
+    want: Want,
+    naps: Naps,
 }
 
 impl<F: Feedback> AcquireOwned<F> {
     /// One poll, with the crate's refusal (a keyed caller retries a retired state).
-    pub(crate) fn poll_raw(
-        &mut self,
+    fn poll_raw(
+        permits: &mut Option<Arc<Permits<F>>>,
+        want: &mut Want,
         cx: &mut Context<'_>,
+        nap: &mut Nap,
     ) -> Poll<Result<OwnedPermit<F>, Refusal>> {
-        let Some(permits) = self.permits.as_ref() else {
+        let Some(limit) = permits.as_ref() else {
             panic!("an `AcquireOwned` future was polled after it completed");
         };
-        let nap = &mut Nap::default(); // no deadline: no nap
-        let result = match poll_wait(permits, self.n, &mut self.state, None, cx, nap) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(result) => result,
-        };
-        let permits = self.permits.take();
+        let result = core::task::ready!(want.poll(limit, cx, nap));
+        let permits = permits.take();
         Poll::Ready(result.and_then(|token| match permits {
             Some(permits) => Ok(Permit::new(permits, token)),
             None => Err(Refusal::Gone),
         }))
+    }
+
+    /// One poll as a future, with the crate's refusal (the keyed permits' async wait).
+    pub(crate) fn poll_refusal(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<OwnedPermit<F>, Refusal>> {
+        let AcquireOwned {
+            permits,
+            want,
+            naps,
+        } = self;
+        naps.poll(cx, |cx, nap| Self::poll_raw(permits, want, cx, nap))
+    }
+
+    /// This wait with the crate's refusal, for the blocking driver (the keyed permits'
+    /// blocking wait).
+    #[cfg(feature = "keyed")]
+    pub(crate) fn refusing(&mut self) -> Refusing<'_, F> {
+        Refusing(self)
+    }
+}
+
+/// An [`AcquireOwned`] that ends with the crate's refusal (see
+/// [`AcquireOwned::refusing`]).
+#[cfg(feature = "keyed")]
+pub(crate) struct Refusing<'a, F: Feedback>(&'a mut AcquireOwned<F>);
+
+#[cfg(feature = "keyed")]
+impl<F: Feedback> Wait for Refusing<'_, F> {
+    type Output = Result<OwnedPermit<F>, Refusal>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        let AcquireOwned { permits, want, .. } = &mut *self.0;
+        AcquireOwned::poll_raw(permits, want, cx, nap)
+    }
+}
+
+impl<F: Feedback> Wait for AcquireOwned<F> {
+    type Output = Result<OwnedPermit<F>, AcquireError>;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
+        let AcquireOwned { permits, want, .. } = self;
+        Self::poll_raw(permits, want, cx, nap).map(|result| result.map_err(Refusal::into_error))
     }
 }
 
@@ -488,7 +612,7 @@ impl<F: Feedback> Future for AcquireOwned<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut()
-            .poll_raw(cx)
+            .poll_refusal(cx)
             .map(|result| result.map_err(Refusal::into_error))
     }
 }
@@ -496,7 +620,7 @@ impl<F: Feedback> Future for AcquireOwned<F> {
 impl<F: Feedback> Drop for AcquireOwned<F> {
     fn drop(&mut self) {
         if let Some(permits) = &self.permits {
-            abandon(permits, self.n, self.state);
+            self.want.abandon(permits);
         }
     }
 }
@@ -504,8 +628,9 @@ impl<F: Feedback> Drop for AcquireOwned<F> {
 impl<F: Feedback> fmt::Debug for AcquireOwned<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcquireOwned")
-            .field("n", &self.n)
-            .field("state", &self.state)
+            .field("n", &self.want.n)
+            .field("state", &self.want.state)
+            .field("deadline", &self.want.deadline)
             .finish_non_exhaustive()
     }
 }

@@ -1,9 +1,10 @@
 //! [`AsyncPaced`]: a tokio reader and writer paced through a limiter (feature `tokio`).
 
-use super::pace::sealed::{Grant, Waiting};
-use super::pace::{Charge, Pace};
+use super::pace::sealed::{Grant, Pacing};
+use super::pace::{Charge, Pace, Take};
 use super::{first_ask, refused, settle, Strategy};
-use crate::notify::driver::{poll_napping, Timer};
+use crate::notify::driver::Naps;
+use alloc::sync::Arc;
 use core::fmt;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
@@ -11,13 +12,14 @@ use pin_project_lite::pin_project;
 use std::io;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// One direction's pacing, kept between polls.
-#[derive(Debug, Default)]
-struct Side {
-    /// The wait of the operation under way.
-    waiting: Waiting,
+/// One direction's pacing, kept between polls: its own owned wait on the pacer (tokio-util's
+/// `PollSemaphore` shape), so that dropping it (with the adapter) gives back all it holds.
+#[derive(Debug)]
+struct Side<P: Pacing> {
+    /// The wait of the operation under way (it owns a handle on the pacer).
+    take: Take<Arc<P>>,
     /// Its naps on the OS timer.
-    timer: Timer,
+    naps: Naps,
     /// Permits granted to an operation whose inner I/O was not ready, and the bytes it may
     /// move: the next poll of this direction uses them.
     granted: Option<(Grant, usize)>,
@@ -26,12 +28,20 @@ struct Side {
     owed: u32,
 }
 
-impl Side {
+impl<P: Pacing> Side<P> {
+    fn new(pacer: Arc<P>) -> Self {
+        Side {
+            take: Take::new(pacer),
+            naps: Naps::default(),
+            granted: None,
+            owed: 0,
+        }
+    }
+
     /// Poll for the permits of an operation over a buffer of `len > 0` bytes: the grant and
     /// the bytes it may move.
-    fn poll_grant<P: Pace + ?Sized>(
+    fn poll_grant(
         &mut self,
-        pacer: &P,
         strategy: Strategy,
         len: usize,
         cx: &mut Context<'_>,
@@ -39,16 +49,18 @@ impl Side {
         if let Some(granted) = self.granted.take() {
             return Poll::Ready(Ok(granted));
         }
-        let Side { waiting, timer, .. } = self;
-        let mut take = |ask: u32, cx: &mut Context<'_>| {
-            poll_napping(timer, cx, |cx, nap| pacer.poll_take(waiting, ask, cx, nap))
-        };
-        while self.owed > 0 {
-            let ask = self.owed.min(pacer.chunk());
+        let Side {
+            take, naps, owed, ..
+        } = self;
+        let chunk = take.pacer.chunk();
+        let mut take =
+            |ask: u32, cx: &mut Context<'_>| naps.poll(cx, |cx, nap| take.poll_take(ask, cx, nap));
+        while *owed > 0 {
+            let ask = (*owed).min(chunk);
             let grant = ready!(take(ask, cx)).map_err(|denied| refused(denied, ask))?;
-            self.owed -= grant.n.min(self.owed);
+            *owed -= grant.n.min(*owed);
         }
-        let (most, ask) = first_ask(strategy, len, pacer.chunk());
+        let (most, ask) = first_ask(strategy, len, chunk);
         let grant = ready!(take(ask, cx)).map_err(|denied| refused(denied, ask))?;
         let limit = match strategy {
             Strategy::AcquireBefore => grant.n,
@@ -59,9 +71,8 @@ impl Side {
 
     /// After the inner I/O of an operation on `grant`: `Pending` keeps the grant for the
     /// next poll; a result settles it (an error moved nothing).
-    fn finish<P: Pace + ?Sized>(
+    fn finish(
         &mut self,
-        pacer: &P,
         strategy: Strategy,
         granted: (Grant, usize),
         result: Poll<io::Result<usize>>,
@@ -70,7 +81,7 @@ impl Side {
             Poll::Pending => self.granted = Some(granted),
             Poll::Ready(outcome) => {
                 let moved = outcome.as_ref().map_or(0, |&moved| moved.min(granted.1));
-                let owed = settle(pacer, strategy, granted.0, moved);
+                let owed = settle(&*self.take.pacer, strategy, granted.0, moved);
                 self.owed = self.owed.saturating_add(owed);
             }
         }
@@ -78,9 +89,10 @@ impl Side {
     }
 
     /// Give back what this direction holds and charge what it owes.
-    fn release<P: Pace + ?Sized>(&mut self, pacer: &P) {
-        pacer.abandon(&mut self.waiting);
-        self.timer.disarm();
+    fn release(&mut self) {
+        self.take.abandon();
+        self.naps.cancel();
+        let pacer = &*self.take.pacer;
         if let Some((grant, _)) = self.granted.take() {
             pacer.keep(grant, 0);
         }
@@ -90,17 +102,27 @@ impl Side {
     }
 }
 
+impl<P: Pacing> Drop for Side<P> {
+    fn drop(&mut self) {
+        // The wait gives its place back in its own `Drop`; the grant and the debt are this
+        // direction's to settle.
+        self.release();
+    }
+}
+
 pin_project! {
     /// An [`AsyncRead`] and [`AsyncWrite`] wrapper whose bytes go through a limiter `P`, one
     /// permit a byte, by one of the [module](super)'s strategies (feature `tokio`): at most
     /// the limiter's burst an operation, sleeping on tokio's timer until the permits
     /// conform.
     ///
-    /// Each direction keeps its own wait: an operation whose wait, or inner I/O, is not
-    /// finished when its future is dropped leaves its place (and any permits granted) to
-    /// the next operation of that direction, and dropping the adapter gives back all it
-    /// holds and charges what it owes (see the module's "Waits and cancellation"). The inner
-    /// reader's or writer's errors are returned unchanged; a refusal no wait cures is an
+    /// Each direction keeps its own owned wait on the pacer (the adapter shares the pacer
+    /// between them in an `Arc`, as tokio-util's `PollSemaphore` keeps its semaphore): an
+    /// operation whose wait, or inner I/O, is not finished when its future is dropped
+    /// leaves its place (and any permits granted) to the next operation of that direction,
+    /// and dropping the adapter drops both waits, which gives back all they hold and
+    /// charges what is owed (see the module's "Waits and cancellation"). The inner reader's
+    /// or writer's errors are returned unchanged; a refusal no wait cures is an
     /// [`io::Error`] holding a [`Refused`](super::Refused).
     ///
     /// # Examples
@@ -123,18 +145,10 @@ pin_project! {
     pub struct AsyncPaced<T, P: Pace> {
         #[pin]
         inner: T,
-        pacer: P,
+        pacer: Arc<P>,
         strategy: Strategy,
-        read: Side,
-        write: Side,
-    }
-
-    impl<T, P: Pace> PinnedDrop for AsyncPaced<T, P> {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            this.read.release(this.pacer);
-            this.write.release(this.pacer);
-        }
+        read: Side<P>,
+        write: Side<P>,
     }
 }
 
@@ -158,12 +172,13 @@ impl<T, P: Pace> AsyncPaced<T, P> {
     }
 
     fn with_strategy(inner: T, pacer: P, strategy: Strategy) -> Self {
+        let pacer = Arc::new(pacer);
         AsyncPaced {
             inner,
+            read: Side::new(Arc::clone(&pacer)),
+            write: Side::new(Arc::clone(&pacer)),
             pacer,
             strategy,
-            read: Side::default(),
-            write: Side::default(),
         }
     }
 
@@ -231,8 +246,8 @@ impl<T, P: Pace> AsyncPaced<T, P> {
     /// ```
     pub fn release(self: Pin<&mut Self>) {
         let this = self.project();
-        this.read.release(this.pacer);
-        this.write.release(this.pacer);
+        this.read.release();
+        this.write.release();
     }
 }
 
@@ -249,17 +264,14 @@ impl<R: AsyncRead, P: Pace> AsyncRead for AsyncPaced<R, P> {
         if len == 0 {
             return this.inner.poll_read(cx, buf);
         }
-        let granted = ready!(this.read.poll_grant(&*this.pacer, *this.strategy, len, cx))?;
+        let granted = ready!(this.read.poll_grant(*this.strategy, len, cx))?;
         // A safe sub-buffer of at most `limit` bytes (initialised first, so that `advance`
         // may count what the inner reader fills).
         let limit = granted.1.min(len);
         let mut part = ReadBuf::new(buf.initialize_unfilled_to(limit));
         let result = this.inner.poll_read(cx, &mut part);
         let result = result.map_ok(|()| part.filled().len());
-        let moved = match this
-            .read
-            .finish(&*this.pacer, *this.strategy, granted, result)
-        {
+        let moved = match this.read.finish(*this.strategy, granted, result) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(outcome) => outcome?,
         };
@@ -280,13 +292,10 @@ impl<W: AsyncWrite, P: Pace> AsyncWrite for AsyncPaced<W, P> {
         if buf.is_empty() {
             return this.inner.poll_write(cx, buf);
         }
-        let granted = ready!(this
-            .write
-            .poll_grant(&*this.pacer, *this.strategy, buf.len(), cx))?;
+        let granted = ready!(this.write.poll_grant(*this.strategy, buf.len(), cx))?;
         let limit = granted.1.min(buf.len());
         let result = this.inner.poll_write(cx, &buf[..limit]);
-        this.write
-            .finish(&*this.pacer, *this.strategy, granted, result)
+        this.write.finish(*this.strategy, granted, result)
     }
 
     /// Flush the inner writer (not paced).

@@ -4,17 +4,15 @@ use super::pace::sealed::{Grant, Pacing};
 use super::pace::{Charge, Pace, Take};
 use super::{first_ask, refused, settle, Strategy};
 use crate::decision::Denied;
-use crate::notify::driver::block_on;
+use crate::notify::driver::{block_on, poll_fn};
 use std::io::{self, Read, Write};
 
-/// `n` permits from `pacer`, the thread blocked until they are granted (the waiting layer's
-/// blocking driver on the pacer's one poll).
+/// `n` permits from `pacer`, the thread blocked until they are granted: the pacer's owned
+/// wait on the waiting layer's blocking driver (dropped unfinished by a panic, it gives its
+/// place back).
 fn take_blocking<P: Pacing + ?Sized>(pacer: &P, n: u32) -> Result<Grant, Denied> {
-    block_on(Take {
-        pacer,
-        wait: Default::default(),
-        n,
-    })
+    let mut take = Take::new(pacer);
+    block_on(poll_fn(|cx, nap| take.poll_take(n, cx, nap)))
 }
 
 /// A [`Read`] and [`Write`] wrapper whose bytes go through a limiter `P`, one permit a

@@ -2,14 +2,13 @@
 //! engine's user reads, flushes and compactions pace their bytes through one budget in the
 //! lanes' order.
 
-use super::pace::sealed::Waiting;
 use super::pace::sealed::{Grant, Pacing};
 use crate::clock::{Clock, DefaultClock};
 use crate::decision::{Denied, Receipt};
 use crate::lanes::{Lane, LaneError, Lanes};
-use crate::notify::Nap;
+use crate::notify::driver::Nap;
 use alloc::sync::Arc;
-use core::task::{Context, Poll};
+use core::task::{ready, Context, Poll};
 
 /// One lane of a shared [`Lanes`] limiter, as a [`Pace`](super::Pace): the bytes of a
 /// [`Paced`](super::Paced) or `AsyncPaced` (feature `tokio`) reader or writer are
@@ -19,16 +18,17 @@ use core::task::{Context, Poll};
 /// - **Chunk.** An operation asks for at most the budget's burst `B` (its
 ///   [`Quota::burst`](crate::Quota::burst) when the operation starts), as with every pacer.
 /// - **Waits.** A blocking operation waits as [`Lanes::acquire_blocking`], an async one as
-///   `Lanes::acquire_async`, on tokio's timer; neither spins.
+///   [`Lanes::acquire`] (on tokio's timer on an OS clock); neither spins.
 /// - **Give-back.** None: the lanes never refund, so a short read or write keeps the units
 ///   it asked for charged (stricter than the bytes moved, never more permissive), as does
 ///   one that failed. Size the buffers to what the operations move (a file read into a
 ///   buffer it fills) where the difference matters.
-/// - **Cancellation.** An async operation's request stays with the adapter when its future
-///   is dropped and the next operation in that direction takes it over;
-///   `AsyncPaced::release` (or dropping the adapter) takes it
-///   out of its lane's queue, and the units it had been given in pieces pass on to the next
-///   requests of its lane ([`Ticket`](crate::Ticket)'s "Cancellation").
+/// - **Cancellation.** An async operation's request stays with the adapter's wait for its
+///   direction when the operation's future is dropped, and the next operation in that
+///   direction takes it over; `AsyncPaced::release` (or dropping the adapter, which drops
+///   its waits) takes it out of its lane's queue, and the units it had been given in pieces
+///   pass on to the next requests of its lane ([`Ticket`](crate::Ticket)'s
+///   "Cancellation").
 ///
 /// Cloning an `InLane` shares the limiter (an [`Arc`]); a clone may name another lane
 /// ([`InLane::in_lane`]).
@@ -113,42 +113,34 @@ fn grant(n: u32) -> Grant {
     }
 }
 
-/// A blocking wait's error as the adapters' refusal. A lane checked by [`InLane::new`] and
-/// no deadline leave none ([`Lanes::acquire_blocking`] grants any size in the end); were
-/// one to come, it is a refusal no wait cures, which the adapters report as an I/O error.
+/// A lane wait's error as the adapters' refusal. A lane checked by [`InLane::new`] and no
+/// deadline leave none ([`Lanes::acquire`] grants any size in the end); were one to come,
+/// it is a refusal no wait cures, which the adapters report as an I/O error.
 fn refused(_: LaneError) -> Denied {
     Denied::ExceedsCapacity { capacity: 0 }
 }
 
 impl<C: Clock> Pacing for InLane<C> {
+    type Place = crate::lanes::Entry;
+
     fn chunk(&self) -> u32 {
         self.lanes.quota().burst().max(1)
     }
 
     fn poll_take(
         &self,
-        wait: &mut Waiting,
-        n: u32,
+        place: &mut Self::Place,
+        n: &mut u32,
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<Grant, Denied>> {
         // The size is fixed when the request is submitted (a resumed wait keeps it).
-        let n = *wait.n.get_or_insert(n);
-        let granted = core::task::ready!(self.lanes.poll_acquire(
-            &mut wait.lane,
-            self.lane,
-            n,
-            None,
-            cx,
-            nap
-        ));
-        wait.n = None;
-        Poll::Ready(granted.map(|()| grant(n)).map_err(refused))
+        let granted = ready!(self.lanes.poll_entry(place, self.lane, *n, None, cx, nap));
+        Poll::Ready(granted.map(|()| grant(*n)).map_err(refused))
     }
 
-    fn abandon(&self, wait: &mut Waiting) {
-        let _ = self.lanes.abandon_acquire(&mut wait.lane);
-        wait.n = None;
+    fn abandon(&self, place: &mut Self::Place) {
+        let _ = self.lanes.abandon_entry(place);
     }
 
     fn keep(&self, _grant: Grant, _used: u32) {

@@ -67,14 +67,20 @@
 //!
 //! # Waits and cancellation
 //!
-//! The blocking adapter sleeps (on the OS timer, or a budget's condition variable), never
-//! spins. The async adapter sleeps on tokio's timer. A poll-based reader or writer cannot
-//! tell a caller that gave up from one that will poll again, so an async operation's wait
-//! (a budget's place in the schedule) and the permits of an operation whose inner I/O was
-//! not ready stay with the adapter when the future is dropped: the next operation in that
+//! Every operation waits through the limiter's own wait (a budget's place in the schedule, a
+//! lane's request, a retrying limiter's next try), run by the waiting layer's driver: the
+//! blocking adapter parks its thread, the async adapter returns `Pending`; both sleep as
+//! the limiter's clock says (the OS timer, tokio's for the async adapter, or until a
+//! [`ManualClock`](crate::clock::ManualClock) moves), never spinning. The blocking
+//! adapter's wait ends within its call (a panic drops it, which gives its place back).
+//! Each direction of the async adapter owns its wait, on the pacer it shares with the
+//! other in an `Arc` (tokio-util's `PollSemaphore` shape). A poll-based reader or writer
+//! cannot tell a caller that gave up from one that will poll again, so an async
+//! operation's wait and the permits of an operation whose inner I/O was not ready stay with
+//! the direction when the operation's future is dropped: the next operation in that
 //! direction takes them over (nothing is charged twice). Dropping the adapter (or a future
-//! that owns it), or [`AsyncPaced::release`], gives back everything it holds and charges
-//! any bytes it owes.
+//! that owns it) drops both waits, which gives back everything they hold and charges any
+//! bytes owed; [`AsyncPaced::release`] does the same without dropping it.
 //!
 //! # Errors
 //!

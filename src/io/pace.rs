@@ -4,25 +4,27 @@
 
 #[cfg(feature = "budget")]
 use crate::budget::Budget;
-use crate::clock::{duration_to_nanos, Clock, Nanos, SleepHint};
+use crate::clock::{Clock, Nanos};
 use crate::decision::{Denied, Receipt};
 use crate::limiter::{RateLimiter, Refund};
 use crate::limiters::{Limiter, SlidingWindow};
-use crate::notify::driver::Wait;
-use crate::notify::Nap;
+use crate::notify::driver::Nap;
 use crate::rules::{
     FixedWindowRule, Rule, SlidingLogRule, SlidingWindowRule, TatRule, TokenBucketRule,
 };
+use crate::wait::poll_retry;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use core::task::{Context, Poll};
+use core::fmt;
+use core::ops::Deref;
+use core::task::{ready, Context, Poll};
 
 /// A limiter the I/O adapters ([`Paced`](super::Paced), and with feature `tokio`
 /// [`AsyncPaced`]) can pace bytes through, one permit a byte.
 ///
 /// Implemented for every limiter of the crate that can give permits back:
 ///
-/// - [`Budget`] waits first come, first served (as [`Budget::acquire_n_blocking`]): an
+/// - [`Budget`] waits first come, first served (as [`Budget::acquire_blocking`]): an
 ///   operation reserves its place in the schedule and sleeps until it; changes of
 ///   configuration re-time it and a pause holds it. A budget is also [`Charge`].
 /// - [`Gcra`](crate::Gcra), [`TokenBucket`](crate::TokenBucket),
@@ -117,40 +119,30 @@ pub(crate) mod sealed {
         pub(crate) receipt: Receipt,
     }
 
-    /// An operation's wait, kept between polls (borrowing nothing: the adapter owns the
-    /// limiter): the size asked for (fixed when the wait starts), a budget's or a lane's
-    /// place, or when a retrying limiter is asked again.
-    #[derive(Debug, Default)]
-    pub struct Waiting {
-        pub(crate) n: Option<u32>,
-        #[cfg(feature = "budget")]
-        pub(crate) budget: crate::budget::Waiter,
-        /// A lane's request ([`InLane`](crate::io::InLane)).
-        #[cfg(feature = "lanes")]
-        pub(crate) lane: crate::lanes::Waiter,
-        /// A retrying limiter's next try, ns of its clock.
-        pub(crate) again_at: Option<Nanos>,
-    }
-
     /// The adapters' view of a limiter (see [`Pace`]).
     pub trait Pacing: Send + Sync {
+        /// What one operation's wait keeps between polls, borrowing nothing (a budget's or a
+        /// lane's place, or when a retrying limiter is asked again): held by the adapters'
+        /// owned wait, `Take`, which gives it back through [`Pacing::abandon`] when dropped.
+        type Place: Default + Send + Sync + fmt::Debug;
+
         /// The most bytes one operation moves: the limiter's burst (at least 1).
         fn chunk(&self) -> u32;
 
-        /// One poll of the wait for `n` permits (1 ≤ n; fewer if the limiter's capacity is
-        /// now below `n`), its progress in `wait`: the waiting layer's one poll, run
-        /// blocking by [`Paced`](crate::io::Paced) and async by `AsyncPaced`. Errors: a
-        /// refusal no wait cures.
+        /// One poll of the wait for `n` permits (1 ≤ n), its progress in `place`: the
+        /// waiting layer's one poll, run blocking by [`Paced`](crate::io::Paced) and async by
+        /// `AsyncPaced`. A limiter whose capacity is now below `n` lowers `n` to it and
+        /// waits for that. Errors: a refusal no wait cures.
         fn poll_take(
             &self,
-            wait: &mut Waiting,
-            n: u32,
+            place: &mut Self::Place,
+            n: &mut u32,
             cx: &mut Context<'_>,
             nap: &mut Nap,
         ) -> Poll<Result<Grant, Denied>>;
 
-        /// Stop the wait in `wait`, giving back any place it holds.
-        fn abandon(&self, wait: &mut Waiting);
+        /// Stop the wait in `place`, giving back any place it holds.
+        fn abandon(&self, place: &mut Self::Place);
 
         /// Of the permits `grant` took, keep `used` and give the rest back.
         fn keep(&self, grant: Grant, used: u32);
@@ -167,7 +159,7 @@ pub(crate) mod sealed {
     pub trait Charging: Pacing {}
 }
 
-use sealed::{Charging, Grant, Pacing, Waiting};
+use sealed::{Charging, Grant, Pacing};
 
 /// A refusal that leaves a smaller size to ask for: the capacity, after a change made it
 /// smaller than `n` (a reconfigured budget).
@@ -178,48 +170,22 @@ fn rechunk(denied: Denied, n: u32) -> Option<u32> {
     }
 }
 
-/// One poll of a retrying limiter's wait for `n` permits: ask, and after a refusal sleep
-/// the `retry_after` it reports (on the limiter's clock) and ask again.
+/// One poll of a retrying limiter's wait for `n` permits: the crate's one sleep-and-retry
+/// loop ([`wait`](crate::wait)'s), on refundable takes; a limiter whose capacity shrank
+/// below `n` is asked for its capacity at once.
 fn poll_retrying<L: Refund + ?Sized>(
     limiter: &L,
-    wait: &mut Waiting,
-    n: u32,
+    again_at: &mut Option<Nanos>,
+    n: &mut u32,
     cx: &mut Context<'_>,
     nap: &mut Nap,
 ) -> Poll<Result<Grant, Denied>> {
-    let mut n = *wait.n.get_or_insert(n);
-    loop {
-        if let Some(at) = wait.again_at {
-            match limiter.sleep_hint(at, cx.waker()) {
-                SleepHint::Reached => wait.again_at = None,
-                SleepHint::Sleep(d) => {
-                    nap.at_most(d);
-                    return Poll::Pending;
-                }
-                SleepHint::UntilWoken => return Poll::Pending,
-            }
+    poll_retry(limiter, again_at, None, cx, nap, |now| loop {
+        match limiter.acquire_refundable_at(*n, now) {
+            Ok(receipt) => return Ok(Grant { n: *n, receipt }),
+            Err(denied) => *n = rechunk(denied, *n).ok_or(denied)?,
         }
-        let now = limiter.now();
-        match limiter.acquire_refundable_at(n, now) {
-            Ok(receipt) => {
-                wait.n = None;
-                return Poll::Ready(Ok(Grant { n, receipt }));
-            }
-            Err(denied) => match (rechunk(denied, n), denied.retry_after()) {
-                (Some(smaller), _) => {
-                    n = smaller;
-                    wait.n = Some(n);
-                }
-                (None, Some(after)) => {
-                    wait.again_at = Some(now.saturating_add(duration_to_nanos(after)));
-                }
-                (None, None) => {
-                    wait.n = None;
-                    return Poll::Ready(Err(denied));
-                }
-            },
-        }
-    }
+    })
 }
 
 /// Keep `used` of `grant` in a [`Limiter`] shell: the whole grant refunded and `used` taken
@@ -258,41 +224,32 @@ fn keep_refundable<L: Refund + ?Sized>(limiter: &L, grant: Grant, used: u32) {
 
 #[cfg(feature = "budget")]
 impl<C: Clock> Pacing for Budget<C> {
+    type Place = crate::budget::Entry;
+
     fn chunk(&self) -> u32 {
         self.quota().burst()
     }
 
     fn poll_take(
         &self,
-        wait: &mut Waiting,
-        n: u32,
+        place: &mut Self::Place,
+        n: &mut u32,
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<Grant, Denied>> {
-        let mut n = *wait.n.get_or_insert(n);
         loop {
-            match core::task::ready!(self.poll_acquire(&mut wait.budget, n, None, cx, nap)) {
-                Ok(receipt) => {
-                    wait.n = None;
-                    return Poll::Ready(Ok(Grant { n, receipt }));
-                }
-                Err(denied) => match rechunk(denied, n) {
-                    Some(smaller) => {
-                        n = smaller;
-                        wait.n = Some(n);
-                    }
-                    None => {
-                        wait.n = None;
-                        return Poll::Ready(Err(denied));
-                    }
+            match ready!(self.poll_entry(place, *n, None, cx, nap)) {
+                Ok(receipt) => return Poll::Ready(Ok(Grant { n: *n, receipt })),
+                Err(denied) => match rechunk(denied, *n) {
+                    Some(smaller) => *n = smaller,
+                    None => return Poll::Ready(Err(denied)),
                 },
             }
         }
     }
 
-    fn abandon(&self, wait: &mut Waiting) {
-        self.abandon_acquire(&mut wait.budget);
-        wait.n = None;
+    fn abandon(&self, place: &mut Self::Place) {
+        self.abandon_entry(place);
     }
 
     fn keep(&self, grant: Grant, used: u32) {
@@ -310,23 +267,24 @@ impl<C: Clock> Charging for Budget<C> {}
 /// [`Pacing`] through `poll_retrying` and the given `keep`.
 macro_rules! retrying {
     ($keep:ident) => {
+        type Place = Option<Nanos>;
+
         fn chunk(&self) -> u32 {
             self.capacity().max(1)
         }
 
         fn poll_take(
             &self,
-            wait: &mut Waiting,
-            n: u32,
+            again_at: &mut Option<Nanos>,
+            n: &mut u32,
             cx: &mut Context<'_>,
             nap: &mut Nap,
         ) -> Poll<Result<Grant, Denied>> {
-            poll_retrying(self, wait, n, cx, nap)
+            poll_retrying(self, again_at, n, cx, nap)
         }
 
-        fn abandon(&self, wait: &mut Waiting) {
-            wait.again_at = None;
-            wait.n = None;
+        fn abandon(&self, again_at: &mut Option<Nanos>) {
+            *again_at = None;
         }
 
         fn keep(&self, grant: Grant, used: u32) {
@@ -358,23 +316,24 @@ impl<C: Clock> Pacing for SlidingWindow<C> {
 }
 
 impl<L: Refund> Pacing for Retry<L> {
+    type Place = Option<Nanos>;
+
     fn chunk(&self) -> u32 {
         self.0.capacity().max(1)
     }
 
     fn poll_take(
         &self,
-        wait: &mut Waiting,
-        n: u32,
+        again_at: &mut Option<Nanos>,
+        n: &mut u32,
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<Grant, Denied>> {
-        poll_retrying(&self.0, wait, n, cx, nap)
+        poll_retrying(&self.0, again_at, n, cx, nap)
     }
 
-    fn abandon(&self, wait: &mut Waiting) {
-        wait.again_at = None;
-        wait.n = None;
+    fn abandon(&self, again_at: &mut Option<Nanos>) {
+        *again_at = None;
     }
 
     fn keep(&self, grant: Grant, used: u32) {
@@ -386,22 +345,24 @@ impl<L: Refund> Pacing for Retry<L> {
 macro_rules! forward {
     ($($ptr:ty),*) => {$(
         impl<P: Pacing + ?Sized> Pacing for $ptr {
+            type Place = P::Place;
+
             fn chunk(&self) -> u32 {
                 (**self).chunk()
             }
 
             fn poll_take(
                 &self,
-                wait: &mut Waiting,
-                n: u32,
+                place: &mut P::Place,
+                n: &mut u32,
                 cx: &mut Context<'_>,
                 nap: &mut Nap,
             ) -> Poll<Result<Grant, Denied>> {
-                (**self).poll_take(wait, n, cx, nap)
+                (**self).poll_take(place, n, cx, nap)
             }
 
-            fn abandon(&self, wait: &mut Waiting) {
-                (**self).abandon(wait)
+            fn abandon(&self, place: &mut P::Place) {
+                (**self).abandon(place)
             }
 
             fn keep(&self, grant: Grant, used: u32) {
@@ -419,24 +380,73 @@ macro_rules! forward {
 
 forward!(&P, Box<P>, Arc<P>);
 
-/// One operation's wait for `n` permits from `pacer`, run by the waiting layer's driver
-/// (the blocking adapter's); dropped before it ends, it gives back what it holds.
-pub(crate) struct Take<'a, P: Pacing + ?Sized> {
-    pub(crate) pacer: &'a P,
-    pub(crate) wait: Waiting,
-    pub(crate) n: u32,
+/// One operation's wait for permits from the pacer `H` reaches (the async adapter's
+/// `Arc<P>`, one per direction; a borrow for the blocking adapter), owned: dropped before it
+/// ends, it gives back the place it holds. Reused from one operation to the next.
+pub(crate) struct Take<H: Deref>
+where
+    H::Target: Pacing,
+{
+    pub(crate) pacer: H,
+    place: <H::Target as Pacing>::Place,
+    /// The size asked for, fixed when the wait starts (a resumed wait keeps it; a limiter
+    /// whose capacity shrank lowers it); `None` between waits.
+    n: Option<u32>,
 }
 
-impl<P: Pacing + ?Sized> Wait for Take<'_, P> {
-    type Output = Result<Grant, Denied>;
+impl<H: Deref> Take<H>
+where
+    H::Target: Pacing,
+{
+    pub(crate) fn new(pacer: H) -> Self {
+        Take {
+            pacer,
+            place: Default::default(),
+            n: None,
+        }
+    }
 
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        self.pacer.poll_take(&mut self.wait, self.n, cx, nap)
+    /// One poll of the wait for `n` permits (or of the wait under way, at its own size).
+    pub(crate) fn poll_take(
+        &mut self,
+        n: u32,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<Grant, Denied>> {
+        let Take {
+            pacer,
+            place,
+            n: asked,
+        } = self;
+        let polled = ready!(pacer.poll_take(place, asked.get_or_insert(n), cx, nap));
+        *asked = None;
+        Poll::Ready(polled)
+    }
+
+    /// Stop the wait under way, giving back the place it holds.
+    pub(crate) fn abandon(&mut self) {
+        self.pacer.abandon(&mut self.place);
+        self.n = None;
     }
 }
 
-impl<P: Pacing + ?Sized> Drop for Take<'_, P> {
+impl<H: Deref> Drop for Take<H>
+where
+    H::Target: Pacing,
+{
     fn drop(&mut self) {
-        self.pacer.abandon(&mut self.wait);
+        self.abandon();
+    }
+}
+
+impl<H: Deref> fmt::Debug for Take<H>
+where
+    H::Target: Pacing,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Take")
+            .field("place", &self.place)
+            .field("n", &self.n)
+            .finish_non_exhaustive()
     }
 }

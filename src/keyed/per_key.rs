@@ -115,31 +115,4 @@ where
     ) -> Result<(), QuotaError> {
         config.apply(self, key, now)
     }
-
-    /// Renamed [`Keyed::reconfigure_key`] (one per-key verb for every rule; a budget key now
-    /// keeps its debt and mode).
-    ///
-    /// # Errors
-    ///
-    /// As [`Keyed::reconfigure_key`].
-    #[deprecated(since = "0.2.0", note = "renamed `reconfigure_key`")]
-    pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), QuotaError>
-    where
-        Quota: KeyConfig<R>,
-    {
-        self.reconfigure_key(key, quota)
-    }
-
-    /// Renamed [`Keyed::reconfigure_key_at`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Keyed::reconfigure_key`].
-    #[deprecated(since = "0.2.0", note = "renamed `reconfigure_key_at`")]
-    pub fn set_quota_at(&self, key: K, quota: Quota, now: Nanos) -> Result<(), QuotaError>
-    where
-        Quota: KeyConfig<R>,
-    {
-        self.reconfigure_key_at(key, quota, now)
-    }
 }

@@ -274,10 +274,6 @@ impl fmt::Display for LanesConfigError {
 
 impl std::error::Error for LanesConfigError {}
 
-/// Renamed [`LanesConfigError`] (a letter away from [`LaneError`], a request's error).
-#[deprecated(since = "0.2.0", note = "renamed `LanesConfigError`")]
-pub type LanesError = LanesConfigError;
-
 /// Why a request of a [`Lanes`](super::Lanes) limiter was not granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -26,9 +26,10 @@
 //!   units (a sixteenth of the burst, at most 64 KiB, by default), each when it fits whole,
 //!   so requests of any size are granted (RocksDB's and TiKV's partial grants), and a
 //!   large request of a low lane never holds the budget for long.
-//! - **Waits**: blocking ([`Lanes::acquire_blocking`]), async (`Lanes::acquire`,
-//!   feature `tokio`), or at explicit times ([`Lanes::submit_at`], [`Ticket`]).
-//!   Cancellation-safe: see [`Ticket`]'s "Cancellation".
+//! - **Waits**: [`Lanes::acquire`] and [`Lanes::acquire_owned`] (futures with feature
+//!   `tokio`), [`Lanes::acquire_blocking`] (the same wait on the blocking driver), or at
+//!   explicit times ([`Lanes::submit_at`], [`Ticket`]). Cancellation-safe: a wait dropped
+//!   before it ends leaves its lane's queue at once (see [`Ticket`]'s "Cancellation").
 //! - **Live reconfiguration** ([`Lanes::reconfigure`]) of the rate, burst, mode, weights and
 //!   piece; every waiting request is decided again at once.
 //! - **Auto-tuning** ([`AutoTune`]): RocksDB's rule, on the exact share of time requests
@@ -43,7 +44,8 @@
 //! 2. The shared state ([`Lanes`], `shared.rs`): the budget word, the lanes' waiting flags
 //!    (one `AtomicU64`), the schedule behind a mutex, the counters; the lock-free fast path
 //!    there, the queue's steps under the lock in `queue.rs`.
-//! 3. The waits (`wait.rs`): [`Ticket`], blocking and async.
+//! 3. The waits (`wait.rs`): [`Ticket`] at explicit times, [`Acquire`] and [`AcquireOwned`]
+//!    (run blocking or async).
 //!
 //! # Notation
 //!
@@ -170,12 +172,14 @@ mod shared;
 mod tune;
 mod wait;
 
-#[allow(deprecated)]
-pub use config::LanesError;
 pub use config::{
     Lane, LaneError, LanesConfig, LanesConfigError, DEFAULT_MAX_PIECE, MAX_LANES, MAX_WEIGHT,
 };
 pub use counts::LaneCounts;
 pub use shared::Lanes;
 pub use tune::AutoTune;
-pub use wait::{Progress, Ticket, Waiter};
+#[cfg(feature = "io")]
+pub(crate) use wait::Entry;
+#[allow(deprecated)]
+pub use wait::Waiter;
+pub use wait::{Acquire, AcquireOwned, Progress, Ticket};

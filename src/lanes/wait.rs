@@ -1,10 +1,10 @@
-//! Waiting for a lane's grant (layer 3): [`Ticket`] at explicit times, blocking waits
-//! ([`Lanes::acquire_blocking`]), and async waits on tokio's timer
-//! ([`Lanes::acquire`], feature `tokio`).
+//! Waiting for a lane's grant: [`Ticket`] at explicit times, and the waits [`Acquire`] and
+//! [`AcquireOwned`] (the waiting layer's [`Queued`] around the lanes' poll: futures with
+//! feature `tokio`; [`Lanes::acquire_blocking`] runs the same wait on the blocking driver).
 //!
-//! Every wait is the same poll ([`Lanes::poll_acquire`]), run blocking or async by the waiting
-//! layer's driver: submit (the fast path, then the queue), then look at the request until
-//! it is granted in full. A look serves the queue at the clock's time. The waiter that is
+//! Every wait is the same poll (`Lanes::poll_entry`): submit (the fast path, then the
+//! queue), then look at the request until it is granted in full; a wait dropped before it
+//! ends takes its request out of the queue. A look serves the queue at the clock's time. The waiter that is
 //! the queue's *timer* sleeps until the next piece fits (on the clock's
 //! [`sleep_hint`](crate::clock::Clock::sleep_hint): the OS timer, or a
 //! [`ManualClock`](crate::clock::ManualClock)'s change of time); every other waiter sleeps
@@ -12,11 +12,10 @@
 
 use super::config::{Lane, LaneError};
 use super::shared::Lanes;
-use crate::clock::poll_clock;
-use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
-#[cfg(feature = "tokio")]
-use crate::notify::driver::WaitFuture;
-use crate::notify::driver::{block_on, Nap, Wait};
+use crate::clock::{deadline_until, deadline_within, poll_clock, Clock, DefaultClock, Nanos};
+use crate::notify::driver::{block_on, Nap};
+use crate::notify::queued::{sealed, Queued};
+use alloc::sync::Arc;
 use core::fmt;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -134,117 +133,56 @@ impl<C: Clock> Drop for Ticket<'_, C> {
     }
 }
 
-/// One wait's progress on a [`Lanes`] limiter, kept by the caller between polls of
-/// [`Lanes::poll_acquire`]: whether its request was submitted, and its place in its lane's
-/// queue while it waits. It borrows nothing, so an adapter that owns both the limiter and
-/// the wait (the crate's [`InLane`](crate::io::InLane) pacer does) can keep it beside the
-/// limiter.
-///
-/// # Abandoning
-///
-/// A waiter that holds a place (a poll returned `Pending`) must be finished (polled until
-/// `Ready`) or handed to [`Lanes::abandon_acquire`] of the same limiter before it is
-/// dropped: only the limiter can take a request out of its lane's queue and pass the units
-/// it was granted in pieces on (see [`Ticket`]'s "Cancellation"). Dropped instead, the
-/// request stays at its place and the requests of its lane behind it wait for it. The
-/// crate's own waits ([`Lanes::acquire_blocking`], [`Ticket`], and with feature `tokio`
-/// [`Lanes::acquire`](Lanes::acquire)) do this in their `Drop`; use them unless you write a
-/// driver of your own.
-///
-/// # Examples
-///
-/// See [`Lanes::poll_acquire`].
+/// A wait's request in its lane's queue: whether it was submitted, and its key while it
+/// waits. Given back only by `Lanes::abandon_entry`, which every wait's `Drop` runs.
 #[derive(Debug, Default)]
-pub struct Waiter {
+// `pub` (never reachable from outside the crate): the I/O adapters' sealed `Pacing` trait
+// names it as an associated type, which must be `pub` (E0446).
+#[allow(unreachable_pub)]
+pub struct Entry {
     submitted: bool,
     key: Option<usize>,
 }
 
 impl<C: Clock> Lanes<C> {
-    /// One poll of a wait for `n` units of `lane` by `deadline` (ns of the clock; `None`:
-    /// none), its progress kept in `waiter`: the wait of [`Lanes::acquire_blocking_until`],
-    /// written once as a poll, for a driver of your own (the crate's blocking and async
-    /// waits and its [`InLane`](crate::io::InLane) pacer run this same poll).
-    ///
-    /// The first poll submits the request, as [`Lanes::submit_at`] does (`lane` and `n`
-    /// are read then; later polls of the same wait keep them): what fits at once if no
-    /// request that goes first waits, the rest in the lane's queue. Later polls look at it
-    /// until it is granted in full. A `Pending` poll has registered `cx`'s waker with what
-    /// ends the wait (the queue, or a [`ManualClock`](crate::clock::ManualClock) reaching
-    /// the queue's next piece) and lowered `nap` to the longest it may sleep before the next
-    /// poll (the time left on an OS clock, which has no waker to call); poll again when
-    /// woken or when the nap is over. `Ready` ends the wait, and `waiter` is fresh again. A
-    /// wait stopped before it is `Ready` must be handed to [`Lanes::abandon_acquire`] (see
-    /// [`Waiter`]'s "Abandoning").
-    ///
-    /// # Errors
-    ///
-    /// [`LaneError::NoSuchLane`] at the first poll; [`LaneError::TimedOut`] when `deadline`
-    /// passes first (the request is given up: the units granted by then pass on, see
-    /// [`Ticket`]'s "Cancellation").
-    ///
-    /// # Examples
-    ///
-    /// A driver of one's own, on a [`ManualClock`](crate::clock::ManualClock) (its waits
-    /// never nap: moving the clock wakes them):
-    ///
-    /// ```
-    /// use limitcore::clock::ManualClock;
-    /// use limitcore::lanes::Waiter;
-    /// use limitcore::notify::Nap;
-    /// use limitcore::{Lane, Lanes, LanesConfig};
-    /// use std::task::{Context, Poll, Waker};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), clock.clone())?;
-    /// let mut cx = Context::from_waker(Waker::noop());
-    /// let mut poll = |waiter: &mut Waiter, n| {
-    ///     let mut nap = Nap::default();
-    ///     lanes.poll_acquire(waiter, Lane::LOW, n, None, &mut cx, &mut nap)
-    /// };
-    /// let mut waiter = Waiter::default();
-    /// assert!(poll(&mut waiter, 150).is_pending()); // 100 at once, 50 to come
-    /// clock.advance(Duration::from_millis(50));
-    /// assert!(matches!(poll(&mut waiter, 150), Poll::Ready(Ok(()))));
-    ///
-    /// // A wait given up leaves its lane's queue.
-    /// assert!(poll(&mut waiter, 10).is_pending());
-    /// assert_eq!(lanes.abandon_acquire(&mut waiter), Err(0)); // it had been given nothing
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn poll_acquire(
+    /// One poll of the wait whose request is `entry` for `n` units of `lane` by `deadline`
+    /// (ns of the clock; `None`: none): the wait of every form of [`Lanes::acquire`]. The
+    /// first poll submits the request, as [`Lanes::submit_at`] does (what fits at once with
+    /// one compare-and-swap if no request that goes first waits, the rest in the lane's
+    /// queue); later polls look at it until it is granted in full. `Pending` has registered
+    /// `cx`'s waker with what ends the wait and lowered `nap` on an OS clock; `Ready` leaves
+    /// `entry` fresh.
+    pub(crate) fn poll_entry(
         &self,
-        waiter: &mut Waiter,
+        entry: &mut Entry,
         lane: Lane,
         n: u32,
         deadline: Option<Nanos>,
         cx: &mut Context<'_>,
         nap: &mut Nap,
     ) -> Poll<Result<(), LaneError>> {
-        if !waiter.submitted {
+        if !entry.submitted {
             let l = match self.index(lane) {
                 Ok(l) => l,
                 Err(error) => return Poll::Ready(Err(error)),
             };
-            waiter.submitted = true;
-            waiter.key = self.submit_key(l, n, self.now(), Some(cx.waker()));
+            entry.submitted = true;
+            entry.key = self.submit_key(l, n, self.now(), Some(cx.waker()));
         }
         loop {
-            let Some(key) = waiter.key else {
-                waiter.submitted = false;
+            let Some(key) = entry.key else {
+                entry.submitted = false;
                 return Poll::Ready(Ok(()));
             };
             let now = self.now();
             let polled = self.poll_key(key, now, Some(cx.waker()));
             if polled.granted {
-                waiter.key = None;
-                waiter.submitted = false;
+                *entry = Entry::default();
                 return Poll::Ready(Ok(()));
             }
             if deadline.is_some_and(|d| now >= d) {
                 return Poll::Ready(
-                    self.abandon_acquire(waiter)
+                    self.abandon_entry(entry)
                         .map_err(|granted| LaneError::TimedOut { granted }),
                 );
             }
@@ -259,46 +197,16 @@ impl<C: Clock> Lanes<C> {
         }
     }
 
-    /// Give up the wait in `waiter` (see [`Lanes::poll_acquire`]): its request leaves its
-    /// lane's queue and the units it was granted in pieces pass on (see [`Ticket`]'s
-    /// "Cancellation"). `waiter` is fresh again.
-    ///
-    /// # Errors
-    ///
-    /// `Err(granted)` with the units the request had been given when it held a place in
-    /// the queue (the cancellation's report, not a failure); `Ok(())` if it held none.
-    ///
-    /// # Examples
-    ///
-    /// See [`Lanes::poll_acquire`].
-    pub fn abandon_acquire(&self, waiter: &mut Waiter) -> Result<(), u32> {
-        waiter.submitted = false;
-        match waiter.key.take() {
+    /// Give up the wait in `entry`: its request leaves its lane's queue and the units it was
+    /// granted in pieces pass on (see [`Ticket`]'s "Cancellation"); `entry` is fresh again.
+    /// `Err(granted)` with the units it had been given when it held a place, `Ok(())` if it
+    /// held none. What every wait's `Drop` runs.
+    pub(crate) fn abandon_entry(&self, entry: &mut Entry) -> Result<(), u32> {
+        entry.submitted = false;
+        match entry.key.take() {
             None => Ok(()),
             Some(key) => self.cancel_key(key, self.now()),
         }
-    }
-
-    /// The wait for `n` units of `lane` by `deadline`, to run blocking or async (a lane the
-    /// limiter does not have ends it at its first poll, [`LaneError::NoSuchLane`]).
-    fn acquire_wait(&self, lane: Lane, n: u32, deadline: Option<Nanos>) -> Acquire<'_, C> {
-        Acquire {
-            lanes: self,
-            lane,
-            n,
-            deadline,
-            waiter: Waiter::default(),
-        }
-    }
-
-    /// The deadline `max_wait` from now on the clock (`None` past its range).
-    fn deadline_within(&self, max_wait: Duration) -> Option<Nanos> {
-        self.now().checked_add(duration_to_nanos(max_wait))
-    }
-
-    /// The OS deadline `deadline` as a time of the clock.
-    fn deadline_at(&self, deadline: Option<Instant>) -> Option<Nanos> {
-        deadline.and_then(|d| self.deadline_within(d.saturating_duration_since(Instant::now())))
     }
 
     /// Submit `n` units for `lane` now. See [`Lanes::submit_at`].
@@ -329,114 +237,13 @@ impl<C: Clock> Lanes<C> {
         })
     }
 
-    /// Take `n` units for `lane`, blocking the thread until they are granted. See
-    /// [`Lanes::acquire_blocking_until`].
+    /// The wait for `n` units of `lane`, in the lanes' order: a future with feature
+    /// `tokio`, and a [`Wait`](crate::notify::Wait) for [`block_on`] or a driver of your own. What
+    /// [`Lanes::acquire_blocking`] runs. See [`Lanes::acquire_until`].
     ///
-    /// # Errors
+    /// # Errors (of the wait)
     ///
-    /// [`LaneError::NoSuchLane`].
-    pub fn acquire_blocking(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-        block_on(self.acquire_wait(lane, n, None))
-    }
-
-    /// Take `n` units for `lane` if they are granted within `max_wait` (of the clock). See
-    /// [`Lanes::acquire_blocking_until`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Lanes::acquire_blocking_until`].
-    pub fn acquire_blocking_within(
-        &self,
-        lane: Lane,
-        n: u32,
-        max_wait: Duration,
-    ) -> Result<(), LaneError> {
-        block_on(self.acquire_wait(lane, n, self.deadline_within(max_wait)))
-    }
-
-    /// Take `n` units for `lane` by `deadline` (`None`: none; the time left until it is
-    /// counted on the clock from the call), blocking the thread: what fits at once if
-    /// nobody who goes first waits, the rest in pieces as they fit, in the lanes' order. Any
-    /// `n` is granted in the end (in pieces of at most the burst), at the budget's rate. A
-    /// top-lane request waits at most the bound of the [module](crate::lanes)'s "Top lane".
-    /// Sleeps follow the clock ([`Clock::sleep_hint`]).
-    ///
-    /// # Errors
-    ///
-    /// [`LaneError::NoSuchLane`]; [`LaneError::TimedOut`] when the deadline passes first
-    /// (the units granted by then pass on, see [`Ticket`]'s "Cancellation").
-    pub fn acquire_blocking_until(
-        &self,
-        lane: Lane,
-        n: u32,
-        deadline: Option<Instant>,
-    ) -> Result<(), LaneError> {
-        block_on(self.acquire_wait(lane, n, self.deadline_at(deadline)))
-    }
-}
-
-/// A wait for a lane's units (see [`Lanes::poll_acquire`]), run by the waiting layer's
-/// driver; dropped before it ends, it gives up its request.
-#[derive(Debug)]
-struct Acquire<'a, C: Clock> {
-    lanes: &'a Lanes<C>,
-    lane: Lane,
-    n: u32,
-    deadline: Option<Nanos>,
-    waiter: Waiter,
-}
-
-impl<C: Clock> Wait for Acquire<'_, C> {
-    type Output = Result<(), LaneError>;
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        self.lanes
-            .poll_acquire(&mut self.waiter, self.lane, self.n, self.deadline, cx, nap)
-    }
-}
-
-impl<C: Clock> Drop for Acquire<'_, C> {
-    fn drop(&mut self) {
-        let _ = self.lanes.abandon_acquire(&mut self.waiter);
-    }
-}
-
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-impl<C: Clock> Lanes<C> {
-    /// As [`Lanes::acquire_blocking`], as a future (feature `tokio`: it sleeps on tokio's
-    /// timer when the clock is an OS clock).
-    ///
-    /// # Errors
-    ///
-    /// As [`Lanes::acquire_blocking_until`].
-    pub async fn acquire(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-        WaitFuture::new(self.acquire_wait(lane, n, None)).await
-    }
-
-    /// As [`Lanes::acquire_blocking_within`], as a future (feature `tokio`).
-    ///
-    /// # Errors
-    ///
-    /// As [`Lanes::acquire_blocking_until`].
-    pub async fn acquire_within(
-        &self,
-        lane: Lane,
-        n: u32,
-        max_wait: Duration,
-    ) -> Result<(), LaneError> {
-        let deadline = self.deadline_within(max_wait);
-        WaitFuture::new(self.acquire_wait(lane, n, deadline)).await
-    }
-
-    /// As [`Lanes::acquire_blocking_until`], as a future (feature `tokio`).
-    /// Cancellation-safe: a future dropped before it completes leaves its lane's queue, and
-    /// the units it was granted in pieces pass on to the next waiting requests of its lane
-    /// (see [`Ticket`]'s "Cancellation"); one that completed has its units.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lanes::acquire_blocking_until`].
+    /// As [`Lanes::acquire_until`].
     ///
     /// # Examples
     ///
@@ -449,58 +256,388 @@ impl<C: Clock> Lanes<C> {
     /// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
     /// lanes.acquire(Lane::LOW, 64 << 10).await?;        // the whole burst
     /// let read = lanes.acquire(Lane::USER, 4 << 10);     // 4 ms at 1 MiB/s
-    /// assert!(tokio::time::timeout(Duration::from_millis(100), read).await.is_ok());
+    /// assert!(tokio::time::timeout(Duration::from_secs(10), read).await.is_ok());
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_until(
-        &self,
+    pub fn acquire(&self, lane: Lane, n: u32) -> Acquire<'_, C> {
+        Queued::new(self, (lane, n, None))
+    }
+
+    /// The wait for `n` units of `lane` that gives up unless they are granted within
+    /// `max_wait` (of the clock, counted from this call). See [`Lanes::acquire_until`].
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Lane, LaneError, Lanes, LanesConfig};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = LanesConfig::new("1000/s burst 100".parse()?).with_piece(50);
+    /// let lanes = Lanes::with_clock(config, clock.clone())?;
+    /// let mut wait = Box::pin(lanes.acquire_within(Lane::LOW, 150, Duration::from_millis(10)));
+    /// // 100 at once; the last 50 fit at 50 ms on the clock, which reaches the deadline first.
+    /// assert!(futures_poll(wait.as_mut()).is_pending());
+    /// clock.advance(Duration::from_millis(10));
+    /// assert!(matches!(wait.await, Err(LaneError::TimedOut { granted: 100 })));
+    /// # Ok(())
+    /// # }
+    /// # fn futures_poll<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    /// #     f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    /// # }
+    /// ```
+    pub fn acquire_within(&self, lane: Lane, n: u32, max_wait: Duration) -> Acquire<'_, C> {
+        Queued::new(self, (lane, n, deadline_within(self.now(), max_wait)))
+    }
+
+    /// The wait for `n` units of `lane` by `deadline` (`None`: none; the time left until it
+    /// is counted on the clock from this call): what fits at once if nobody who goes first
+    /// waits (one compare-and-swap), the rest in pieces as they fit, in the lanes' order.
+    /// Any `n` is granted in the end (in pieces of at most the burst), at the budget's rate.
+    /// A top-lane request waits at most the bound of the [module](crate::lanes)'s "Top
+    /// lane". Sleeps follow the clock ([`Clock::sleep_hint`]).
+    ///
+    /// A future with feature `tokio` (on an OS clock it sleeps on tokio's timer) and a
+    /// [`Wait`](crate::notify::Wait). Cancellation-safe: dropped before it ends, its request leaves its lane's
+    /// queue at once, and the units it was granted in pieces pass on to the next waiting
+    /// requests of its lane (see [`Ticket`]'s "Cancellation"; the lanes never refund); one
+    /// that ended has its units.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// [`LaneError::NoSuchLane`] at its first poll; [`LaneError::TimedOut`] when the
+    /// deadline passes first (the units granted by then pass on, see [`Ticket`]'s
+    /// "Cancellation").
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), clock.clone())?;
+    /// lanes.acquire(Lane::LOW, 100).await?;
+    /// let late = lanes.acquire_until(Lane::LOW, 10, None);
+    /// // Due in 10 ms on a clock that does not move: give up after 1 ms.
+    /// assert!(tokio::time::timeout(Duration::from_millis(1), late).await.is_err());
+    /// assert_eq!(lanes.counts(Lane::LOW).unwrap().pending, 0); // left its queue
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_until(&self, lane: Lane, n: u32, deadline: Option<Instant>) -> Acquire<'_, C> {
+        Queued::new(self, (lane, n, deadline_until(self.now(), deadline)))
+    }
+
+    /// As [`Lanes::acquire`], owning a reference to the limiter (`'static` when the limiter
+    /// is): a wait to move into a task, or to keep beside the limiter in a struct of your
+    /// own.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::sync::Arc;
+    ///
+    /// let lanes = Arc::new(Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?);
+    /// let flush = tokio::spawn(lanes.acquire_owned(Lane::HIGH, 4 << 10)); // 'static
+    /// flush.await??;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned(self: &Arc<Self>, lane: Lane, n: u32) -> AcquireOwned<C> {
+        Queued::new(Arc::clone(self), (lane, n, None))
+    }
+
+    /// As [`Lanes::acquire_within`], owning a reference to the limiter.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let lanes = Arc::new(Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?);
+    /// let read = tokio::spawn(lanes.acquire_owned_within(Lane::USER, 4 << 10, Duration::from_secs(10)));
+    /// read.await??;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_within(
+        self: &Arc<Self>,
+        lane: Lane,
+        n: u32,
+        max_wait: Duration,
+    ) -> AcquireOwned<C> {
+        Queued::new(
+            Arc::clone(self),
+            (lane, n, deadline_within(self.now(), max_wait)),
+        )
+    }
+
+    /// As [`Lanes::acquire_until`], owning a reference to the limiter.
+    ///
+    /// # Errors (of the wait)
+    ///
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::sync::Arc;
+    ///
+    /// let lanes = Arc::new(Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?);
+    /// lanes.acquire_owned_until(Lane::HIGH, 1 << 10, None).await?; // no deadline
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_until(
+        self: &Arc<Self>,
         lane: Lane,
         n: u32,
         deadline: Option<Instant>,
-    ) -> Result<(), LaneError> {
-        let deadline = self.deadline_at(deadline);
-        WaitFuture::new(self.acquire_wait(lane, n, deadline)).await
+    ) -> AcquireOwned<C> {
+        Queued::new(
+            Arc::clone(self),
+            (lane, n, deadline_until(self.now(), deadline)),
+        )
     }
 
-    /// Renamed [`Lanes::acquire`] (async waits take the plain name, blocking ones end in
-    /// `_blocking`).
+    /// Take `n` units for `lane`, blocking the thread until they are granted:
+    /// [`Lanes::acquire`] run on the blocking driver ([`block_on`]).
     ///
     /// # Errors
     ///
-    /// As [`Lanes::acquire_blocking_until`].
-    #[deprecated(since = "0.2.0", note = "renamed `acquire`")]
-    pub async fn acquire_async(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
-        self.acquire(lane, n).await
+    /// As [`Lanes::acquire_until`] ([`LaneError::NoSuchLane`]; no deadline).
+    pub fn acquire_blocking(&self, lane: Lane, n: u32) -> Result<(), LaneError> {
+        block_on(self.acquire(lane, n))
     }
 
-    /// Renamed [`Lanes::acquire_within`].
+    /// As [`Lanes::acquire_within`], blocking the thread.
     ///
     /// # Errors
     ///
-    /// As [`Lanes::acquire_blocking_until`].
-    #[deprecated(since = "0.2.0", note = "renamed `acquire_within`")]
-    pub async fn acquire_async_within(
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::{Lane, LaneError, Lanes, LanesConfig};
+    /// use std::time::Duration;
+    ///
+    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), ManualClock::new())?;
+    /// lanes.acquire_blocking(Lane::LOW, 100)?;
+    /// // The clock does not move: the deadline is reached at once, the request given up.
+    /// let late = lanes.acquire_blocking_within(Lane::LOW, 10, Duration::ZERO);
+    /// assert_eq!(late, Err(LaneError::TimedOut { granted: 0 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_within(
         &self,
         lane: Lane,
         n: u32,
         max_wait: Duration,
     ) -> Result<(), LaneError> {
-        self.acquire_within(lane, n, max_wait).await
+        block_on(self.acquire_within(lane, n, max_wait))
     }
 
-    /// Renamed [`Lanes::acquire_until`].
+    /// As [`Lanes::acquire_until`], blocking the thread.
     ///
     /// # Errors
     ///
-    /// As [`Lanes::acquire_blocking_until`].
-    #[deprecated(since = "0.2.0", note = "renamed `acquire_until`")]
-    pub async fn acquire_async_until(
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    ///
+    /// let lanes = Lanes::new(LanesConfig::new("1MiB/s burst 64KiB".parse()?))?;
+    /// lanes.acquire_blocking_until(Lane::USER, 4 << 10, None)?; // within the burst: at once
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_until(
         &self,
         lane: Lane,
         n: u32,
         deadline: Option<Instant>,
     ) -> Result<(), LaneError> {
-        self.acquire_until(lane, n, deadline).await
+        block_on(self.acquire_until(lane, n, deadline))
     }
+
+    /// One poll of a wait for `n` units of `lane` by `deadline` (ns of the clock), its
+    /// progress kept in `waiter`: the poll [`Lanes::acquire`]'s wait runs, for a driver of
+    /// your own. A wait stopped before it is `Ready` must be handed to
+    /// [`Lanes::abandon_acquire`], or its request stays queued.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lanes::acquire_until`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::lanes::Waiter;
+    /// use limitcore::notify::Nap;
+    /// use limitcore::{Lane, Lanes, LanesConfig};
+    /// use std::task::{Context, Waker};
+    ///
+    /// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), ManualClock::new())?;
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut waiter = Waiter::default();
+    /// let polled = lanes.poll_acquire(&mut waiter, Lane::LOW, 150, None, &mut cx, &mut Nap::default());
+    /// assert!(polled.is_pending()); // 100 at once, 50 to come
+    /// assert_eq!(lanes.abandon_acquire(&mut waiter), Err(100)); // by hand: no `Drop`
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[deprecated(
+        since = "0.3.0",
+        note = "a `Waiter` dropped mid-wait stays queued: use `Lanes::acquire` or `acquire_owned` (a `notify::Wait` for a driver of your own), which leave the queue when dropped"
+    )]
+    #[allow(deprecated)]
+    pub fn poll_acquire(
+        &self,
+        waiter: &mut Waiter,
+        lane: Lane,
+        n: u32,
+        deadline: Option<Nanos>,
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Result<(), LaneError>> {
+        self.poll_entry(&mut waiter.entry, lane, n, deadline, cx, nap)
+    }
+
+    /// Give up the wait in `waiter` (see [`Lanes::poll_acquire`]): its request leaves its
+    /// lane's queue and the units it was granted in pieces pass on.
+    ///
+    /// # Errors
+    ///
+    /// `Err(granted)` with the units the request had been given when it held a place in
+    /// the queue (the cancellation's report, not a failure); `Ok(())` if it held none.
+    ///
+    /// # Examples
+    ///
+    /// See [`Lanes::poll_acquire`].
+    #[deprecated(
+        since = "0.3.0",
+        note = "drop the wait instead: `Lanes::acquire` and `acquire_owned` leave the queue when dropped"
+    )]
+    #[allow(deprecated)]
+    pub fn abandon_acquire(&self, waiter: &mut Waiter) -> Result<(), u32> {
+        self.abandon_entry(&mut waiter.entry)
+    }
+}
+
+impl<C: Clock> sealed::Queue for Lanes<C> {
+    /// `n` units of a lane by a deadline (ns of the clock).
+    type Request = (Lane, u32, Option<Nanos>);
+    type Entry = Entry;
+    type Output = Result<(), LaneError>;
+
+    #[inline]
+    fn poll_entry(
+        &self,
+        entry: &mut Entry,
+        (lane, n, deadline): (Lane, u32, Option<Nanos>),
+        cx: &mut Context<'_>,
+        nap: &mut Nap,
+    ) -> Poll<Self::Output> {
+        Lanes::poll_entry(self, entry, lane, n, deadline, cx, nap)
+    }
+
+    fn abandon_entry(&self, entry: &mut Entry) {
+        let _ = Lanes::abandon_entry(self, entry);
+    }
+}
+
+/// The wait of [`Lanes::acquire`] (and `_within`, `_until`): `n` units of a lane, in the
+/// lanes' order, borrowed from the limiter; a [`Wait`](crate::notify::Wait) always, a
+/// future with feature `tokio`. Cancellation-safe: dropped before it ends, its request
+/// leaves its lane's queue at once (see [`Lanes::acquire_until`]).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::clock::ManualClock;
+/// use limitcore::notify::{Nap, Wait};
+/// use limitcore::{Lane, Lanes, LanesConfig};
+/// use std::task::{Context, Waker};
+///
+/// let lanes = Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), ManualClock::new())?;
+/// let mut wait = lanes.acquire(Lane::LOW, 150);
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert!(wait.poll_wait(&mut cx, &mut Nap::default()).is_pending()); // 100 now, 50 to come
+/// assert_eq!(lanes.counts(Lane::LOW).unwrap().pending, 1);
+/// drop(wait); // leaves the queue
+/// assert_eq!(lanes.counts(Lane::LOW).unwrap().pending, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type Acquire<'a, C = DefaultClock> = Queued<&'a Lanes<C>>;
+
+/// The wait of [`Lanes::acquire_owned`] (and `_within`, `_until`): as [`Acquire`], owning a
+/// reference to the limiter (`'static` when the limiter is).
+///
+/// # Examples
+///
+/// ```
+/// use limitcore::clock::ManualClock;
+/// use limitcore::lanes::AcquireOwned;
+/// use limitcore::{Lane, Lanes, LanesConfig};
+/// use std::sync::Arc;
+///
+/// let lanes = Arc::new(Lanes::with_clock(LanesConfig::new("1000/s burst 100".parse()?), ManualClock::new())?);
+/// let pending: AcquireOwned<ManualClock> = lanes.acquire_owned(Lane::LOW, 10);
+/// drop(pending); // never polled: nothing submitted
+/// assert!(lanes.try_acquire(Lane::LOW, 100).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type AcquireOwned<C = DefaultClock> = Queued<Arc<Lanes<C>>>;
+
+/// One wait's progress on a [`Lanes`] limiter, kept by the caller between polls of the
+/// deprecated [`Lanes::poll_acquire`]. It has no `Drop`: dropped mid-wait, its request stays
+/// at its place and the requests of its lane behind it wait for it. Use the limiter's waits
+/// ([`Lanes::acquire`], [`Lanes::acquire_owned`]; a [`Wait`](crate::notify::Wait) for a
+/// driver of your own)
+/// instead.
+///
+/// # Examples
+///
+/// See [`Lanes::poll_acquire`].
+#[deprecated(
+    since = "0.3.0",
+    note = "a `Waiter` dropped mid-wait stays queued: use `Lanes::acquire` or `acquire_owned`, which leave the queue when dropped"
+)]
+#[derive(Debug, Default)]
+pub struct Waiter {
+    entry: Entry,
 }

@@ -59,14 +59,44 @@ impl Reservation {
         self.start
     }
 
-    /// Block the current thread until [`Reservation::start`] on `clock`'s time line, sleeping
-    /// (never spinning) and returning at once if it has passed.
+    /// Block the thread until `clock` reaches [`Reservation::start`] (the clock of the
+    /// limiter that made the reservation), returning at once if it has: the waiting layer's
+    /// wait for a clock's time on its blocking driver. It sleeps as the clock says
+    /// ([`Clock::sleep_hint`](crate::clock::Clock::sleep_hint)): on the OS timer for an OS
+    /// clock, until the clock is moved for a [`ManualClock`](crate::clock::ManualClock);
+    /// never spinning.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{LeakyBucket, Quota, Reserve};
+    /// use limitcore::clock::{Clock, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let pacer = LeakyBucket::with_clock(Quota::per_second(4)?, clock.clone())?;
+    /// pacer.reserve_n(1)?.wait_blocking(&clock); // its start is now
+    /// let second = pacer.reserve_n(1)?; // 250 ms from now, on the clock
+    /// let mover = {
+    ///     let clock = clock.clone();
+    ///     std::thread::spawn(move || {
+    ///         for _ in 0..5 {
+    ///             clock.advance(Duration::from_millis(50));
+    ///         }
+    ///     })
+    /// };
+    /// second.wait_blocking(&clock); // woken by the moves, returns at 250 ms or later
+    /// assert!(clock.now() >= 250_000_000);
+    /// mover.join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg(feature = "std")]
-    pub fn wait<C: crate::clock::Clock + ?Sized>(&self, clock: &C) {
-        let now = clock.now();
-        if self.start > now {
-            std::thread::sleep(Duration::from_nanos(self.start - now));
-        }
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+    pub fn wait_blocking<C: crate::clock::Clock + ?Sized>(&self, clock: &C) {
+        crate::notify::driver::block_on(crate::clock::Until {
+            clock,
+            at: self.start,
+        });
     }
 }
 

@@ -3,27 +3,23 @@
 //!
 //! A wait's [`poll_wait`](Wait::poll_wait) either finishes (`Ready`) or, before it returns
 //! `Pending`, registers the context's waker with whatever will end the wait (an
-//! [`Event`](super::Event) listener, a [`WaitList`](super::list::WaitList) entry, a clock's
-//! [`sleep_hint`](Clock::sleep_hint)) and lowers the [`Nap`]: the longest it may sleep on the
-//! OS timer before it must be polled again (a time to wait for on an OS clock, a deadline).
-//! The clock's side of a wait (`clock::poll_clock`, `clock::Until`) lives with the clocks,
-//! above this layer.
-//! The blocking driver parks the thread (woken by the waker: an unpark) for at most the nap;
-//! the async driver returns `Pending` with a tokio timer armed for the nap (feature
-//! `tokio`). A wake-up that comes between the poll and the park is kept by the thread's park
-//! token, so the park returns at once: none is lost.
+//! [`Event`](super::Event) listener, a `WaitList` entry, a clock's
+//! [`sleep_hint`](crate::clock::Clock::sleep_hint)) and lowers the [`Nap`]: the longest it
+//! may sleep on the OS timer before it must be polled again (a time to wait for on an OS
+//! clock, a deadline). The blocking driver parks the thread (woken by the waker: an unpark)
+//! for at most the nap; the async driver returns `Pending` with a tokio timer armed for the
+//! nap (feature `tokio`). A wake-up that comes between the poll and the park is kept by the
+//! thread's park token, so the park returns at once: none is lost.
 //!
 //! A wait that holds something it must give back when it is abandoned before it finishes (a
 //! queue entry, a reserved place) gives it back in its own `Drop`, so the blocking and async
-//! faces are cancellation-safe the same way.
+//! faces are cancellation-safe the same way: `Drop` is the only way out of a queue.
 
 #[cfg(feature = "throttler")]
 use super::event::{Event, Listener};
 use crate::sync::{current_thread, park, park_timeout, Thread};
 use alloc::sync::Arc;
-#[cfg(any(feature = "throttler", feature = "tokio"))]
 use core::future::Future;
-#[cfg(any(feature = "throttler", feature = "tokio"))]
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
@@ -31,13 +27,70 @@ use std::task::Wake;
 #[cfg(feature = "throttler")]
 use std::time::Instant;
 
-/// A wait, written once (see the module).
-pub(crate) trait Wait {
+/// A wait written once, as a poll, for the crate's drivers to run: blocking a thread
+/// ([`block_on`]) or as a future ([`WaitFuture`]).
+///
+/// Every wait of the crate is one of these (a budget's, a lane's, the permits', the
+/// sleep-and-retry waits of [`wait`](crate::wait), a [`Reservation`](crate::Reservation)'s,
+/// an [`Event`](super::Event)'s listener); implement it to write a wait of your own that
+/// runs the same two ways.
+///
+/// The contract of [`poll_wait`](Wait::poll_wait): return `Ready` when the wait ends.
+/// Before returning `Pending`, either register `cx`'s waker with whatever will end the wait
+/// (an event, a queue, a clock that wakes its waiters itself: see
+/// [`SleepHint::follow`](crate::clock::SleepHint::follow)), or lower `nap` to the longest
+/// the driver may sleep on the OS timer before polling again (an OS clock has no waker to
+/// call); a wait may do both. A `Pending` poll that does neither is never polled again. A
+/// wait that holds something it must give back if it is abandoned (a place in a queue)
+/// gives it back in its `Drop`: the drivers drop an unfinished wait when their caller gives
+/// up.
+///
+/// # Examples
+///
+/// A wait for a [`ManualClock`](crate::clock::ManualClock) to reach a time, run on a
+/// thread:
+///
+/// ```
+/// use limitcore::clock::{Clock, ManualClock};
+/// use limitcore::notify::{block_on, Nap, Wait};
+/// use std::task::{Context, Poll};
+/// use std::time::Duration;
+///
+/// struct Until<'a> {
+///     clock: &'a ManualClock,
+///     at: u64,
+/// }
+///
+/// impl Wait for Until<'_> {
+///     type Output = u64;
+///
+///     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<u64> {
+///         // The clock's own answer: reached, a nap on the OS timer, or its waker.
+///         let reached = self.clock.sleep_hint(self.at, cx.waker()).follow(nap);
+///         reached.map(|()| self.clock.now())
+///     }
+/// }
+///
+/// let clock = ManualClock::new();
+/// let mover = {
+///     let clock = clock.clone();
+///     std::thread::spawn(move || {
+///         for _ in 0..10 {
+///             clock.advance(Duration::from_millis(1));
+///         }
+///     })
+/// };
+/// // Woken by the moves; ends at the one that reaches 5 ms, or later.
+/// assert!(block_on(Until { clock: &clock, at: 5_000_000 }) >= 5_000_000);
+/// mover.join().unwrap();
+/// ```
+pub trait Wait {
     /// What the wait ends with.
     type Output;
 
     /// Advance the wait: `Ready` when it ends; otherwise `cx`'s waker is registered with
-    /// what ends it, and `nap` is lowered to the longest it may sleep before the next poll.
+    /// what ends it, or `nap` is lowered to the longest it may sleep before the next poll
+    /// (see the trait).
     fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output>;
 }
 
@@ -53,15 +106,11 @@ impl<W: Wait + ?Sized> Wait for &mut W {
 /// The longest a pending poll may sleep on the OS timer before it is polled again
 /// (`None`, the default: until its waker is woken).
 ///
-/// The public poll seams of the crate's ordered waits ([`Budget::poll_acquire`],
-/// [`Lanes::poll_acquire`]) take one: when the wait is for a time of an OS clock (which has
-/// no waker to call), the poll lowers the nap to the time left and returns `Pending`; the
-/// driver of the poll (a thread that parks, a future that arms a timer) sleeps at most that
-/// long and polls again. A wait on a [`ManualClock`](crate::clock::ManualClock) never naps:
-/// the clock wakes it when moved. Start every poll with a fresh `Nap`.
-///
-/// [`Budget::poll_acquire`]: crate::Budget::poll_acquire
-/// [`Lanes::poll_acquire`]: crate::lanes::Lanes::poll_acquire
+/// A [`Wait`] for a time of an OS clock (which has no waker to call) lowers the nap to the
+/// time left and returns `Pending`; its driver (a thread that parks, a future that arms a
+/// timer) sleeps at most that long and polls again. A wait on a
+/// [`ManualClock`](crate::clock::ManualClock) never naps: the clock wakes it when moved.
+/// The drivers start every poll with a fresh `Nap`.
 ///
 /// # Examples
 ///
@@ -143,6 +192,30 @@ pub(crate) fn block_until(
     })
 }
 
+/// A wait that is `poll`'s calls (for a caller that keeps the wait's state itself: the
+/// blocking I/O adapter).
+#[cfg(feature = "io")]
+pub(crate) fn poll_fn<T, F>(poll: F) -> PollFn<F>
+where
+    F: FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>,
+{
+    PollFn(poll)
+}
+
+/// See [`poll_fn`].
+#[cfg(feature = "io")]
+pub(crate) struct PollFn<F>(F);
+
+#[cfg(feature = "io")]
+impl<T, F: FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>> Wait for PollFn<F> {
+    type Output = T;
+
+    #[inline]
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<T> {
+        (self.0)(cx, nap)
+    }
+}
+
 /// Wakes a parked thread.
 struct Unpark(Thread);
 
@@ -172,8 +245,27 @@ fn thread_waker() -> Waker {
 }
 
 /// Run `wait` on this thread until it ends, parked between polls for at most each poll's
-/// nap (the blocking driver).
-pub(crate) fn block_on<W: Wait>(mut wait: W) -> W::Output {
+/// nap (the blocking driver): what every blocking wait of the crate (`…_blocking`) does.
+///
+/// A wake-up that comes between a poll and the park is kept by the thread's park token, so
+/// the park returns at once; a spurious return costs one more poll. The wait is dropped when
+/// it ends (or if it panics), so what it holds goes back through its `Drop`.
+///
+/// # Examples
+///
+/// A budget's wait, the one [`Budget::acquire_blocking`](crate::Budget::acquire_blocking)
+/// runs:
+///
+/// ```
+/// use limitcore::notify::block_on;
+/// use limitcore::Budget;
+///
+/// let budget = Budget::new("1000/s burst 10".parse()?)?;
+/// let receipt = block_on(budget.acquire(4))?;
+/// assert_eq!(receipt.n(), 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn block_on<W: Wait>(mut wait: W) -> W::Output {
     let waker = thread_waker();
     let mut cx = Context::from_waker(&waker);
     loop {
@@ -190,40 +282,122 @@ pub(crate) fn block_on<W: Wait>(mut wait: W) -> W::Output {
     }
 }
 
-/// `wait` as a future (the async driver, feature `tokio`): its naps sleep on tokio's timer.
-/// (The permits' futures, which never nap, poll their wait directly and need no runtime.)
-#[cfg(feature = "tokio")]
+/// A [`Wait`] as a future (the async driver): each poll polls the wait, and a nap it asks
+/// for sleeps on tokio's timer (feature `tokio`; one timer per future, allocated at the
+/// first nap and reset for the next). Dropping the future drops the wait, which gives back
+/// what it holds.
+///
+/// The crate's own futures ([`budget::Acquire`](crate::budget::Acquire),
+/// [`lanes::Acquire`](crate::lanes::Acquire),
+/// [`concurrency::Acquire`](crate::concurrency::Acquire) and their owned forms) poll the
+/// same way, with the wait kept inline. A `WaitFuture` is a [`Wait`] too (its wait's), so a
+/// blocking caller can run it with [`block_on`].
+///
+/// # Panics
+///
+/// Without feature `tokio` there is no timer: a poll whose wait asks for a nap panics (run
+/// such a wait with [`block_on`], or turn the feature on). A wait that never naps (one
+/// woken by its waker alone, such as a wait on a
+/// [`ManualClock`](crate::clock::ManualClock)) runs on any executor.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use limitcore::notify::{Event, WaitFuture};
+///
+/// let event = Event::new();
+/// let listener = event.listen(); // a `Wait` (and a future of its own)
+/// event.notify();
+/// WaitFuture::new(listener).await;
+/// # }
+/// ```
+#[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
-pub(crate) struct WaitFuture<W> {
+pub struct WaitFuture<W> {
     wait: W,
-    timer: Timer,
+    naps: Naps,
 }
 
-#[cfg(feature = "tokio")]
 impl<W> WaitFuture<W> {
-    pub(crate) fn new(wait: W) -> Self {
+    /// `wait` as a future.
+    pub fn new(wait: W) -> Self {
         WaitFuture {
             wait,
-            timer: Timer::default(),
+            naps: Naps::default(),
         }
+    }
+
+    /// The wait.
+    pub fn get_ref(&self) -> &W {
+        &self.wait
     }
 }
 
-#[cfg(feature = "tokio")]
+impl<W: Wait> Wait for WaitFuture<W> {
+    type Output = W::Output;
+
+    #[inline]
+    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<W::Output> {
+        self.wait.poll_wait(cx, nap)
+    }
+}
+
 impl<W: Wait + Unpin> Future for WaitFuture<W> {
     type Output = W::Output;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<W::Output> {
-        let this = self.get_mut();
-        poll_napping(&mut this.timer, cx, |cx, nap| this.wait.poll_wait(cx, nap))
+        let WaitFuture { wait, naps } = self.get_mut();
+        naps.poll(cx, |cx, nap| wait.poll_wait(cx, nap))
     }
 }
 
-/// The async driver's step, for a future (or an adapter) that keeps its own `timer`: poll
-/// `poll` until it is `Ready`, or `Pending` with nothing to nap for, or with its nap armed
-/// on the timer and not yet elapsed (feature `tokio`).
+/// The async driver's naps, for a future that keeps its wait apart: with feature `tokio` a
+/// reusable timer; without, nothing (and a wait that asks for a nap is a caller's error,
+/// see [`WaitFuture`]'s "Panics").
+#[derive(Debug, Default)]
+pub(crate) struct Naps {
+    #[cfg(feature = "tokio")]
+    timer: Timer,
+}
+
+impl Naps {
+    /// Poll `poll` until it is `Ready`, or `Pending` with nothing to nap for, or with its
+    /// nap armed on the timer and not yet elapsed.
+    #[inline]
+    pub(crate) fn poll<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>,
+    ) -> Poll<T> {
+        #[cfg(feature = "tokio")]
+        return poll_napping(&mut self.timer, cx, poll);
+        #[cfg(not(feature = "tokio"))]
+        {
+            let mut poll = poll;
+            let mut nap = Nap::default();
+            let polled = poll(cx, &mut nap);
+            assert!(
+                polled.is_ready() || nap.get().is_none(),
+                "a wait that naps on the OS timer runs as a future only with feature `tokio`"
+            );
+            polled
+        }
+    }
+
+    /// Stop a nap under way (the timer stays allocated for the next).
+    #[cfg(all(feature = "io", feature = "tokio"))]
+    pub(crate) fn cancel(&mut self) {
+        #[cfg(feature = "tokio")]
+        self.timer.disarm();
+    }
+}
+
+/// [`Naps::poll`] with feature `tokio`.
 #[cfg(feature = "tokio")]
-pub(crate) fn poll_napping<T>(
+fn poll_napping<T>(
     timer: &mut Timer,
     cx: &mut Context<'_>,
     mut poll: impl FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>,
@@ -249,7 +423,7 @@ pub(crate) fn poll_napping<T>(
 /// once and reset for every later nap.
 #[cfg(feature = "tokio")]
 #[derive(Debug, Default)]
-pub(crate) struct Timer {
+struct Timer {
     sleep: Option<Pin<alloc::boxed::Box<tokio::time::Sleep>>>,
     armed: bool,
 }
@@ -258,7 +432,7 @@ pub(crate) struct Timer {
 impl Timer {
     /// Fire `after` from now (a wait too long for the OS clock to name: in 30 years, as
     /// tokio's own far future).
-    pub(crate) fn arm(&mut self, after: Duration) {
+    fn arm(&mut self, after: Duration) {
         let now = tokio::time::Instant::now();
         let deadline = now
             .checked_add(after)
@@ -272,13 +446,13 @@ impl Timer {
     }
 
     /// Stop waiting (the timer stays allocated for the next nap).
-    pub(crate) fn disarm(&mut self) {
+    fn disarm(&mut self) {
         self.armed = false;
     }
 
     /// `Ready` once an armed timer has fired (it is then disarmed); `Pending` while it has
     /// not, or when it is not armed.
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match (&mut self.sleep, self.armed) {
             (Some(sleep), true) => {
                 core::task::ready!(sleep.as_mut().poll(cx));

@@ -11,21 +11,23 @@
 //!   [`Throttler`](crate::Throttler)'s queue, and `limitcore-redis`'s lease arrivals.
 //! - `WaitList` (crate-private): waiters in order, each an entry its waiter polls or
 //!   cancels and the list's owner resolves under its lock, with the wakers woken after the
-//!   lock is released and without allocating for up to 32 wake-ups at once. Used where waiters are served in order: [`Permits`](crate::concurrency::Permits)
-//!   (FIFO or LIFO), a [`Budget`](crate::Budget)'s waiters (first come, first served, across
-//!   changes of configuration and pauses), and each lane of [`Lanes`](crate::lanes::Lanes).
-//! - The driver (crate-private): a wait is one function, `poll_wait(cx, nap)`, that either
+//!   lock is released and without allocating for up to 32 wake-ups at once. Used where
+//!   waiters are served in order: [`Permits`](crate::concurrency::Permits) (FIFO or LIFO), a
+//!   [`Budget`](crate::Budget)'s waiters (first come, first served, across changes of
+//!   configuration and pauses), and each lane of [`Lanes`](crate::lanes::Lanes).
+//! - The driver: a wait is one function, [`Wait::poll_wait`]`(cx, nap)`, that either
 //!   finishes or registers `cx`'s waker with whatever will end it (an [`Event`], a
 //!   `WaitList` entry, a clock that is not the OS timer) and says how long it may sleep on
-//!   the OS timer at most. `block_on` runs it on a thread (parked, woken by the waker);
-//!   `WaitFuture` runs it as a future, its naps on tokio's timer (feature `tokio`; the
-//!   permits' futures, which never nap, poll their wait directly and need no runtime). A
-//!   wait that must give something back when abandoned does it in its own `Drop`,
-//!   so both faces are cancellation-safe the same way.
-//! - [`Nap`]: how long a pending poll may sleep on the OS timer; the one driver type the
-//!   public poll seams ([`Budget::poll_acquire`](crate::Budget::poll_acquire),
-//!   [`Lanes::poll_acquire`](crate::lanes::Lanes::poll_acquire)) take, so that an adapter
-//!   of its own (the crate's [`io`](crate::io) is one) can drive an ordered wait.
+//!   the OS timer at most ([`Nap`]). [`block_on`] runs it on a thread (parked, woken by the
+//!   waker); [`WaitFuture`] runs it as a future, its naps on tokio's timer (feature
+//!   `tokio`). A wait that must give something back when abandoned does it in its own
+//!   `Drop`, so both faces are cancellation-safe the same way. Every public wait of the
+//!   crate is such a wait: the budgets', the lanes' and the permits' futures (borrowed and
+//!   owned, as tokio's `Semaphore::acquire` and `acquire_owned`), whose blocking forms run
+//!   the same future on [`block_on`]; the trait is public so that a wait of your own runs
+//!   the same two ways. The waits that hold a place in a limiter's queue (a budget's, a
+//!   lane's) are one type, `Queued` (feature `budget`): the limiter writes their poll, the
+//!   type keeps their place and gives it back when dropped.
 //!
 //! Waits follow the limiter's clock: a wait for a time asks the clock
 //! ([`Clock::sleep_hint`](crate::clock::Clock::sleep_hint)) how to sleep, so on a
@@ -45,10 +47,15 @@ pub(crate) mod driver;
 mod event;
 #[cfg(any(feature = "budget", feature = "concurrency", all(test, limitcore_loom)))]
 pub(crate) mod list;
+#[cfg(feature = "budget")]
+pub(crate) mod queued;
 pub(crate) mod wake;
 
 #[cfg(all(test, limitcore_loom))]
 mod loom;
 
-pub use driver::Nap;
+pub use driver::{block_on, Nap, Wait, WaitFuture};
 pub use event::{Event, Listener};
+#[cfg(feature = "budget")]
+#[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
+pub use queued::{Queue, Queued};

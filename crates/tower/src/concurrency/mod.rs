@@ -87,8 +87,5 @@ pub use classify::{Classify, DefaultClassifier, Latency};
 pub use future::ResponseFuture;
 pub use layer::ConcurrencyLimitLayer;
 pub use limitcore::concurrency::Completion;
-/// Renamed [`Completion`] (distinct from the rate-limit layer's [`Outcome`](crate::Outcome)).
-#[deprecated(since = "0.2.0", note = "renamed `Completion`")]
-pub type Outcome = Completion;
 pub use service::ConcurrencyLimit;
 pub use shed::Shed;

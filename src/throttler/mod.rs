@@ -22,30 +22,25 @@
 //! a task cannot be left `Pending` with nobody to start it: every handle resolves.
 //! `loom-tests/tests/throttler.rs` model-checks these races on the real throttler.
 
-use crate::clock::poll_clock;
-use crate::clock::{duration_to_nanos, Clock, DefaultClock, Nanos};
+mod task;
+mod worker;
+
+pub use task::{TaskError, TaskHandle, TaskPanic, TaskWait};
+
+use self::task::TaskCell;
+use self::worker::{spawn_thread, work, Exit, Job, Queue, Shared, Spawner};
+use crate::clock::{duration_to_nanos, instant_within, Clock, DefaultClock, Nanos};
 use crate::decision::Denied;
-use crate::notify::driver::{block_on, block_until, Nap, Wait};
-use crate::notify::{Event, Listener};
+use crate::notify::Event;
 use crate::quota::{Quota, QuotaError};
 use crate::rules::{window_quota, Log, Rule, SlidingLogRule};
-use crate::sync::{current_thread_id, lock, Mutex, MutexGuard, ThreadId};
-use core::pin::Pin;
-use core::task::{Context, Poll};
-use std::any::Any;
-use std::collections::{HashMap, VecDeque};
+use crate::sync::{lock, Mutex, MutexGuard};
+use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
 use std::hash::Hash;
 use std::io;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The instant `timeout` from now; `None` (no deadline) past the range of `Instant`.
-fn deadline_in(timeout: Duration) -> Option<Instant> {
-    Instant::now().checked_add(timeout)
-}
 
 /// The schedule: exact logs of the start times, per channel and in total.
 struct Schedule<K> {
@@ -54,18 +49,6 @@ struct Schedule<K> {
     last_start: Nanos,
 }
 
-/// Starts the worker: runs the closure it is given, on some thread, or fails.
-type Spawner = fn(Box<dyn FnOnce() + Send + 'static>) -> io::Result<()>;
-
-/// The default [`Spawner`]: a new OS thread named `limitcore-throttler`.
-fn spawn_thread(worker: Box<dyn FnOnce() + Send + 'static>) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name("limitcore-throttler".into())
-        .spawn(worker)
-        .map(drop)
-}
-
-/// Starts calls in submission order, each at the earliest time that keeps every limit.
 ///
 /// Built from a total quota and per-channel quotas, each read as an exact "at most `count`
 /// calls in any window of length `period`" (a sliding log; burst is not used). A call on a
@@ -115,7 +98,7 @@ fn spawn_thread(worker: Box<dyn FnOnce() + Send + 'static>) -> io::Result<()> {
 /// - **`Drop`** does not wait: the worker stops by itself after the task it is running, if
 ///   any. So dropping a throttler never blocks, even from inside one of its own tasks.
 /// - [`Throttler::shutdown`] waits for the running task to finish and the worker to stop;
-///   [`Throttler::shutdown_timeout`] waits at most a given time.
+///   [`Throttler::shutdown_within`] waits at most a given time.
 ///
 /// # Examples
 ///
@@ -151,13 +134,13 @@ fn spawn_thread(worker: Box<dyn FnOnce() + Send + 'static>) -> io::Result<()> {
 /// let first = t.submit(Some(&"a"), || "now")?;
 /// let second = t.submit(None, || "in a second")?;
 /// assert_eq!(second.start(), 1_000_000_000);
-/// assert_eq!(first.wait()?, "now");
+/// assert_eq!(first.wait_blocking()?, "now");
 /// clock.advance(Duration::from_secs(1)); // wakes the worker: the second task is due
-/// assert_eq!(second.wait()?, "in a second");
+/// assert_eq!(second.wait_blocking()?, "in a second");
 ///
 /// let third = t.submit(None, || unreachable!("never started"))?;
 /// drop(t); // starts nothing: the pending task is cancelled
-/// assert!(matches!(third.wait(), Err(TaskError::Cancelled)));
+/// assert!(matches!(third.wait_blocking(), Err(TaskError::Cancelled)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
@@ -417,7 +400,7 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
     /// // At most one start per millisecond: these run at 0, 1 and 2 ms.
     /// let t = Throttler::new("1/ms".parse()?, Vec::<(u8, Quota)>::new())?;
     /// let handles: Vec<_> = (0..3).map(|i| t.submit(None, move || i * 10)).collect::<Result<_, _>>()?;
-    /// let results: Vec<i32> = handles.into_iter().map(|h| h.wait()).collect::<Result<_, _>>()?;
+    /// let results: Vec<i32> = handles.into_iter().map(|h| h.wait_blocking()).collect::<Result<_, _>>()?;
     /// assert_eq!(results, [0, 10, 20]);
     ///
     /// // With a maximum wait, a task that would start too late is refused.
@@ -478,7 +461,7 @@ impl<K: Hash + Eq, C: Clock + Clone + 'static> Throttler<K, C> {
             if was_idle {
                 shared.changed.notify();
             }
-            return Ok(TaskHandle { cell, start });
+            return Ok(TaskHandle::new(cell, start));
         }
     }
 
@@ -564,7 +547,7 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
     ///
     /// Called from inside one of this throttler's own tasks (which can only happen when the
     /// task owns it), it cannot wait for that task: it returns after cancelling, as `Drop`
-    /// does. See [`Throttler::shutdown_timeout`] for a bounded wait.
+    /// does. See [`Throttler::shutdown_within`] for a bounded wait.
     ///
     /// # Examples
     ///
@@ -583,8 +566,8 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
     /// started.recv()?;
     /// assert_eq!(t.shutdown(), 1); // cancelled the pending task, waited for the running one
     /// assert!(running.is_finished());
-    /// assert_eq!(running.wait()?, "finished");
-    /// assert!(matches!(pending.wait(), Err(TaskError::Cancelled)));
+    /// assert_eq!(running.wait_blocking()?, "finished");
+    /// assert!(matches!(pending.wait_blocking(), Err(TaskError::Cancelled)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn shutdown(mut self) -> usize {
@@ -596,16 +579,17 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
         cancelled
     }
 
-    /// Shut down and wait at most `timeout`: as [`Throttler::shutdown`], but gives up waiting
-    /// for a task that is still running after `timeout` (it finishes on its own, and the
-    /// worker stops after it). `Ok(cancelled)` if the worker stopped in time, `Err(cancelled)`
-    /// if not; `cancelled` counts the tasks this cancelled, as for `shutdown`.
+    /// Shut down and wait at most `max_wait` (on the OS clock): as [`Throttler::shutdown`],
+    /// but gives up waiting for a task that is still running after `max_wait` (it finishes
+    /// on its own, and the worker stops after it). `Ok(cancelled)` if the worker stopped in
+    /// time, `Err(cancelled)` if not; `cancelled` counts the tasks this cancelled, as for
+    /// `shutdown`.
     ///
     /// Called from inside one of this throttler's own tasks, it returns `Err` at once.
     ///
     /// # Errors
     ///
-    /// `Err(cancelled)` if the worker had not stopped after `timeout` (a task still
+    /// `Err(cancelled)` if the worker had not stopped after `max_wait` (a task still
     /// running), or at once when called from one of the throttler's own tasks.
     ///
     /// # Examples
@@ -616,22 +600,49 @@ impl<K, C: Clock + Clone + 'static> Throttler<K, C> {
     ///
     /// let t = Throttler::new("1/s".parse()?, Vec::<(u8, Quota)>::new())?;
     /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (finish, finished) = std::sync::mpsc::channel::<()>();
     /// let slow = t.submit(None, move || {
     ///     started_tx.send(()).unwrap();
-    ///     std::thread::sleep(Duration::from_millis(300));
+    ///     finished.recv().unwrap(); // runs until told to finish
     /// })?;
     /// let _pending = t.submit(None, || ())?;
     /// started.recv()?;
-    /// assert_eq!(t.shutdown_timeout(Duration::from_millis(10)), Err(1)); // still running
-    /// assert!(slow.wait().is_ok()); // it finished on its own
+    /// assert_eq!(t.shutdown_within(Duration::from_millis(10)), Err(1)); // still running
+    /// finish.send(())?;
+    /// assert!(slow.wait_blocking().is_ok()); // it finished on its own
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<usize, usize> {
+    pub fn shutdown_within(self, max_wait: Duration) -> Result<usize, usize> {
+        self.shutdown_until(instant_within(max_wait))
+    }
+
+    /// Shut down and wait until `deadline` (`None`: none; the OS clock's) at most: as
+    /// [`Throttler::shutdown_within`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Throttler::shutdown_within`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Throttler};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let t = Throttler::new("1/s".parse()?, Vec::<(u8, Quota)>::new())?;
+    /// let first = t.submit(None, || ())?;
+    /// let _pending = t.submit(None, || ())?; // 1 s later
+    /// first.wait_blocking()?;
+    /// let deadline = Instant::now() + Duration::from_secs(10);
+    /// assert_eq!(t.shutdown_until(Some(deadline)), Ok(1)); // the pending task cancelled
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shutdown_until(mut self, deadline: Option<Instant>) -> Result<usize, usize> {
         let Some(shared) = self.take_worker() else {
             return Ok(0);
         };
         let cancelled = shared.close();
-        if shared.wait_stopped(deadline_in(timeout)) {
+        if shared.wait_stopped(deadline) {
             Ok(cancelled)
         } else {
             Err(cancelled)
@@ -652,625 +663,6 @@ impl<K, C: Clock + Clone + 'static> Drop for Throttler<K, C> {
     fn drop(&mut self) {
         if let Some(shared) = self.take_worker() {
             shared.close();
-        }
-    }
-}
-
-/// What the throttler and its worker share.
-struct Shared {
-    queue: Mutex<Queue>,
-    /// Notified at every event the worker may be sleeping through (a task for an idle
-    /// worker, a shutdown); it listens before it looks at the queue, so none is lost.
-    changed: Event,
-    /// Notified when the worker has stopped ([`Throttler::shutdown`] waits on it).
-    stopped: Event,
-}
-
-/// The worker's queue and its flags.
-#[derive(Default)]
-struct Queue {
-    /// The tasks not begun, in start order (which is submission order). The worker leaves
-    /// the next one here while it waits for its start, so a shutdown finds it.
-    jobs: VecDeque<Job>,
-    /// Set by a shutdown (or drop): the worker begins nothing more and stops.
-    closing: bool,
-    /// Set when the worker has stopped (or its closure was dropped unrun): nothing here will
-    /// ever begin.
-    exited: bool,
-    /// The worker's thread, once it runs: a shutdown from inside a task must not wait for it.
-    worker: Option<ThreadId>,
-}
-
-/// A queued task: its start and its state. Dropping it cancels the task if it has not begun,
-/// so a task that leaves the queue in any way other than through `begin` (shutdown, the
-/// worker stopping, its queue dropped) is cancelled: every handle resolves.
-struct Job {
-    start: Nanos,
-    task: Arc<dyn Task>,
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        self.task.cancel();
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        lock(&self.queue)
-    }
-
-    /// Shut down: from now on the worker begins nothing (it checks `closing` under the lock
-    /// it begins a task with), and every task not begun is cancelled, here. Returns how many
-    /// this cancelled.
-    fn close(&self) -> usize {
-        let jobs = {
-            let mut queue = self.lock();
-            queue.closing = true;
-            std::mem::take(&mut queue.jobs)
-        };
-        self.changed.notify();
-        // Outside the lock: cancelling drops each task's closure (the caller's code).
-        jobs.iter().filter(|job| job.task.cancel()).count()
-    }
-
-    /// Wait until the worker has stopped, or until `deadline` (`None`: no deadline). Whether
-    /// it has stopped; false at once when called on the worker's own thread (from a task),
-    /// which would otherwise wait for itself.
-    fn wait_stopped(&self, deadline: Option<Instant>) -> bool {
-        {
-            let queue = self.lock();
-            if !queue.exited && queue.worker == Some(current_thread_id()) {
-                return false;
-            }
-        }
-        block_until(&self.stopped, deadline, || self.lock().exited)
-    }
-}
-
-/// Owned by the worker's closure: when the worker stops, however it stops (shut down, a
-/// panic of its clock, a spawner that drops the closure unrun), every task still queued is
-/// cancelled, and [`Throttler::shutdown`] and `submit` learn that it has stopped.
-struct Exit(Arc<Shared>);
-
-impl Drop for Exit {
-    fn drop(&mut self) {
-        let jobs = {
-            let mut queue = self.0.lock();
-            queue.exited = true;
-            std::mem::take(&mut queue.jobs)
-        };
-        // Each `Job` cancels its task as it drops, outside the lock.
-        drop(jobs);
-        self.0.stopped.notify();
-    }
-}
-
-/// The worker's wait for its next task: until the queue's first task is due on the clock
-/// (or a shutdown), sleeping on the queue's [`Event`] and the clock at once. `Ready(None)`
-/// when shutting down; `Ready(Some(job))` with the task begun (under the queue lock: a
-/// shutdown either took it first, and cancelled it, or finds it begun; never both).
-struct NextJob<'a, C> {
-    shared: &'a Shared,
-    clock: &'a C,
-    /// Kept between polls: dropping it would take its waker out of the event.
-    listener: Option<Listener<'a>>,
-}
-
-impl<C: Clock> Wait for NextJob<'_, C> {
-    type Output = Option<Job>;
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Option<Job>> {
-        loop {
-            // Listen, then look: a task or a shutdown after the look wakes the listener.
-            let listener = self.listener.insert(self.shared.changed.listen());
-            let start = {
-                let mut queue = self.shared.lock();
-                if queue.closing {
-                    return Poll::Ready(None);
-                }
-                // Tasks cancelled through their handle: their closures are gone already.
-                while queue.jobs.front().is_some_and(|job| !job.task.is_pending()) {
-                    queue.jobs.pop_front();
-                }
-                queue.jobs.front().map(|job| job.start)
-            };
-            if let Some(start) = start {
-                // The clock is the caller's code: asked without the queue lock.
-                if poll_clock(self.clock, start, cx, nap).is_ready() {
-                    let mut queue = self.shared.lock();
-                    if queue.closing {
-                        return Poll::Ready(None);
-                    }
-                    // Still the task looked at above, unless cancelled through its handle
-                    // meanwhile: only this thread removes tasks, but for `close`.
-                    match queue.jobs.pop_front() {
-                        Some(job) if job.task.begin() => return Poll::Ready(Some(job)),
-                        _ => continue,
-                    }
-                }
-            }
-            if Pin::new(listener).poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-        }
-    }
-}
-
-/// The worker: begin each task at its start, in queue order, until shut down.
-fn work<C: Clock>(exit: Exit, clock: &C) {
-    let shared = &*exit.0;
-    shared.lock().worker = Some(current_thread_id());
-    while let Some(job) = block_on(NextJob {
-        shared,
-        clock,
-        listener: None,
-    }) {
-        job.task.run();
-        // If the handle is gone, the task's value (or panic payload) is dropped here with
-        // the last reference: a panic in its `Drop` must not stop the worker.
-        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(job)));
-    }
-}
-
-/// A submitted task's closure.
-type Closure<T> = Box<dyn FnOnce() -> T + Send>;
-
-/// Where a submitted task is (see the module documentation for the transitions).
-enum Stage<T> {
-    /// Queued: `cancel` may still take it.
-    Pending(Closure<T>),
-    /// Begun by the worker: it can no longer be cancelled. The closure, until `run` takes it.
-    Running(Option<Closure<T>>),
-    /// Cancelled; its closure is being dropped (not an outcome yet).
-    Cancelling,
-    /// It ran and returned this.
-    Done(T),
-    /// It ran and panicked with this payload.
-    Panicked(Box<dyn Any + Send>),
-    /// It was cancelled before it began; its closure is gone.
-    Cancelled,
-    /// The outcome was handed to the handle.
-    Taken,
-}
-
-impl<T> Stage<T> {
-    /// The outcome, taken out (leaving `Taken`), if there is one.
-    fn take_outcome(&mut self) -> Option<Result<T, TaskError>> {
-        match std::mem::replace(self, Stage::Taken) {
-            Stage::Done(value) => Some(Ok(value)),
-            Stage::Panicked(payload) => Some(Err(TaskError::Panicked(TaskPanic::new(payload)))),
-            Stage::Cancelled => Some(Err(TaskError::Cancelled)),
-            not_yet => {
-                *self = not_yet;
-                None
-            }
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            Stage::Pending(_) => "Pending",
-            Stage::Running(_) => "Running",
-            Stage::Cancelling => "Cancelling",
-            Stage::Done(_) => "Done",
-            Stage::Panicked(_) => "Panicked",
-            Stage::Cancelled => "Cancelled",
-            Stage::Taken => "Taken",
-        }
-    }
-}
-
-/// The state of one task, shared by its handle and its queue entry.
-struct TaskCell<T> {
-    stage: Mutex<Stage<T>>,
-    /// Notified when the task reaches an outcome.
-    settled: Event,
-}
-
-impl<T> TaskCell<T> {
-    fn new(closure: Closure<T>) -> Self {
-        TaskCell {
-            stage: Mutex::new(Stage::Pending(closure)),
-            settled: Event::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Stage<T>> {
-        lock(&self.stage)
-    }
-
-    /// Publish an outcome (from `Running` or `Cancelling`: nothing of the caller's is
-    /// dropped under the lock).
-    fn settle(&self, outcome: Stage<T>) {
-        *self.lock() = outcome;
-        self.settled.notify();
-    }
-
-    /// Pending → Cancelling → Cancelled; false (and no change) from any other stage. The
-    /// closure is dropped between the two, outside the lock, so a handle that sees
-    /// `Cancelled` knows the closure (and all it captured) is gone.
-    fn cancel(&self) -> bool {
-        let closure = {
-            let mut stage = self.lock();
-            match std::mem::replace(&mut *stage, Stage::Cancelling) {
-                Stage::Pending(closure) => closure,
-                other => {
-                    *stage = other;
-                    return false;
-                }
-            }
-        };
-        // Settles even if the closure's `Drop` panics.
-        let _settle = SettleCancelled(self);
-        drop(closure);
-        true
-    }
-
-    fn is_settled(&self) -> bool {
-        matches!(
-            *self.lock(),
-            Stage::Done(_) | Stage::Panicked(_) | Stage::Cancelled
-        )
-    }
-}
-
-/// Publishes `Cancelled` when dropped (see [`TaskCell::cancel`]).
-struct SettleCancelled<'a, T>(&'a TaskCell<T>);
-
-impl<T> Drop for SettleCancelled<'_, T> {
-    fn drop(&mut self) {
-        self.0.settle(Stage::Cancelled);
-    }
-}
-
-/// A task as the queue and the worker see it, whatever its value type.
-trait Task: Send + Sync {
-    /// Whether it still waits to begin.
-    fn is_pending(&self) -> bool;
-    /// Pending → Running; false if it was cancelled.
-    fn begin(&self) -> bool;
-    /// Run a begun task's closure, catching a panic, and publish the outcome.
-    fn run(&self);
-    /// See [`TaskCell::cancel`].
-    fn cancel(&self) -> bool;
-}
-
-impl<T: Send> Task for TaskCell<T> {
-    fn is_pending(&self) -> bool {
-        matches!(*self.lock(), Stage::Pending(_))
-    }
-
-    fn begin(&self) -> bool {
-        let mut stage = self.lock();
-        match std::mem::replace(&mut *stage, Stage::Taken) {
-            Stage::Pending(closure) => {
-                *stage = Stage::Running(Some(closure));
-                true
-            }
-            other => {
-                *stage = other;
-                false
-            }
-        }
-    }
-
-    fn run(&self) {
-        let closure = match &mut *self.lock() {
-            Stage::Running(closure) => closure.take(),
-            _ => None,
-        };
-        if let Some(closure) = closure {
-            let outcome = match panic::catch_unwind(AssertUnwindSafe(closure)) {
-                Ok(value) => Stage::Done(value),
-                Err(payload) => Stage::Panicked(payload),
-            };
-            self.settle(outcome);
-        }
-    }
-
-    fn cancel(&self) -> bool {
-        TaskCell::cancel(self)
-    }
-}
-
-/// A task submitted to a [`Throttler`]: wait for its outcome, or cancel it before it starts.
-///
-/// Every handle resolves: whatever happens to the throttler or its worker, [`wait`] returns
-/// the task's value, [`TaskError::Panicked`] or [`TaskError::Cancelled`]; it blocks only
-/// while the task waits for its start or runs. Dropping the handle does not cancel the task.
-///
-/// [`wait`]: TaskHandle::wait
-pub struct TaskHandle<T> {
-    cell: Arc<TaskCell<T>>,
-    start: Nanos,
-}
-
-impl<T> fmt::Debug for TaskHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TaskHandle")
-            .field("start", &self.start)
-            .field("stage", &self.cell.lock().name())
-            .finish()
-    }
-}
-
-impl<T> TaskHandle<T> {
-    /// The task's scheduled start, in nanoseconds of the throttler's clock. It never moves:
-    /// the task begins at this time or, if the worker is busy with an earlier task then,
-    /// as soon as that one returns.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, Throttler};
-    /// use limitcore::clock::ManualClock;
-    ///
-    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
-    /// assert_eq!(t.submit(None, || ())?.start(), 0);
-    /// assert_eq!(t.submit(None, || ())?.start(), 1_000_000_000);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn start(&self) -> Nanos {
-        self.start
-    }
-
-    /// Cancel the task if it has not begun; returns whether this call cancelled it. The
-    /// closure is dropped (on this thread) before the task's outcome becomes
-    /// [`TaskError::Cancelled`]. Its slot in the schedule stays taken: later calls keep
-    /// their start times.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, TaskError, Throttler};
-    /// use limitcore::clock::ManualClock;
-    ///
-    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
-    /// let first = t.submit(None, || 1)?;
-    /// let second = t.submit(None, || 2)?; // starts at 1 s: the clock is frozen
-    /// assert!(second.cancel());
-    /// assert!(!second.cancel()); // already cancelled
-    /// assert_eq!(first.wait()?, 1);
-    /// assert!(matches!(second.wait(), Err(TaskError::Cancelled)));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn cancel(&self) -> bool {
-        self.cell.cancel()
-    }
-
-    /// Whether the task has an outcome (it returned, panicked or was cancelled), so that
-    /// [`wait`](TaskHandle::wait) would not block.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, Throttler};
-    /// use limitcore::clock::ManualClock;
-    ///
-    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), ManualClock::new())?;
-    /// let _first = t.submit(None, || ())?;
-    /// let second = t.submit(None, || ())?; // starts at 1 s: the clock is frozen
-    /// assert!(!second.is_finished());
-    /// second.cancel();
-    /// assert!(second.is_finished());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn is_finished(&self) -> bool {
-        self.cell.is_settled()
-    }
-
-    /// Block until the task has an outcome, and return it.
-    ///
-    /// # Errors
-    ///
-    /// [`TaskError::Cancelled`] if it was cancelled before it began (through
-    /// [`cancel`](TaskHandle::cancel), by a shutdown or drop of the throttler, or because its
-    /// worker stopped); [`TaskError::Panicked`] if it panicked, with the panic's payload.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, TaskError, Throttler};
-    ///
-    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
-    /// let fine = t.submit(None, || 42)?;
-    /// let broken = t.submit(None, || -> i32 { panic!("out of cheese") })?;
-    /// let after = t.submit(None, || 43)?;
-    /// assert_eq!(fine.wait()?, 42);
-    /// match broken.wait() {
-    ///     Err(TaskError::Panicked(panic)) => assert_eq!(panic.message(), Some("out of cheese")),
-    ///     other => panic!("expected the panic, got {other:?}"),
-    /// }
-    /// assert_eq!(after.wait()?, 43); // the worker went on
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn wait(self) -> Result<T, TaskError> {
-        let mut outcome = None;
-        block_until(&self.cell.settled, None, || {
-            outcome = self.cell.lock().take_outcome();
-            outcome.is_some()
-        });
-        outcome.unwrap_or(Err(TaskError::Cancelled))
-    }
-
-    /// Wait at most `timeout` for the task's outcome: `Ok(outcome)` as for
-    /// [`wait`](TaskHandle::wait), or `Err(self)` if the task has none yet after `timeout`
-    /// (the handle, to wait again or cancel).
-    ///
-    /// # Errors
-    ///
-    /// `Err(self)` if the task has no outcome after `timeout`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, Throttler};
-    /// use limitcore::clock::ManualClock;
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let t = Throttler::with_clock("1/s".parse()?, Vec::<(u8, Quota)>::new(), clock.clone())?;
-    /// let _first = t.submit(None, || 1)?;
-    /// let second = t.submit(None, || 2)?; // starts at 1 s
-    /// let second = second.wait_timeout(Duration::from_millis(10)).unwrap_err(); // not yet
-    /// clock.advance(Duration::from_secs(1));
-    /// assert_eq!(second.wait_timeout(Duration::from_secs(10)).unwrap()?, 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn wait_timeout(self, timeout: Duration) -> Result<Result<T, TaskError>, Self> {
-        let mut outcome = None;
-        block_until(&self.cell.settled, deadline_in(timeout), || {
-            outcome = self.cell.lock().take_outcome();
-            outcome.is_some()
-        });
-        outcome.ok_or(self)
-    }
-}
-
-/// Why a submitted task did not return a value: see [`TaskHandle::wait`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TaskError {
-    /// It was cancelled before it began: by [`TaskHandle::cancel`], by a shutdown or drop of
-    /// the throttler, or because the worker stopped. Its closure was dropped, never run.
-    Cancelled,
-    /// It began and panicked; the panic was caught on the worker, which went on with the
-    /// next task. [`TaskPanic::resume`] continues the panic on the caller's thread.
-    Panicked(TaskPanic),
-}
-
-impl TaskError {
-    /// Whether the task was cancelled before it began.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::TaskError;
-    /// assert!(TaskError::Cancelled.is_cancelled());
-    /// ```
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self, TaskError::Cancelled)
-    }
-
-    /// Whether the task panicked.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, Throttler};
-    ///
-    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
-    /// let error = t.submit(None, || panic!("no"))?.wait().unwrap_err();
-    /// assert!(error.is_panic() && !error.is_cancelled());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn is_panic(&self) -> bool {
-        matches!(self, TaskError::Panicked(_))
-    }
-}
-
-impl fmt::Display for TaskError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TaskError::Cancelled => f.write_str("the task was cancelled before it started"),
-            TaskError::Panicked(panic) => match panic.message() {
-                Some(message) => write!(f, "the task panicked: {message}"),
-                None => f.write_str("the task panicked"),
-            },
-        }
-    }
-}
-
-impl std::error::Error for TaskError {}
-
-/// The panic of a task, caught on the throttler's worker ([`TaskError::Panicked`]).
-///
-/// `Send + Sync`, so a [`TaskError`] fits `Box<dyn Error + Send + Sync>`.
-pub struct TaskPanic {
-    /// The payload's text, if it is a `&str` or a `String` (what `panic!` makes).
-    message: Option<String>,
-    /// The payload. Behind a lock only to be `Sync` (a payload is only `Send`); never
-    /// contended, and not a synchronisation between threads, so std's even under loom.
-    payload: std::sync::Mutex<Box<dyn Any + Send>>,
-}
-
-impl TaskPanic {
-    fn new(payload: Box<dyn Any + Send>) -> Self {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned());
-        TaskPanic {
-            message,
-            payload: std::sync::Mutex::new(payload),
-        }
-    }
-
-    /// The panic's message, if its payload is text (as with `panic!("...")`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, TaskError, Throttler};
-    ///
-    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
-    /// let code = 7;
-    /// match t.submit(None, move || panic!("code {code}"))?.wait() {
-    ///     Err(TaskError::Panicked(panic)) => assert_eq!(panic.message(), Some("code 7")),
-    ///     other => panic!("expected a panic, got {other:?}"),
-    /// }
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn message(&self) -> Option<&str> {
-        self.message.as_deref()
-    }
-
-    /// The panic's payload, as `std::panic::catch_unwind` would return it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use limitcore::{Quota, TaskError, Throttler};
-    ///
-    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
-    /// let handle = t.submit(None, || std::panic::panic_any(404u16))?;
-    /// let Err(TaskError::Panicked(panic)) = handle.wait() else { unreachable!() };
-    /// assert_eq!(panic.message(), None); // not text
-    /// assert_eq!(panic.into_payload().downcast_ref::<u16>(), Some(&404));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn into_payload(self) -> Box<dyn Any + Send> {
-        self.payload.into_inner().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Continue the panic on this thread, with its payload (`std::panic::resume_unwind`).
-    ///
-    /// # Panics
-    ///
-    /// Always: that is what it is for.
-    ///
-    /// # Examples
-    ///
-    /// ```should_panic
-    /// use limitcore::{Quota, TaskError, Throttler};
-    ///
-    /// let t = Throttler::new("1000/s".parse()?, Vec::<(u8, Quota)>::new())?;
-    /// if let Err(TaskError::Panicked(panic)) = t.submit(None, || panic!("boom"))?.wait() {
-    ///     panic.resume(); // the caller now panics with "boom"
-    /// }
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn resume(self) -> ! {
-        panic::resume_unwind(self.into_payload())
-    }
-}
-
-impl fmt::Debug for TaskPanic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.message {
-            Some(message) => f.debug_tuple("TaskPanic").field(message).finish(),
-            None => f.write_str("TaskPanic(<non-text payload>)"),
         }
     }
 }
