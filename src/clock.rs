@@ -249,9 +249,10 @@ mod manual {
     /// [`set`](ManualClock::set): a test moves the time and the waiter reacts, with no
     /// polling. Every wait of the crate (budgets, lanes, the throttler, the generic waits,
     /// reservations, the I/O adapters) sleeps this way on a `ManualClock`, blocking or
-    /// async, so waits can be tested at explicit times without real sleeping. Reading the time (`now`) is one atomic load; a change of time costs
-    /// two read-modify-writes (the time, and the waiters' [`Event`](crate::notify::Event)),
-    /// and a lock only while someone waits.
+    /// async, so waits can be tested at explicit times without real sleeping. Reading the
+    /// time (`now`) is one atomic load; a change of time costs two read-modify-writes (the
+    /// time, and the waiters' [`Event`](crate::notify::Event)), and a lock only while
+    /// someone waits.
     ///
     /// # Examples
     ///

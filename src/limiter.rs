@@ -182,6 +182,22 @@ pub trait Refund: RateLimiter {
     ///
     /// Never more permissive than admitting the same permits: a charge decides every later
     /// request at least as strictly as an admission of `n` would have.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Algorithm, Quota, Refund, RateLimiter};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let quota: Quota = "1000/min".parse()?;
+    /// let limiter = Algorithm::SlidingLog.limiter(quota, ManualClock::new())?;
+    /// limiter.charge_at(900, 0);                         // tokens of finished responses
+    /// assert!(limiter.try_acquire_n_at(0, 0).is_ok());   // 900 of 1000: the check passes
+    /// limiter.charge_at(200, 0);                         // 1,100: past the limit
+    /// assert!(limiter.try_acquire_n_at(0, 0).is_err()); // refused until they leave
+    /// assert!(limiter.try_acquire_n_at(0, 60_000_000_000).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn charge_at(&self, n: u32, now: Nanos) -> Charged;
 
     /// Settle the reservation on `receipt` (an admission of an estimate) to its actual
@@ -219,6 +235,19 @@ pub trait Refund: RateLimiter {
     /// make the limiter more permissive than its admissions alone, by at most `n` permits:
     /// the caller asserts they were over-counted. Each limiter documents what it gives back
     /// (a window, nothing from a saturated count; a sliding log over its limit, nothing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Gcra, Quota, RateLimiter, Refund};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let limiter = Gcra::with_clock("10/s".parse()?, ManualClock::new())?;
+    /// limiter.try_acquire_n_at(4, 0)?;
+    /// limiter.credit(3, 0);                              // 3 of them were not used
+    /// assert_eq!(limiter.snapshot_at(0).remaining, 9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn credit(&self, n: u32, at: Nanos);
 }
 

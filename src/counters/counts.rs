@@ -27,7 +27,7 @@ use core::time::Duration;
 /// | a final refusal ([`Denied::is_final`](crate::Denied::is_final)) | `final_refusals` +1 |
 /// | `refund` of a receipt of `n > 0` permits | `refunds` +1, `permits_refunded` +n |
 /// | `charge_at` of `n` (never refused) | `permits_charged` + the permits charged |
-/// | `settle` of a receipt of `e` to `a` | `a > e`: `permits_charged` + the excess charged; `a < e`: `refunds` +1, `permits_refunded` +(e − a) |
+/// | `settle` of `e` permits to `a` | `a > e`: `permits_charged` + the excess; `a < e`: `refunds` +1, `permits_refunded` + (e − a) |
 /// | `credit` of `n` | `permits_credited` +n |
 /// | `check_at`, `snapshot*`, `quota*`, `now` | nothing (they decide nothing) |
 ///

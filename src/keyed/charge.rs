@@ -24,6 +24,22 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// # Errors
     ///
     /// [`Denied::RateLimited`] with the wait until the debt is paid back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Keyed, Quota};
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::rules::GcraRule;
+    ///
+    /// let per_tenant: Keyed<String, GcraRule, ManualClock> =
+    ///     Keyed::with_clock("10/s".parse()?, ManualClock::new())?;
+    /// per_tenant.charge_at("acme", 15, 0);             // 5 past the burst: 500 ms of debt
+    /// assert!(per_tenant.debt_at("acme", 499_999_999).is_err());
+    /// assert!(per_tenant.debt_at("acme", 500_000_000).is_ok());
+    /// assert!(per_tenant.debt_at("other", 0).is_ok());  // an unknown key is fresh
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     pub fn debt_at<Q>(&self, key: &Q, now: Nanos) -> Result<(), Denied>
     where
         K: Borrow<Q>,
@@ -35,6 +51,26 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// Charge `n` permits to `key` at `now`, never refused (see
     /// [`Refund::charge_at`](crate::Refund::charge_at)): a new key gets a state first (at
     /// the key bound, the charge goes to the overflow state its decisions use).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Keyed, Quota};
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::rules::FixedWindowRule;
+    ///
+    /// let tokens: Keyed<String, FixedWindowRule, ManualClock> =
+    ///     Keyed::with_clock("1000/min".parse()?, ManualClock::new())?;
+    /// let charged = tokens.charge_at("acme", 900, 0);      // a response's tokens
+    /// assert_eq!((charged.charged, charged.shortfall), (900, 0));
+    /// // A window's count field holds up to 1023 for a count of 1000: past it the count is
+    /// // saturated (closed to the window's end, whatever the rest), and the rest reported.
+    /// let charged = tokens.charge_at("acme", 200, 0);
+    /// assert_eq!((charged.charged, charged.shortfall), (123, 77));
+    /// assert!(tokens.try_acquire_n_at("acme", 0, 59_999_999_999).is_err());
+    /// assert!(tokens.try_acquire_n_at("acme", 0, 60_000_000_000).is_ok());
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     pub fn charge_at<Q>(&self, key: &Q, n: u32, now: Nanos) -> Charged
     where
         K: Borrow<Q>,
@@ -62,6 +98,21 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// Settle `key`'s reservation on `receipt` to `actual` at `at` (see
     /// [`Refund::settle`](crate::Refund::settle)): the permits past `actual` refunded under
     /// the rule the key decides by, or the excess charged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Keyed, KeyedRefund, Quota};
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::rules::GcraRule;
+    ///
+    /// let tokens: Keyed<String, GcraRule, ManualClock> =
+    ///     Keyed::with_clock("100/s".parse()?, ManualClock::new())?;
+    /// let estimate = tokens.acquire_refundable_at("acme", 80, 0)?;
+    /// tokens.settle("acme", estimate, 20, 0);            // 60 given back
+    /// assert_eq!(tokens.snapshot_at("acme", 0).remaining, 80);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn settle<Q>(&self, key: &Q, receipt: Receipt, actual: u32, at: Nanos) -> Charged
     where
         K: Borrow<Q>,
@@ -84,6 +135,21 @@ impl<K: Hash + Eq + Send + Sync + 'static, R: Rule, C: Clock, S: Store<K>> Keyed
     /// [`Refund::credit`](crate::Refund::credit)): from the key's own state only (an
     /// unknown key is full already, and a key at the bound shares the overflow state with
     /// others, which is not credited: stricter, never more permissive).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Keyed, Quota};
+    /// use limitcore::clock::ManualClock;
+    /// use limitcore::rules::GcraRule;
+    ///
+    /// let per_user: Keyed<String, GcraRule, ManualClock> =
+    ///     Keyed::with_clock("10/s".parse()?, ManualClock::new())?;
+    /// per_user.try_acquire_n_at("ann", 5, 0)?;
+    /// per_user.credit("ann", 2, 0);                      // Envoy's negative hits
+    /// assert_eq!(per_user.snapshot_at("ann", 0).remaining, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn credit<Q>(&self, key: &Q, n: u32, at: Nanos)
     where
         K: Borrow<Q>,

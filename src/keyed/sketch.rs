@@ -1008,6 +1008,19 @@ impl<K: Hash + ?Sized, C: Clock> KeyedSketch<K, C> {
     /// # Errors
     ///
     /// [`Denied::RateLimited`] with the wait until one row admits again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{KeyedRefund, KeyedSketch, Quota};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let sketch: KeyedSketch<str, ManualClock> =
+    ///     KeyedSketch::with_clock("10/s".parse()?, 1024, 3, ManualClock::new())?;
+    /// sketch.charge_at("10.0.0.1", 25, 0);               // past the limit in every row
+    /// assert!(sketch.debt_at("10.0.0.1", 0).is_err());
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     pub fn debt_at(&self, key: &K, now: Nanos) -> Result<(), Denied> {
         let count = u64::from(self.arith.counter.count);
         let cells = self.cells_of(key);

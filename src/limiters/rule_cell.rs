@@ -145,13 +145,41 @@ impl<R: Rule> RuleCell<R> {
     /// # Errors
     ///
     /// [`Denied::RateLimited`] with the wait until the debt is paid back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::rules::{GcraRule, Rule};
+    /// use limitcore::{Quota, RuleCell};
+    ///
+    /// let cell = RuleCell::new(GcraRule::new(&Quota::per_second(10)?)?); // T = 100 ms
+    /// cell.charge_at(11, 0);                                  // one past the burst
+    /// assert_eq!(cell.debt_at(0).unwrap_err().retry_after().unwrap().as_millis(), 100);
+    /// assert!(cell.debt_at(100_000_000).is_ok());
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     #[cold]
     pub fn debt_at(&self, now: Nanos) -> Result<(), Denied> {
         R::State::read(&self.state, |s| self.rule.debt(s, now))
     }
 
-    /// Charge `n` permits at `now`, never refused ([`Refund::charge_at`](crate::Refund::charge_at)):
-    /// through the same compare-and-swap loop (or lock) as every decision.
+    /// Charge `n` permits at `now`, never refused
+    /// ([`Refund::charge_at`](crate::Refund::charge_at)): through the same compare-and-swap
+    /// loop (or lock) as every decision.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::rules::{FixedWindowRule, Rule};
+    /// use limitcore::{Quota, RuleCell};
+    ///
+    /// let cell = RuleCell::new(FixedWindowRule::new(&Quota::per_second(10)?)?);
+    /// let charged = cell.charge_at(12, 0);                     // 12 used in a window of 10
+    /// assert_eq!((charged.charged, charged.shortfall), (12, 0));
+    /// assert!(cell.try_acquire_n_at(0, 999_999_999).is_err()); // until the window ends
+    /// assert!(cell.try_acquire_n_at(10, 1_000_000_000).is_ok());
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     #[inline]
     pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         let rule = &self.rule;
@@ -174,8 +202,22 @@ impl<R: Rule> RuleCell<R> {
         Charged::after(n - short, short, next.map_err(Packed::unpack))
     }
 
-    /// Settle the reservation on `receipt` to `actual` at `at` ([`Refund::settle`](crate::Refund::settle)):
-    /// the permits past `actual` refunded, or the excess charged.
+    /// Settle the reservation on `receipt` to `actual` at `at`
+    /// ([`Refund::settle`](crate::Refund::settle)): the permits past `actual` refunded (at
+    /// their own position, [`Rule::split`]), or the excess charged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::rules::{GcraRule, Rule};
+    /// use limitcore::{Quota, RuleCell};
+    ///
+    /// let cell = RuleCell::new(GcraRule::new(&Quota::per_second(10)?)?);
+    /// let estimate = cell.acquire_refundable_at(8, 0)?;
+    /// cell.settle(estimate, 3, 0);                             // 5 given back
+    /// assert_eq!(cell.snapshot_at(0).remaining, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
         let estimate = receipt.n();
@@ -189,7 +231,23 @@ impl<R: Rule> RuleCell<R> {
         Charged::after(0, 0, next)
     }
 
-    /// Give back up to `n` permits at `at` that no receipt names ([`Refund::credit`](crate::Refund::credit)).
+    /// Give back up to `n` permits at `at` that no receipt names
+    /// ([`Refund::credit`](crate::Refund::credit)), never past full.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::rules::{GcraRule, Rule};
+    /// use limitcore::{Quota, RuleCell};
+    ///
+    /// let cell = RuleCell::new(GcraRule::new(&Quota::per_second(10)?)?);
+    /// cell.try_acquire_n_at(6, 0)?;
+    /// cell.credit(2, 0);                                       // over-counted by 2
+    /// assert_eq!(cell.snapshot_at(0).remaining, 6);
+    /// cell.credit(100, 0);
+    /// assert_eq!(cell.snapshot_at(0).remaining, 10);           // never past full
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn credit(&self, n: u32, at: Nanos) {
         if n == 0 {
             return;

@@ -423,6 +423,18 @@ impl<C: Clock> SlidingWindow<C> {
     /// # Errors
     ///
     /// [`Denied::RateLimited`] with the wait until the estimate is back within the limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore::{Quota, Refund, SlidingWindow};
+    /// use limitcore::clock::ManualClock;
+    ///
+    /// let window = SlidingWindow::with_clock("10/s".parse()?, ManualClock::new())?;
+    /// window.charge_at(12, 0);                           // 12 in a window of 10
+    /// assert!(window.debt_at(0).is_err());
+    /// # Ok::<(), limitcore::QuotaError>(())
+    /// ```
     #[cold]
     pub fn debt_at(&self, now: Nanos) -> Result<(), Denied> {
         // Relaxed: a read-only observation (module "Orderings").

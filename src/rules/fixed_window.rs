@@ -38,9 +38,9 @@ pub(crate) enum Position {
 /// Every `k` for a `u64` time fits its `64 − b` bits because the period must be at least
 /// `2^b` ns (refused otherwise with [`QuotaError::WindowTooShort`]; only quotas faster
 /// than one permit per 2 ns are). No wrap-around. The count field holds up to `2^b − 1 >
-/// count`, so a count past the limit (a charge's debt) is held too. A reading earlier than the stored window
-/// (stale, or a clock stepped back) is counted against the stored window: stricter, never
-/// more permissive.
+/// count`, so a count past the limit (a charge's debt) is held too. A reading earlier than
+/// the stored window (stale, or a clock stepped back) is counted against the stored window:
+/// stricter, never more permissive.
 ///
 /// # Rule
 ///
@@ -111,7 +111,6 @@ impl FixedWindowRule {
         }
     }
 
-    /// Time from `now` until window `k` ends, or `None` if it ends past the clock's range.
     /// The largest count the field holds, `2^b − 1 > count`: a count there is saturated
     /// (see "Charges").
     #[inline]
@@ -119,6 +118,7 @@ impl FixedWindowRule {
         (1u64 << self.used_bits) - 1
     }
 
+    /// Time from `now` until window `k` ends, or `None` if it ends past the clock's range.
     #[inline]
     fn until_end(&self, k: u64, now: Nanos) -> Option<Nanos> {
         (k + 1).checked_mul(self.period).map(|end| end - now)
