@@ -219,12 +219,12 @@ impl<R: Rule, C: Clock> Refund for Limiter<R, C> {
         self.cell.check_at(n, now)
     }
 
-    #[inline]
+    #[inline(always)]
     fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         self.cell.charge_at(n, now)
     }
 
-    #[inline]
+    #[inline(always)]
     fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
         self.cell.settle(receipt, actual, at)
     }

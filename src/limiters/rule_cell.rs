@@ -180,7 +180,9 @@ impl<R: Rule> RuleCell<R> {
     /// assert!(cell.try_acquire_n_at(10, 1_000_000_000).is_ok());
     /// # Ok::<(), limitcore::QuotaError>(())
     /// ```
-    #[inline]
+    // Always inlined, as the decisions: a caller that reads one field of the report (the
+    // shortfall) lets the optimiser drop the rest (the wait's `Duration`).
+    #[inline(always)]
     pub fn charge_at(&self, n: u32, now: Nanos) -> Charged {
         let rule = &self.rule;
         // The wait of one more permit is read in the same step as the charge, packed (no
@@ -218,7 +220,8 @@ impl<R: Rule> RuleCell<R> {
     /// assert_eq!(cell.snapshot_at(0).remaining, 7);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    // Always inlined: see `charge_at`.
+    #[inline(always)]
     pub fn settle(&self, receipt: Receipt, actual: u32, at: Nanos) -> Charged {
         let estimate = receipt.n();
         if actual > estimate {
