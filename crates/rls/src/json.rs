@@ -196,7 +196,8 @@ pub fn response(r: &Response) -> Value {
 
 /// The configuration's status as JSON, what `GET /json` answers: its `source` (`files`,
 /// `xds`), `location` (the directory, the management server), the `version` in force
-/// (absent before the first), whether the source is `connected`, the counts of versions
+/// (absent before the first), whether the source is `connected` (and while it is not, why
+/// it was lost: `disconnected`, such as a TLS handshake refused), the counts of versions
 /// `accepted` and `rejected`, and the latest refusal while it stands (`refused`: its
 /// `version` if known, and the `error`).
 ///
@@ -219,6 +220,9 @@ pub fn status(report: &StatusReport) -> Value {
         o.insert("version".into(), json!(v));
     }
     o.insert("connected".into(), json!(report.connected));
+    if let Some(why) = &report.disconnected {
+        o.insert("disconnected".into(), json!(why));
+    }
     o.insert("accepted".into(), json!(report.accepted));
     o.insert("rejected".into(), json!(report.rejected));
     if let Some((version, error)) = &report.refused {

@@ -7,13 +7,15 @@
 
 mod common;
 
-use common::ads::{http_get, resource, serve_xds, until, Management, Shared};
+use clap::Parser as _;
+use common::ads::{http_get, resource, serve_xds, until, Management, ServerTls, Shared};
+use common::pki::{self, Ca};
 use common::*;
 use limitcore::clock::ManualClock;
 use limitcore_rls::pb::ratelimit::config::ratelimit::v3::{
     RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitReplace, RateLimitUnit,
 };
-use limitcore_rls::{Config, Settings};
+use limitcore_rls::{Config, ServerConfig, Settings};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -302,28 +304,26 @@ async fn a_management_server_killed_and_restarted_on_its_port_is_survived() {
     drop(server);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envoyproxy_ratelimit_environment_variables_configure_the_binary_over_xds() {
+/// The binary with `envs` (and loopback listeners): the process, its startup line and
+/// its HTTP address.
+async fn binary(envs: &[(&str, &str)]) -> (std::process::Child, String, SocketAddr) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    let shared = Shared::new("env-1", vec![resource("api", "edge", "user", 2, MINUTE)]);
-    let server = Management::start(loopback(), Arc::clone(&shared));
     let mut child = Command::new(env!("CARGO_BIN_EXE_limitcore-rls"))
         .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .env("CONFIG_TYPE", "GRPC_XDS_SOTW")
-        .env("CONFIG_GRPC_XDS_SERVER_URL", server.addr.to_string())
-        .env("CONFIG_GRPC_XDS_NODE_ID", "from-env")
-        .env("CONFIG_GRPC_XDS_NODE_METADATA", "zone=b")
-        .env("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "100ms")
+        .envs(envs.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary starts");
     let stderr = child.stderr.take().unwrap();
     let line = tokio::task::spawn_blocking(move || {
-        BufReader::new(stderr)
+        let mut lines = BufReader::new(stderr)
             .lines()
-            .map(|l| l.expect("stderr reads"))
-            .find(|l| l.contains("runtime workers"))
+            .map(|l| l.expect("stderr reads"));
+        let line = lines.find(|l| l.contains("runtime workers"));
+        // Keep reading, so that the service never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        line
     })
     .await
     .unwrap();
@@ -331,34 +331,560 @@ async fn envoyproxy_ratelimit_environment_variables_configure_the_binary_over_xd
         let _ = child.kill();
         panic!("no startup line")
     });
-    assert!(
-        line.contains(&format!("configuration from xds http://{}", server.addr)),
-        "{line}"
-    );
-    let http: SocketAddr = line
+    let Some(http) = line
         .split("HTTP on ")
         .nth(1)
         .and_then(|rest| rest.split(',').next())
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP address in {line:?}"));
+    else {
+        let _ = child.kill();
+        panic!("no HTTP address in {line:?}")
+    };
+    (child, line, http)
+}
+
+/// Poll the binary's `GET /json` until `version` is in force.
+async fn until_version(http: SocketAddr, version: &str) {
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
         let (_, body) = http_get(http, "/json").await;
         let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        if json["version"] == "env-1" {
-            break;
+        if json["version"] == version {
+            return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "env-1 never applied: {body}"
+            "{version} never applied: {body}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoyproxy_ratelimit_environment_variables_configure_the_binary_over_xds() {
+    let shared = Shared::new("env-1", vec![resource("api", "edge", "user", 2, MINUTE)]);
+    let server = Management::start(loopback(), Arc::clone(&shared));
+    let addr = server.addr.to_string();
+    let (mut child, line, http) = binary(&[
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+        ("CONFIG_GRPC_XDS_SERVER_URL", &addr),
+        ("CONFIG_GRPC_XDS_NODE_ID", "from-env"),
+        ("CONFIG_GRPC_XDS_NODE_METADATA", "zone=b"),
+        ("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "100ms"),
+    ])
+    .await;
+    assert!(
+        line.contains(&format!("configuration from xds http://{}", server.addr)),
+        "{line}"
+    );
+    until_version(http, "env-1").await;
     let node = shared.requests()[0].node.clone().unwrap();
     assert_eq!(node.id, "from-env");
     assert!(node.metadata.unwrap().fields.contains_key("zone"));
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A PKI as Envoy Gateway's certgen makes it, in a directory: a CA; the management
+/// server's certificate for the controller's service names (`envoy-gateway`, ...); the
+/// service's client certificate (Envoy Gateway's `*` certificate).
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+    server: ServerTls,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let ca = Ca::new("envoy-gateway");
+        let (server_cert, server_key) = ca.issue(
+            "envoy-gateway",
+            &[
+                "envoy-gateway",
+                "envoy-gateway.envoy-gateway-system",
+                "envoy-gateway.envoy-gateway-system.svc",
+                "envoy-gateway.envoy-gateway-system.svc.cluster.local",
+            ],
+        );
+        let (client_cert, client_key) = ca.issue("*", &["*.envoy-gateway-system"]);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        Pki {
+            ca: pki::write(dir.path(), "ca.crt", ca.pem()),
+            cert: pki::write(dir.path(), "tls.crt", &client_cert),
+            key: pki::write(dir.path(), "tls.key", &client_key),
+            server: ServerTls {
+                cert: server_cert,
+                key: server_key,
+                client_ca: ca.pem().to_owned(),
+            },
+            dir,
+        }
+    }
+
+    /// A file of this PKI's directory.
+    fn file(&self, name: &str, text: &str) -> String {
+        path(&pki::write(self.dir.path(), name, text))
+    }
+}
+
+fn path(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+/// The service keeps trying a management server that its TLS refuses or that refuses its
+/// TLS: `server` sees at least three connections, and meanwhile no request (the handshake
+/// never completed), the service reports the stream down with `why`, has no version and
+/// no rule (a descriptor is answered OK with no limit). Returns the reason it reports.
+async fn refused(server: &Management, rls: &limitcore_rls::Running) -> String {
+    until(PATIENCE, "three connection attempts", || {
+        server.shared.connections() >= 3
+    })
+    .await;
+    let report = rls.config.report();
+    assert!(!report.connected, "{report:?}");
+    assert_eq!(
+        (report.version.as_deref(), report.accepted),
+        (None, 0),
+        "{report:?}"
+    );
+    assert!(
+        server.shared.requests().is_empty(),
+        "no request passes the handshake"
+    );
+    let mut c = client(rls).await;
+    let r = ask(&mut c, req("edge", vec![desc(&[("user", "erin")])], 1)).await;
+    assert_eq!(codes(&r), (OK, vec![OK]));
+    assert_eq!(r.statuses[0].current_limit, None, "no rule applied");
+    let (_, body) = http_get(rls.http_addr, "/json").await;
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(json["connected"], false, "{body}");
+    // Each attempt reports its own reason, so /json (read later) may show a later one.
+    assert!(
+        json["disconnected"].as_str().is_some_and(|s| !s.is_empty()),
+        "{body}"
+    );
+    report.disconnected.expect("the reason is reported")
+}
+
+/// The reconnection delays of the refusal tests: short, so that attempts come quickly.
+const QUICK: [&str; 4] = [
+    "--config-xds-backoff",
+    "20ms",
+    "--config-xds-backoff-max",
+    "100ms",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_mutual_tls_the_service_gets_version_1_and_decides_by_it() {
+    let pki = Pki::new();
+    let shared = Shared::new("tls-1", vec![resource("api", "edge", "user", 2, MINUTE)]);
+    let server = Management::start_tls(loopback(), Arc::clone(&shared), &pki.server);
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.cert), path(&pki.key));
+    // The URL's host is an address the certificate does not name: the name to verify is
+    // given, as in Envoy Gateway's deployment the URL's host (`envoy-gateway`) is.
+    let rls = serve_xds(
+        &server.url(),
+        clock(),
+        &[
+            "--config-xds-node-id",
+            "envoy-ratelimit",
+            "--config-xds-tls-ca",
+            &ca,
+            "--config-xds-tls-cert",
+            &cert,
+            "--config-xds-tls-key",
+            &key,
+            "--config-xds-tls-san",
+            "envoy-gateway",
+        ],
+        None,
+    )
+    .await;
+    let status = Arc::clone(&rls.config);
+    until(PATIENCE, "version tls-1 in force", || {
+        status.report().version.as_deref() == Some("tls-1")
+    })
+    .await;
+    let report = status.report();
+    assert!(report.connected);
+    assert_eq!(report.disconnected, None);
+    assert_eq!(report.location, format!("https://{}", server.addr));
+    assert_eq!(
+        shared.requests()[0].node.as_ref().map(|n| n.id.as_str()),
+        Some("envoy-ratelimit")
+    );
+    until(PATIENCE, "the ACK of tls-1", || {
+        shared.answer_to("tls-1").is_some()
+    })
+    .await;
+    assert_eq!(shared.answer_to("tls-1").unwrap().error_detail, None);
+    let mut c = client(&rls).await;
+    assert_eq!(
+        hits_of(&mut c, "dave", 3).await,
+        vec![(OK, 2, 1), (OK, 2, 0), (OVER, 2, 0)]
+    );
+    rls.stop().await;
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_gateway_s_variables_configure_the_binary_over_mutual_tls() {
+    let pki = Pki::new();
+    let shared = Shared::new("eg-1", vec![resource("api", "edge", "user", 2, MINUTE)]);
+    let server = Management::start_tls(loopback(), Arc::clone(&shared), &pki.server);
+    let addr = server.addr.to_string();
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.cert), path(&pki.key));
+    // Envoy Gateway's rate-limit deployment's variables (its URL, `envoy-gateway:18001`,
+    // names the host its certificate is for; here the name is given).
+    let (mut child, line, http) = binary(&[
+        ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+        ("CONFIG_GRPC_XDS_SERVER_URL", &addr),
+        ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
+        ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", &cert),
+        ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", &key),
+        ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", &ca),
+        ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "envoy-gateway"),
+    ])
+    .await;
+    assert!(
+        line.contains(&format!("configuration from xds https://{}", server.addr)),
+        "{line}"
+    );
+    until_version(http, "eg-1").await;
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_client_certificate_of_the_server_s_ca_the_server_refuses_and_the_service_keeps_trying(
+) {
+    let pki = Pki::new();
+    let stranger = Ca::new("stranger");
+    let (cert, key) = stranger.issue("*", &["*.envoy-gateway-system"]);
+    let stranger_cert = pki.file("stranger.crt", &cert);
+    let stranger_key = pki.file("stranger.key", &key);
+    let ca = path(&pki.ca);
+    let cases: [(&str, Vec<&str>); 2] = [
+        ("no client certificate", vec![]),
+        (
+            "a client certificate of another CA",
+            vec![
+                "--config-xds-tls-cert",
+                &stranger_cert,
+                "--config-xds-tls-key",
+                &stranger_key,
+            ],
+        ),
+    ];
+    for (what, flags) in cases {
+        let shared = Shared::new("never", vec![resource("api", "edge", "user", 2, MINUTE)]);
+        let server = Management::start_tls(loopback(), Arc::clone(&shared), &pki.server);
+        let mut all = vec![
+            "--config-xds-tls-ca",
+            &ca,
+            "--config-xds-tls-san",
+            "envoy-gateway",
+        ];
+        all.extend(QUICK);
+        all.extend(flags);
+        let rls = serve_xds(&server.url(), clock(), &all, None).await;
+        let why = refused(&server, &rls).await;
+        // What the client sees of the server's refusal depends on when the alert is
+        // read (an alert, or the connection closed): not asserted.
+        assert!(!why.is_empty(), "{what}");
+        rls.stop().await;
+        drop(server);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_certificate_not_for_the_name_or_not_of_the_ca_is_refused() {
+    let pki = Pki::new();
+    let other = Ca::new("stranger");
+    let other_ca = pki.file("stranger-ca.crt", other.pem());
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.cert), path(&pki.key));
+    let identity = ["--config-xds-tls-cert", &cert, "--config-xds-tls-key", &key];
+    let cases: [(&str, Vec<&str>, &str); 4] = [
+        (
+            "a name the certificate does not have",
+            vec![
+                "--config-xds-tls-ca",
+                &ca,
+                "--config-xds-tls-san",
+                "other.test",
+            ],
+            "certificate not valid for name \"other.test\"",
+        ),
+        (
+            "the URL's host, an address the certificate does not name",
+            vec!["--config-xds-tls-ca", &ca],
+            "certificate not valid for name \"127.0.0.1\"",
+        ),
+        (
+            "another CA",
+            vec![
+                "--config-xds-tls-ca",
+                &other_ca,
+                "--config-xds-tls-san",
+                "envoy-gateway",
+            ],
+            "UnknownIssuer",
+        ),
+        (
+            "no CA: the system's roots, which do not have the test's",
+            vec!["--config-xds-tls-san", "envoy-gateway"],
+            "UnknownIssuer",
+        ),
+    ];
+    for (what, flags, error) in cases {
+        let shared = Shared::new("never", vec![resource("api", "edge", "user", 2, MINUTE)]);
+        let server = Management::start_tls(loopback(), Arc::clone(&shared), &pki.server);
+        let mut all: Vec<&str> = identity.to_vec();
+        all.extend(QUICK);
+        all.extend(flags);
+        let rls = serve_xds(&server.url(), clock(), &all, None).await;
+        let why = refused(&server, &rls).await;
+        assert!(
+            why.contains("invalid peer certificate") && why.contains(error),
+            "{what}: {why}"
+        );
+        rls.stop().await;
+        drop(server);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tls_settings_stop_the_service_at_start_naming_the_setting_and_the_file() {
+    let pki = Pki::new();
+    let (ca, cert, key) = (path(&pki.ca), path(&pki.cert), path(&pki.key));
+    let missing = path(&pki.dir.path().join("missing.crt"));
+    let directory = path(pki.dir.path());
+    let garbage = pki.file("garbage.pem", "not a certificate\n");
+    let bad_base64 = pki.file(
+        "bad-base64.pem",
+        "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+    );
+    let not_der = pki.file(
+        "not-der.pem",
+        "-----BEGIN CERTIFICATE-----\nAAECAw==\n-----END CERTIFICATE-----\n",
+    );
+    let bad_key = pki.file(
+        "bad.key",
+        "-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----\n",
+    );
+    let (_, other_key) = Ca::new("other").issue("other", &["other.test"]);
+    let other_key = pki.file("other.key", &other_key);
+    let ours = |more: &[&str]| -> Vec<String> {
+        ["--config-xds", "xds.test:18001", "--config-xds-tls"]
+            .iter()
+            .chain(more)
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let theirs = |more: &[&str]| -> Vec<String> {
+        [
+            "--config-type",
+            "GRPC_XDS_SOTW",
+            "--config-grpc-xds-server-url",
+            "xds.test:18001",
+            "--config-grpc-xds-server-use-tls=true",
+        ]
+        .iter()
+        .chain(more)
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        (
+            "a missing CA file",
+            ours(&["--config-xds-tls-ca", &missing]),
+            format!("--config-xds-tls-ca {missing}: cannot read it: "),
+        ),
+        (
+            "a directory for a CA file",
+            theirs(&["--config-grpc-xds-server-tls-cacert", &directory]),
+            format!("CONFIG_GRPC_XDS_SERVER_TLS_CACERT {directory}: cannot read it: "),
+        ),
+        (
+            "a CA file with no certificate",
+            ours(&["--config-xds-tls-ca", &garbage]),
+            format!("--config-xds-tls-ca {garbage}: no certificate in it"),
+        ),
+        (
+            "a CA file of bad PEM",
+            ours(&["--config-xds-tls-ca", &bad_base64]),
+            format!("--config-xds-tls-ca {bad_base64}: not a PEM file: "),
+        ),
+        (
+            "a CA file of PEM that is no certificate",
+            ours(&["--config-xds-tls-ca", &not_der]),
+            format!("--config-xds-tls-ca {not_der}: certificate 1: not usable as a CA: "),
+        ),
+        (
+            "a client certificate file with no certificate",
+            theirs(&[
+                "--config-grpc-xds-server-tls-cacert",
+                &ca,
+                "--config-grpc-xds-client-tls-cert",
+                &garbage,
+                "--config-grpc-xds-client-tls-key",
+                &key,
+            ]),
+            format!("CONFIG_GRPC_XDS_CLIENT_TLS_CERT {garbage}: no certificate in it"),
+        ),
+        (
+            "a missing client key",
+            ours(&[
+                "--config-xds-tls-ca",
+                &ca,
+                "--config-xds-tls-cert",
+                &cert,
+                "--config-xds-tls-key",
+                &missing,
+            ]),
+            format!("--config-xds-tls-key {missing}: cannot read it: "),
+        ),
+        (
+            "a key file that holds a certificate",
+            ours(&[
+                "--config-xds-tls-ca",
+                &ca,
+                "--config-xds-tls-cert",
+                &cert,
+                "--config-xds-tls-key",
+                &cert,
+            ]),
+            format!("--config-xds-tls-key {cert}: no private key in it"),
+        ),
+        (
+            "a key file of bad PEM",
+            ours(&[
+                "--config-xds-tls-ca",
+                &ca,
+                "--config-xds-tls-cert",
+                &cert,
+                "--config-xds-tls-key",
+                &bad_key,
+            ]),
+            format!("--config-xds-tls-key {bad_key}: not a PEM file: "),
+        ),
+        (
+            "the key of another certificate",
+            ours(&[
+                "--config-xds-tls-ca",
+                &ca,
+                "--config-xds-tls-cert",
+                &cert,
+                "--config-xds-tls-key",
+                &other_key,
+            ]),
+            format!("--config-xds-tls-key {other_key} cannot be used with --config-xds-tls-cert {cert}: "),
+        ),
+        (
+            "a key without a certificate",
+            ours(&["--config-xds-tls-ca", &ca, "--config-xds-tls-key", &key]),
+            format!("--config-xds-tls-key {key}: a client key without its certificate"),
+        ),
+        (
+            "a certificate without a key",
+            theirs(&["--config-grpc-xds-client-tls-cert", &cert]),
+            format!("CONFIG_GRPC_XDS_CLIENT_TLS_CERT {cert}: a client certificate without its key"),
+        ),
+        (
+            "TLS asked for with an http:// URL",
+            vec!["--config-xds".into(), "http://xds.test:18001".into(), "--config-xds-tls".into()],
+            "--config-xds \"http://xds.test:18001\": a plain-text (http://) address, but --config-xds-tls asks for TLS".into(),
+        ),
+        (
+            "TLS turned off with an https:// URL",
+            vec![
+                "--config-xds".into(),
+                "https://xds.test:18001".into(),
+                "--config-grpc-xds-server-use-tls=false".into(),
+            ],
+            "--config-xds \"https://xds.test:18001\": a TLS (https://) address, but CONFIG_GRPC_XDS_SERVER_USE_TLS turns TLS off".into(),
+        ),
+        (
+            "TLS files without TLS",
+            vec![
+                "--config-xds".into(),
+                "xds.test:18001".into(),
+                "--config-xds-tls-ca".into(),
+                ca.clone(),
+                "--config-grpc-xds-server-tls-san".into(),
+                "xds.test".into(),
+            ],
+            "--config-xds-tls-ca, CONFIG_GRPC_XDS_SERVER_TLS_SAN set, but the management server http://xds.test:18001 is reached in plain text".into(),
+        ),
+        (
+            "a server name that is no name",
+            ours(&["--config-xds-tls-ca", &ca, "--config-xds-tls-san", "not a name!"]),
+            "the TLS server name (--config-xds-tls-san, CONFIG_GRPC_XDS_SERVER_TLS_SAN) \"not a name!\": not a DNS name or an IP address".into(),
+        ),
+    ];
+    for (what, args, expected) in cases {
+        let config =
+            ServerConfig::try_parse_from(["limitcore-rls".to_owned()].into_iter().chain(args))
+                .unwrap_or_else(|e| panic!("{what}: the flags parse: {e}"));
+        let err = config.xds.resolve().expect_err(what);
+        assert!(
+            err.starts_with(&expected),
+            "{what}:\n{err}\nexpected:\n{expected}"
+        );
+    }
+
+    // The service itself refuses to start, with the message.
+    let config = ServerConfig::try_parse_from(
+        ["limitcore-rls".to_owned()]
+            .into_iter()
+            .chain(ours(&["--config-xds-tls-ca", &missing])),
+    )
+    .unwrap();
+    let err = limitcore_rls::start(&config, clock(), None)
+        .await
+        .expect_err("a missing file stops the start");
+    assert!(
+        err.starts_with(&format!("--config-xds-tls-ca {missing}: cannot read it")),
+        "{err}"
+    );
+
+    // A value that is no boolean is refused by the flags' parser.
+    assert!(ServerConfig::try_parse_from([
+        "limitcore-rls",
+        "--config-xds",
+        "x:1",
+        "--config-xds-tls=maybe"
+    ])
+    .is_err());
+
+    // This service's names win over envoyproxy/ratelimit's: a good CA over a missing one,
+    // plain text over CONFIG_GRPC_XDS_SERVER_USE_TLS=true.
+    let config =
+        ServerConfig::try_parse_from(["limitcore-rls".to_owned()].into_iter().chain(theirs(&[
+            "--config-grpc-xds-server-tls-cacert",
+            &missing,
+            "--config-xds-tls-ca",
+            &ca,
+        ])))
+        .unwrap();
+    let xds = config.xds.resolve().expect("valid").expect("over xDS");
+    assert_eq!(xds.server, "https://xds.test:18001");
+    let tls = xds.tls.expect("over TLS");
+    assert_eq!(tls.ca.expect("a CA").setting, "--config-xds-tls-ca");
+    let config = ServerConfig::try_parse_from(
+        ["limitcore-rls".to_owned()]
+            .into_iter()
+            .chain(theirs(&["--config-xds-tls=false"])),
+    )
+    .unwrap();
+    let xds = config.xds.resolve().expect("valid").expect("over xDS");
+    assert_eq!(
+        (xds.server.as_str(), xds.tls),
+        ("http://xds.test:18001", None)
+    );
 }
 
 /// An invalid resource: what it shows, the resource, the error's file, key and message.

@@ -50,6 +50,9 @@ pub struct StatusReport {
     pub rejected: u64,
     /// Whether the source is reachable: an xDS stream is up (files: always).
     pub connected: bool,
+    /// Why the source became unreachable, while it is (the latest failure: a connection
+    /// refused, a TLS handshake failed, the stream ended).
+    pub disconnected: Option<String>,
 }
 
 /// The configuration in force and where it comes from, shared between the source that
@@ -68,6 +71,11 @@ pub struct StatusReport {
 /// assert_eq!(report.version.as_deref(), Some("1"));
 /// assert_eq!((report.accepted, report.rejected), (1, 1));
 /// assert!(report.refused.unwrap().1.contains("empty key"));
+///
+/// status.disconnected("cannot connect: connection refused");
+/// assert!(!status.report().connected);
+/// status.connected(true);
+/// assert_eq!(status.report().disconnected, None);
 /// ```
 #[derive(Debug)]
 pub struct ConfigStatus {
@@ -91,6 +99,7 @@ impl ConfigStatus {
                 accepted: 0,
                 rejected: 0,
                 connected,
+                disconnected: None,
             }),
             counters,
         }
@@ -120,10 +129,20 @@ impl ConfigStatus {
     /// Whether the source is reachable now.
     pub fn connected(&self, up: bool) {
         let mut report = self.lock();
+        if up {
+            report.disconnected = None;
+        }
         if report.connected != up {
             report.connected = up;
             self.counters.connected(up);
         }
+    }
+
+    /// The source is unreachable, for `why` (kept in the report until it is reachable
+    /// again).
+    pub fn disconnected(&self, why: &str) {
+        self.connected(false);
+        self.lock().disconnected = Some(why.to_owned());
     }
 
     /// A snapshot.

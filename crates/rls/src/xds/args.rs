@@ -3,6 +3,9 @@
 //! (`CONFIG_TYPE=GRPC_XDS_SOTW`, `CONFIG_GRPC_XDS_*`), resolved into an [`XdsConfig`].
 
 use super::subscription::XdsConfig;
+use super::tls::{TlsFile, XdsTls};
+use clap::builder::BoolishValueParser;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// envoyproxy/ratelimit's `CONFIG_TYPE`: where its configuration comes from.
@@ -60,9 +63,24 @@ const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// assert_eq!((xds.server.as_str(), xds.node_id.as_str()), ("http://ratelimit-xds:18001", "default"));
 /// assert_eq!(xds.backoff, Duration::from_secs(3));
 ///
-/// // TLS toward the management server is refused, not tried in plain text.
-/// let c = ServerConfig::parse_from(["limitcore-rls", "--config-xds", "xds:18001", "--config-grpc-xds-server-use-tls"]);
-/// assert!(c.xds.resolve().unwrap_err().contains("TLS"));
+/// // Over TLS (`--config-xds-tls`, CONFIG_GRPC_XDS_SERVER_USE_TLS=true, or an `https://`
+/// // URL), the files are read and checked here: a bad one is named.
+/// let c = ServerConfig::parse_from([
+///     "limitcore-rls",
+///     "--config-xds", "https://xds:18001",
+///     "--config-xds-tls-ca", "/no/such/ca.crt",
+/// ]);
+/// let err = c.xds.resolve().unwrap_err();
+/// assert!(err.starts_with("--config-xds-tls-ca /no/such/ca.crt: cannot read it"), "{err}");
+/// let c = ServerConfig::parse_from([
+///     "limitcore-rls",
+///     "--config-xds", "xds:18001",
+///     "--config-grpc-xds-server-use-tls=true",
+///     "--config-grpc-xds-client-tls-cert", "/no/such/tls.crt",
+///     "--config-grpc-xds-client-tls-key", "/no/such/tls.key",
+/// ]);
+/// let err = c.xds.resolve().unwrap_err();
+/// assert!(err.starts_with("CONFIG_GRPC_XDS_CLIENT_TLS_CERT /no/such/tls.crt: cannot read it"), "{err}");
 ///
 /// // Neither: the configuration directory.
 /// assert!(ServerConfig::parse_from(["limitcore-rls"]).xds.resolve()?.is_none());
@@ -73,7 +91,7 @@ const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub struct XdsArgs {
     /// Take the configuration from this xDS management server (ADS, state of the world,
     /// `ratelimit.config.ratelimit.v3.RateLimitConfig` resources) instead of --config-dir:
-    /// `host:port` or `http://host:port` (no TLS).
+    /// `host:port`, `http://host:port`, or `https://host:port` (over TLS).
     #[arg(
         long = "config-xds",
         env = "LIMITCORE_RLS_CONFIG_XDS",
@@ -102,6 +120,49 @@ pub struct XdsArgs {
     /// The longest delay before reconnecting [default: 30s].
     #[arg(long = "config-xds-backoff-max", env = "LIMITCORE_RLS_CONFIG_XDS_BACKOFF_MAX", value_parser = parse_duration, value_name = "DURATION")]
     pub backoff_max: Option<Duration>,
+    /// Connect to the management server over TLS (as an `https://` URL does); `=false`
+    /// connects in plain text whatever CONFIG_GRPC_XDS_SERVER_USE_TLS says.
+    #[arg(
+        long = "config-xds-tls",
+        env = "LIMITCORE_RLS_CONFIG_XDS_TLS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub tls: Option<bool>,
+    /// The CA certificates (PEM) that verify the management server's certificate, alone
+    /// [default: the system's roots].
+    #[arg(
+        long = "config-xds-tls-ca",
+        env = "LIMITCORE_RLS_CONFIG_XDS_TLS_CA",
+        value_name = "FILE"
+    )]
+    pub tls_ca: Option<PathBuf>,
+    /// The client certificate (PEM) presented to the management server, for mutual TLS;
+    /// needs --config-xds-tls-key.
+    #[arg(
+        long = "config-xds-tls-cert",
+        env = "LIMITCORE_RLS_CONFIG_XDS_TLS_CERT",
+        value_name = "FILE"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(
+        long = "config-xds-tls-key",
+        env = "LIMITCORE_RLS_CONFIG_XDS_TLS_KEY",
+        value_name = "FILE"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// The name the management server's certificate must be valid for (a DNS name or an
+    /// IP address) [default: the URL's host].
+    #[arg(
+        long = "config-xds-tls-san",
+        env = "LIMITCORE_RLS_CONFIG_XDS_TLS_SAN",
+        value_name = "NAME"
+    )]
+    pub tls_san: Option<String>,
 
     /// envoyproxy/ratelimit's CONFIG_TYPE: GRPC_XDS_SOTW takes the configuration over xDS
     /// from CONFIG_GRPC_XDS_SERVER_URL; FILE (the default) from --config-dir.
@@ -138,14 +199,45 @@ pub struct XdsArgs {
     /// --config-xds-backoff.
     #[arg(long = "config-grpc-xds-server-connect-retry-interval", env = "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", value_parser = parse_duration, value_name = "DURATION")]
     pub upstream_retry: Option<Duration>,
-    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_SERVER_USE_TLS: refused when set, since TLS
-    /// toward the management server is not supported (rather than a plain-text connection
-    /// that would fail forever).
+    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_SERVER_USE_TLS (true, false): --config-xds-tls.
     #[arg(
         long = "config-grpc-xds-server-use-tls",
-        env = "CONFIG_GRPC_XDS_SERVER_USE_TLS"
+        env = "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
     )]
-    pub upstream_use_tls: bool,
+    pub upstream_use_tls: Option<bool>,
+    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_SERVER_TLS_CACERT: --config-xds-tls-ca.
+    #[arg(
+        long = "config-grpc-xds-server-tls-cacert",
+        env = "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+        value_name = "FILE"
+    )]
+    pub upstream_tls_ca: Option<PathBuf>,
+    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_CLIENT_TLS_CERT: --config-xds-tls-cert.
+    #[arg(
+        long = "config-grpc-xds-client-tls-cert",
+        env = "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+        value_name = "FILE"
+    )]
+    pub upstream_tls_cert: Option<PathBuf>,
+    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_CLIENT_TLS_KEY: --config-xds-tls-key.
+    #[arg(
+        long = "config-grpc-xds-client-tls-key",
+        env = "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+        value_name = "FILE"
+    )]
+    pub upstream_tls_key: Option<PathBuf>,
+    /// envoyproxy/ratelimit's CONFIG_GRPC_XDS_SERVER_TLS_SAN: --config-xds-tls-san.
+    #[arg(
+        long = "config-grpc-xds-server-tls-san",
+        env = "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+        value_name = "NAME"
+    )]
+    pub upstream_tls_san: Option<String>,
     /// envoyproxy/ratelimit's XDS_CLIENT_BACKOFF_MAX_INTERVAL: --config-xds-backoff-max.
     #[arg(long = "xds-client-backoff-max-interval", env = "XDS_CLIENT_BACKOFF_MAX_INTERVAL", value_parser = parse_duration, value_name = "DURATION")]
     pub upstream_backoff_max: Option<Duration>,
@@ -155,12 +247,17 @@ impl XdsArgs {
     /// The subscription these flags ask for: `None` for the configuration directory
     /// (neither `--config-xds` nor `CONFIG_TYPE=GRPC_XDS_SOTW`).
     ///
+    /// Over TLS, the files are read and checked here (as
+    /// [`XdsConfig::endpoint`] reads them for each connection), so that a bad one stops
+    /// the service at start.
+    ///
     /// # Errors
     ///
-    /// A message naming the flag: a server address that is no `http://host:port` (an
-    /// `https://` one included: TLS toward the management server is not supported), node
-    /// metadata that is not `key=value` pairs, a maximum backoff below the first,
-    /// `CONFIG_GRPC_XDS_SERVER_USE_TLS` set.
+    /// A message naming the flag or variable: a server address that is no `host:port`,
+    /// `http://host:port` or `https://host:port`, node metadata that is not `key=value`
+    /// pairs, a maximum backoff below the first; TLS asked for with an `http://` address
+    /// or refused with an `https://` one, a TLS file or name set without TLS; and each
+    /// error of [`XdsTls::client_config`], naming the setting and the file.
     pub fn resolve(&self) -> Result<Option<XdsConfig>, String> {
         let server = match (&self.server, self.config_type) {
             (Some(server), _) => server.clone(),
@@ -170,14 +267,6 @@ impl XdsArgs {
                 .unwrap_or_else(|| UPSTREAM_DEFAULT_SERVER.to_owned()),
             (None, _) => return Ok(None),
         };
-        if self.upstream_use_tls {
-            return Err(
-                "CONFIG_GRPC_XDS_SERVER_USE_TLS: TLS toward the management server is not \
-                 supported; serve xDS in plain text to the service (a sidecar can carry it \
-                 over TLS)"
-                    .into(),
-            );
-        }
         let metadata = self
             .node_metadata
             .as_deref()
@@ -199,8 +288,42 @@ impl XdsArgs {
                 "--config-xds-backoff-max: {backoff_max:?} is below the first delay, {backoff:?}"
             ));
         }
-        Ok(Some(XdsConfig {
-            server: server_url(&server)?,
+        let use_tls = match (self.tls, self.upstream_use_tls) {
+            (Some(on), _) => Some((on, "--config-xds-tls")),
+            (None, Some(on)) => Some((on, "CONFIG_GRPC_XDS_SERVER_USE_TLS")),
+            (None, None) => None,
+        };
+        let (server, tls_on) = server_url(&server, use_tls)?;
+        let tls = self.tls_settings();
+        let tls = if tls_on {
+            Some(tls)
+        } else {
+            // TLS files with a plain-text connection: a connection that would fail forever
+            // (or one the files were meant to protect), refused at start instead.
+            let named = tls
+                .ca
+                .iter()
+                .chain(&tls.cert)
+                .chain(&tls.key)
+                .map(|f| f.setting.clone())
+                .chain(
+                    tls.server_name
+                        .as_ref()
+                        .map(|_| self.san_setting().to_owned()),
+                )
+                .collect::<Vec<_>>();
+            if !named.is_empty() {
+                return Err(format!(
+                    "{} set, but the management server {server} is reached in plain text: \
+                     turn TLS on (--config-xds-tls, CONFIG_GRPC_XDS_SERVER_USE_TLS=true, or \
+                     an https:// address)",
+                    named.join(", ")
+                ));
+            }
+            None
+        };
+        let config = XdsConfig {
+            server,
             node_id: self
                 .node_id
                 .clone()
@@ -209,26 +332,102 @@ impl XdsArgs {
             node_metadata: node_metadata(metadata)?,
             backoff,
             backoff_max,
-        }))
+            tls,
+        };
+        // Everything a connection will read and build, read and built once now: a bad
+        // file, or no roots to verify the server by, stops the service here.
+        config.endpoint()?;
+        Ok(Some(config))
+    }
+
+    /// The TLS settings, each from this service's flag or else from envoyproxy/ratelimit's
+    /// variable (an empty value is none, as envoyproxy/ratelimit's defaults are), named by
+    /// the one it came from.
+    fn tls_settings(&self) -> XdsTls {
+        let file = |ours: &Option<PathBuf>,
+                    ours_name: &str,
+                    theirs: &Option<PathBuf>,
+                    theirs_name: &str| {
+            let given = |p: &&PathBuf| !p.as_os_str().is_empty();
+            match (ours.as_ref().filter(given), theirs.as_ref().filter(given)) {
+                (Some(path), _) => Some(TlsFile::new(ours_name, path)),
+                (None, Some(path)) => Some(TlsFile::new(theirs_name, path)),
+                (None, None) => None,
+            }
+        };
+        XdsTls {
+            ca: file(
+                &self.tls_ca,
+                "--config-xds-tls-ca",
+                &self.upstream_tls_ca,
+                "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            ),
+            cert: file(
+                &self.tls_cert,
+                "--config-xds-tls-cert",
+                &self.upstream_tls_cert,
+                "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+            ),
+            key: file(
+                &self.tls_key,
+                "--config-xds-tls-key",
+                &self.upstream_tls_key,
+                "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+            ),
+            server_name: self.san().map(str::to_owned),
+        }
+    }
+
+    /// The server name to verify, if set (not empty).
+    fn san(&self) -> Option<&str> {
+        [&self.tls_san, &self.upstream_tls_san]
+            .into_iter()
+            .flatten()
+            .map(|s| s.trim())
+            .find(|s| !s.is_empty())
+    }
+
+    /// The setting the server name comes from.
+    fn san_setting(&self) -> &'static str {
+        if self
+            .tls_san
+            .as_deref()
+            .is_some_and(|s| !s.trim().is_empty())
+        {
+            "--config-xds-tls-san"
+        } else {
+            "CONFIG_GRPC_XDS_SERVER_TLS_SAN"
+        }
     }
 }
 
-/// A management server's address as a URL: `host:port` (envoyproxy/ratelimit's form, a
-/// gRPC target) becomes `http://host:port`.
-fn server_url(address: &str) -> Result<String, String> {
+/// A management server's address as a URL, and whether it is reached over TLS:
+/// `host:port` (envoyproxy/ratelimit's form, a gRPC target) becomes `https://host:port`
+/// when `tls` (the setting and the flag or variable it came from) says so, `http://host:port`
+/// otherwise; a scheme that contradicts `tls` is refused.
+fn server_url(address: &str, tls: Option<(bool, &str)>) -> Result<(String, bool), String> {
     let address = address.trim();
-    let url = match address.split_once("://") {
-        None => format!("http://{address}"),
-        Some(("http", _)) => address.to_owned(),
-        Some(("https", _)) => {
+    let (url, on) = match (address.split_once("://"), tls) {
+        (None, Some((true, _))) => (format!("https://{address}"), true),
+        (None, _) => (format!("http://{address}"), false),
+        (Some(("http", _)), Some((true, setting))) => {
             return Err(format!(
-                "--config-xds {address:?}: TLS toward the management server is not supported; \
-                 serve xDS in plain text (a sidecar or a mesh can carry it over TLS)"
+                "--config-xds {address:?}: a plain-text (http://) address, but {setting} asks \
+                 for TLS; give host:port or https://host:port"
             ))
         }
-        Some((scheme, _)) => {
+        (Some(("http", _)), _) => (address.to_owned(), false),
+        (Some(("https", _)), Some((false, setting))) => {
             return Err(format!(
-                "--config-xds {address:?}: unknown scheme {scheme:?}; expected host:port or http://host:port"
+                "--config-xds {address:?}: a TLS (https://) address, but {setting} turns TLS \
+                 off; give host:port or http://host:port"
+            ))
+        }
+        (Some(("https", _)), _) => (address.to_owned(), true),
+        (Some((scheme, _)), _) => {
+            return Err(format!(
+                "--config-xds {address:?}: unknown scheme {scheme:?}; expected host:port, \
+                 http://host:port or https://host:port"
             ))
         }
     };
@@ -237,10 +436,10 @@ fn server_url(address: &str) -> Result<String, String> {
         .map_err(|e| format!("--config-xds {address:?}: not an address: {e}"))?;
     if uri.host().is_none_or(str::is_empty) || uri.port().is_none() {
         return Err(format!(
-            "--config-xds {address:?}: expected host:port or http://host:port"
+            "--config-xds {address:?}: expected host:port, http://host:port or https://host:port"
         ));
     }
-    Ok(url)
+    Ok((url, on))
 }
 
 /// `key=value` pairs separated by commas (envoyproxy/ratelimit's form); blanks around

@@ -4,14 +4,16 @@
 //! whole or refuses it with a NACK naming the error, and reconnects with backoff
 //! ([`Subscription`]). The resources are read as configuration files are
 //! ([`Config::from_resources`](crate::Config::from_resources)): one model, one validation.
-//! The flags, this service's and envoyproxy/ratelimit's names, are [`XdsArgs`].
-//!
-//! TLS toward the management server is not supported: `https://` addresses are refused.
+//! The flags, this service's and envoyproxy/ratelimit's names, are [`XdsArgs`]. The
+//! management server may be reached over TLS, mutual TLS included, as Envoy Gateway's
+//! controller requires ([`XdsTls`]).
 
 mod args;
 mod backoff;
 mod subscription;
+mod tls;
 
 pub use args::{parse_duration, ConfigType, XdsArgs};
 pub use backoff::Backoff;
 pub use subscription::{Subscription, XdsConfig, TYPE_URL};
+pub use tls::{TlsFile, XdsTls};

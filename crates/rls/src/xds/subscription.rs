@@ -5,6 +5,7 @@
 //! ends, the configuration in force staying meanwhile.
 
 use super::backoff::Backoff;
+use super::tls::XdsTls;
 use crate::config::{Config, ConfigStatus, Settings, SourceKind};
 use crate::pb::ratelimit::config::ratelimit::v3::RateLimitConfig;
 use crate::service::Service;
@@ -47,15 +48,21 @@ const INVALID_ARGUMENT: i32 = 3;
 /// # Examples
 ///
 /// ```
-/// use limitcore_rls::xds::XdsConfig;
+/// use limitcore_rls::xds::{XdsConfig, XdsTls};
 /// use std::time::Duration;
 ///
 /// let c = XdsConfig::new("http://127.0.0.1:18000", "ratelimit");
 /// assert_eq!(c.backoff_max, Duration::from_secs(30));
+/// assert_eq!(c.tls, None);
+///
+/// // Over TLS: the server's certificate verified by the system's roots, no client
+/// // certificate (`XdsTls`'s files set the CA and the client's key pair).
+/// let mut c = XdsConfig::new("https://xds.example:18001", "ratelimit");
+/// c.tls = Some(XdsTls::default());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XdsConfig {
-    /// The management server, `http://host:port`.
+    /// The management server: `http://host:port`, or `https://host:port` over TLS.
     pub server: String,
     /// The node id sent in every request (`Node.id`).
     pub node_id: String,
@@ -65,6 +72,9 @@ pub struct XdsConfig {
     pub backoff: Duration,
     /// The longest delay before reconnecting.
     pub backoff_max: Duration,
+    /// TLS toward the server, with an `https://` address (`None` there: the server's
+    /// certificate verified by the system's roots, no client certificate).
+    pub tls: Option<XdsTls>,
 }
 
 impl XdsConfig {
@@ -77,6 +87,63 @@ impl XdsConfig {
             node_metadata: Vec::new(),
             backoff: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
+            tls: None,
+        }
+    }
+
+    /// The endpoint a connection opens: the address, the timeouts and pings, and over
+    /// `https://` the TLS configuration, its files read now.
+    ///
+    /// # Errors
+    ///
+    /// An address that is no URI, TLS settings with an `http://` address, and
+    /// [`XdsTls::client_config`]'s errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use limitcore_rls::xds::{TlsFile, XdsConfig, XdsTls};
+    ///
+    /// let c = XdsConfig::new("http://127.0.0.1:18000", "ratelimit");
+    /// assert_eq!(c.endpoint()?.uri().port_u16(), Some(18000));
+    ///
+    /// let mut c = XdsConfig::new("https://127.0.0.1:18001", "ratelimit");
+    /// c.tls = Some(XdsTls {
+    ///     ca: Some(TlsFile::new("--config-xds-tls-ca", "/no/such/ca.crt")),
+    ///     ..XdsTls::default()
+    /// });
+    /// assert!(c.endpoint().unwrap_err().starts_with("--config-xds-tls-ca /no/such/ca.crt: cannot read it"));
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn endpoint(&self) -> Result<Endpoint, String> {
+        let endpoint = Endpoint::from_shared(self.server.clone())
+            .map_err(|e| format!("{:?}: not a management server address: {e}", self.server))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true);
+        let https = endpoint.uri().scheme_str() == Some("https");
+        match (&self.tls, https) {
+            (None, false) => Ok(endpoint),
+            (Some(_), false) => Err(format!(
+                "{:?}: TLS settings with a plain-text (http://) address; use https://",
+                self.server
+            )),
+            (tls, true) => {
+                let tls = tls.clone().unwrap_or_default();
+                let config = tls.client_config()?.timeout(CONNECT_TIMEOUT);
+                endpoint.tls_config(config).map_err(|e| {
+                    let mut why = format!("TLS toward {}: {}", self.server, chain(&e));
+                    if tls.ca.is_none() {
+                        why.push_str(
+                            " (no CA given, so the system's roots verify the server: \
+                             --config-xds-tls-ca or CONFIG_GRPC_XDS_SERVER_TLS_CACERT names one)",
+                        );
+                    }
+                    why
+                })
+            }
         }
     }
 
@@ -183,7 +250,7 @@ impl Subscription {
                 ended = self.stream() => ended,
                 _ = stop.changed() => return,
             };
-            self.status.connected(false);
+            self.status.disconnected(&why);
             if responded {
                 backoff.reset();
             }
@@ -201,16 +268,12 @@ impl Subscription {
 
     /// One stream, until it ends: why it ended, and whether it delivered a response.
     async fn stream(&self) -> (String, bool) {
-        let endpoint = match Endpoint::from_shared(self.config.server.clone()) {
+        // The TLS files are read again for each connection: a certificate rotated in
+        // place is used from the next one, and a file gone bad is retried with backoff.
+        let endpoint = match self.config.endpoint() {
             Ok(e) => e,
-            Err(e) => return (format!("bad management server address: {e}"), false),
+            Err(e) => return (e, false),
         };
-        let endpoint = endpoint
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-            .keep_alive_while_idle(true);
         let channel = match endpoint.connect().await {
             Ok(c) => c,
             Err(e) => return (format!("cannot connect: {}", chain(&e)), false),
@@ -226,7 +289,12 @@ impl Subscription {
         }
         let mut responses = match client.stream_aggregated_resources(Requests(requests)).await {
             Ok(r) => r.into_inner(),
-            Err(status) => return (format!("the stream was refused: {status}"), false),
+            Err(status) => {
+                return (
+                    format!("the stream was refused: {}", status_text(&status)),
+                    false,
+                )
+            }
         };
         self.status.connected(true);
         let mut responded = false;
@@ -234,7 +302,12 @@ impl Subscription {
             let response = match responses.message().await {
                 Ok(Some(r)) => r,
                 Ok(None) => return ("the management server ended the stream".into(), responded),
-                Err(status) => return (format!("the stream failed: {status}"), responded),
+                Err(status) => {
+                    return (
+                        format!("the stream failed: {}", status_text(&status)),
+                        responded,
+                    )
+                }
             };
             responded = true;
             let answer = self.answer(&response);
@@ -341,14 +414,30 @@ fn decode(any: &Any) -> Result<RateLimitConfig, String> {
         .map_err(|e| format!("cannot decode a RateLimitConfig: {e}"))
 }
 
-/// An error with its sources (tonic's transport errors say little at the top).
+/// An error with its sources (tonic's transport errors say little at the top), each
+/// source written once: one whose text its parent already shows is not repeated.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
-    let mut source = e.source();
+    append_sources(&mut text, e.source());
+    text
+}
+
+/// A gRPC status as a reason: its message and its sources (a TLS alert, a connection
+/// closed), then its code.
+fn status_text(status: &tonic::Status) -> String {
+    let mut text = status.message().to_owned();
+    append_sources(&mut text, std::error::Error::source(status));
+    text.push_str(&format!(" ({:?})", status.code()));
+    text
+}
+
+fn append_sources(text: &mut String, mut source: Option<&(dyn std::error::Error + 'static)>) {
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
         source = s.source();
     }
-    text
 }

@@ -1,6 +1,7 @@
 //! A small ADS management server (state of the world) for the tests, on its own runtime
-//! so that killing it closes every connection at once, as a crashed server would; and the
-//! service configured over xDS only.
+//! so that killing it closes every connection at once, as a crashed server would, in
+//! plain text or over mutual TLS (tonic's server TLS, a client certificate required); and
+//! the service configured over xDS only.
 
 use clap::Parser as _;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
@@ -18,11 +19,13 @@ use limitcore_rls::{start, Running, ServerConfig, SharedClock};
 use prost::Message;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
-use tonic::codegen::tokio_stream::Stream;
+use tonic::codegen::tokio_stream::{Stream, StreamExt as _};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status, Streaming};
 
 /// What the management server serves and what it was told, kept across its restarts.
@@ -34,6 +37,8 @@ pub struct Shared {
     requests: Mutex<Vec<DiscoveryRequest>>,
     /// Every response sent: its nonce and version.
     sent: Mutex<Vec<(String, String)>>,
+    /// The connections accepted (TCP, before any TLS handshake).
+    connections: AtomicUsize,
 }
 
 impl Shared {
@@ -43,7 +48,15 @@ impl Shared {
             snapshot: watch::Sender::new((version.to_owned(), resources)),
             requests: Mutex::new(Vec::new()),
             sent: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
         })
+    }
+
+    /// How many connections were accepted so far (each attempt of a client, whether its
+    /// TLS handshake then succeeds or not).
+    pub fn connections(&self) -> usize {
+        // Relaxed: a count read alone.
+        self.connections.load(Ordering::Relaxed)
     }
 
     /// Serve `version` of `resources` from now on (pushed on every open stream).
@@ -158,17 +171,41 @@ impl AggregatedDiscoveryService for Ads {
     }
 }
 
+/// The management server's TLS: its certificate and key, and the CA whose client
+/// certificates it requires (PEM).
+pub struct ServerTls {
+    pub cert: String,
+    pub key: String,
+    pub client_ca: String,
+}
+
 /// The management server, running until killed (or dropped).
 pub struct Management {
     pub addr: SocketAddr,
     pub shared: Arc<Shared>,
+    tls: bool,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Management {
-    /// Serve `shared` on `addr` (port 0: one the system picks), binding again until the
-    /// port is free (a killed server's socket may linger for a moment; 10 s).
+    /// Serve `shared` on `addr` in plain text (port 0: one the system picks), binding
+    /// again until the port is free (a killed server's socket may linger for a moment;
+    /// 10 s).
     pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Management {
+        Management::serve(addr, shared, None)
+    }
+
+    /// Serve `shared` on `addr` over mutual TLS: a client without a certificate signed by
+    /// `tls.client_ca` is refused in the handshake.
+    pub fn start_tls(addr: SocketAddr, shared: Arc<Shared>, tls: &ServerTls) -> Management {
+        let config = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&tls.cert, &tls.key))
+            .client_ca_root(Certificate::from_pem(&tls.client_ca))
+            .client_auth_optional(false);
+        Management::serve(addr, shared, Some(config))
+    }
+
+    fn serve(addr: SocketAddr, shared: Arc<Shared>, tls: Option<ServerTlsConfig>) -> Management {
         let deadline = Instant::now() + Duration::from_secs(10);
         let listener = loop {
             match std::net::TcpListener::bind(addr) {
@@ -187,10 +224,22 @@ impl Management {
             .build()
             .unwrap();
         let service = AggregatedDiscoveryServiceServer::new(Ads(Arc::clone(&shared)));
+        let counted = Arc::clone(&shared);
+        let secure = tls.is_some();
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(config) = tls {
+            builder = builder
+                .tls_config(config)
+                .expect("the server's TLS configuration");
+        }
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let incoming = tonic::transport::server::TcpIncoming::from(listener);
-            let _ = tonic::transport::Server::builder()
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).map(move |connection| {
+                    counted.connections.fetch_add(1, Ordering::Relaxed);
+                    connection
+                });
+            let _ = builder
                 .add_service(service)
                 .serve_with_incoming(incoming)
                 .await;
@@ -198,13 +247,15 @@ impl Management {
         Management {
             addr,
             shared,
+            tls: secure,
             runtime: Some(runtime),
         }
     }
 
-    /// The server's URL.
+    /// The server's URL: `https://` over TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Kill it: its tasks and connections dropped at once, nothing said to the clients.

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod ads;
+pub mod pki;
 
 use clap::Parser;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
