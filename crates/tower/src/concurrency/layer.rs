@@ -179,7 +179,7 @@ impl<F: Feedback> ConcurrencyLimitLayer<F, DefaultClassifier> {
 
 impl<F: Feedback, C> ConcurrencyLimitLayer<F, C> {
     /// The limit every clone and service of this layer shares: read its limit and
-    /// in-flight count, [`resize`](Permits::resize) a fixed one, or take permits for work
+    /// in-flight count, [`reconfigure`](Permits::reconfigure) a fixed one, or take permits for work
     /// of your own under the same limit.
     ///
     /// # Examples
