@@ -14,7 +14,6 @@ pub use rules::ApplyError;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::protocol::{Request, RequestError, Response};
-use respond::respond;
 use rules::{Decide, Rules};
 
 /// The rate-limit service: a configuration, a backend and the answering options. The
@@ -69,12 +68,6 @@ impl Service {
     /// descriptor without entries, or a limit override with an unknown unit;
     /// [`RequestError::Unavailable`] when the backend cannot decide.
     pub async fn should_rate_limit(&self, request: &Request) -> Result<Response, RequestError> {
-        let decided = self.rules.decide(request, &self.options).await?;
-        Ok(respond(
-            &self.options,
-            request,
-            &decided.targets,
-            &decided.outcomes,
-        ))
+        self.rules.decide(request, &self.options).await
     }
 }
