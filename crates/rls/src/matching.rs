@@ -133,8 +133,10 @@ pub(crate) fn find_in<'c, K: AsRef<str>, V: AsRef<str>>(
     entries: &[(K, V)],
 ) -> Option<Found<'c>> {
     let mut runtime_label = false;
-    let node = walk(domain, entries, |_, _, _, node, _| {
+    let mut last_by_wildcard = false;
+    let node = walk(domain, entries, |_, _, _, node, by_wildcard| {
         runtime_label |= node.value_to_metric;
+        last_by_wildcard = by_wildcard;
     })?;
     let rule = node.rule.as_ref()?;
     let size = entries
@@ -144,8 +146,7 @@ pub(crate) fn find_in<'c, K: AsRef<str>, V: AsRef<str>>(
     let mut counter = String::with_capacity(size);
     let mut label = String::new();
     let label_wanted = runtime_label && !rule.detailed_metric;
-    // The second walk meets the same nodes: the first one matched.
-    walk(domain, entries, |i, key, value, node, by_wildcard| {
+    let mut add = |i: usize, key: &str, value: &str, node: &Node, by_wildcard: bool| {
         if i > 0 {
             counter.push('|');
         }
@@ -173,7 +174,15 @@ pub(crate) fn find_in<'c, K: AsRef<str>, V: AsRef<str>>(
                 label.push_str(v);
             }
         }
-    });
+    };
+    match entries {
+        // One entry (the common descriptor): its node is the one found.
+        [(key, value)] => add(0, key.as_ref(), value.as_ref(), node, last_by_wildcard),
+        // The second walk meets the same nodes: the first one matched.
+        _ => {
+            walk(domain, entries, add);
+        }
+    }
     let metric = if rule.detailed_metric {
         Some(
             entries

@@ -109,6 +109,24 @@ fn all_or_nothing<'r, R>(
     rule: impl Fn(usize) -> &'r RuleLimiter,
     now: Nanos,
 ) -> Vec<Outcome> {
+    if let [item] = items {
+        // One item (the common request): the batch's protocol is its one decision, with
+        // nothing to give back; made directly, without the batch's machinery (callgrind:
+        // 546 instructions a request through the batch, 376 in the decision itself).
+        let limiter = rule(0).limiter();
+        let (result, state) = limiter.decide_refundable_at(&item.key, permits(item.op), now);
+        let soft = item.soft || matches!(item.op, Op::Refund(_));
+        // The batch reports a hard refusal with the state read after it: so does this.
+        let state = match result {
+            Err(_) if !soft => limiter.snapshot_at(&item.key, now),
+            _ => state,
+        };
+        return vec![Decision {
+            result: result.map(drop),
+            state,
+        }
+        .into()];
+    }
     let ask = |i: usize| {
         let item = items.get(i)?;
         let part: WithKey<'_, dyn KeyedRefund<str>, str> = WithKey(rule(i).limiter(), &item.key);
