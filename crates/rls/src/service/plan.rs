@@ -9,7 +9,13 @@ use crate::config::{Domain, Limit, Rule};
 use crate::matching;
 use crate::metrics::RuleCounters;
 use crate::protocol::{Descriptor, Request, RequestError, MAX_HITS};
+use smallvec::SmallVec;
 use std::borrow::Cow;
+
+/// The descriptors a request's plan holds inline, without an allocation: one, the common
+/// request. Measured on examples/decide.rs (callgrind): inline one, 109 instructions a
+/// request fewer than two `Vec`s; inline two, 87 more (the larger future is copied).
+const INLINE: usize = 1;
 
 /// What a descriptor was matched to.
 pub(crate) enum Target<'s> {
@@ -35,8 +41,8 @@ pub(crate) struct Limited<'s> {
 
 /// Each descriptor's target, and the items the backend decides.
 pub(crate) struct Plan<'s, R> {
-    pub(crate) targets: Vec<Target<'s>>,
-    pub(crate) items: Vec<Item<'s, R>>,
+    pub(crate) targets: SmallVec<[Target<'s>; INLINE]>,
+    pub(crate) items: SmallVec<[Item<'s, R>; INLINE]>,
 }
 
 /// A descriptor's match: its rule and limit, counter key, metric label and the rule's
@@ -90,8 +96,8 @@ pub(crate) fn plan<'s, R>(
 ) -> Plan<'s, R> {
     let n = request.descriptors.len();
     let mut plan = Plan {
-        targets: Vec::with_capacity(n),
-        items: Vec::with_capacity(n),
+        targets: SmallVec::with_capacity(n),
+        items: SmallVec::with_capacity(n),
     };
     let Some(domain) = state.config.domain(&request.domain) else {
         plan.targets
