@@ -140,7 +140,7 @@ impl<B: Backend> Rules<B> {
     /// state; one whose limit changed is built from its previous state (the backend carries
     /// what it can over); a new rule starts fresh. On an error the configuration in force
     /// stays.
-    fn apply(&self, config: Config) -> Result<(), ApplyError> {
+    pub(crate) fn apply(&self, config: Config) -> Result<(), ApplyError> {
         let old = self.state.load_full();
         // A rule's identity across configurations is its domain and path.
         let old_slots: HashMap<(&str, &str), &Slot<B::Rule>> = old
@@ -246,7 +246,7 @@ impl<B: Backend> Rules<B> {
     }
 
     /// `request` matched under the configuration in force, its items decided, answered.
-    async fn decide_request(
+    pub(crate) async fn decide_request(
         &self,
         request: &Request,
         options: &Options,
