@@ -41,7 +41,7 @@ use std::time::Duration;
 ///         Ok(Arc::new(limit))
 ///     }
 ///
-///     async fn decide(&self, _domain: &str, items: &[Item<Limit>], _mode: Mode, _refused: RefusedHits) -> Result<Vec<Outcome>, BackendError> {
+///     async fn decide(&self, _domain: &str, items: &[Item<'_, Limit>], _mode: Mode, _refused: RefusedHits) -> Result<Vec<Outcome>, BackendError> {
 ///         Ok(items.iter().map(|i| Outcome::admitted(i.rule.requests_per_unit, Duration::ZERO)).collect())
 ///     }
 /// }
@@ -84,7 +84,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     fn decide(
         &self,
         domain: &str,
-        items: &[Item<Self::Rule>],
+        items: &[Item<'_, Self::Rule>],
         mode: Mode,
         refused: RefusedHits,
     ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send;
@@ -121,9 +121,10 @@ impl Op {
     }
 }
 
-/// One descriptor's part of a decision, on a rule's state `R`.
+/// One descriptor's part of a decision, on a rule's state `R` (borrowed from the
+/// configuration in force for the request: no reference count is touched per request).
 #[derive(Debug)]
-pub struct Item<R> {
+pub struct Item<'a, R> {
     /// What it asks.
     pub op: Op,
     /// The counter's key within the rule (the matched descriptor's values).
@@ -131,7 +132,7 @@ pub struct Item<R> {
     /// A refusal of this item does not refuse the request (shadow or quota mode).
     pub soft: bool,
     /// The rule's state in the backend.
-    pub rule: Arc<R>,
+    pub rule: &'a R,
 }
 
 /// One descriptor's outcome.

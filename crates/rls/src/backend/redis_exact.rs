@@ -625,7 +625,7 @@ impl RedisExact {
     /// The outage policy's decision.
     fn fallback(
         &self,
-        items: &[Item<RuleParams>],
+        items: &[Item<'_, RuleParams>],
         params: &[&RuleParams],
         mode: Mode,
         refused: RefusedHits,
@@ -653,7 +653,7 @@ impl RedisExact {
                             .ok_or_else(|| BackendError(error.to_string()))
                     })
                     .collect::<Result<_, _>>()?;
-                self.local.decide_on(items, &limiters, mode, refused)
+                self.local.decide_on(items, |i| limiters[i], mode, refused)
             }
             _ => Err(BackendError(format!("redis: {error}"))),
         }
@@ -729,12 +729,12 @@ impl Backend for RedisExact {
     fn decide(
         &self,
         _domain: &str,
-        items: &[Item<RuleParams>],
+        items: &[Item<'_, RuleParams>],
         mode: Mode,
         refused: RefusedHits,
     ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send {
         async move {
-            let params: Vec<&RuleParams> = items.iter().map(|i| &*i.rule).collect();
+            let params: Vec<&RuleParams> = items.iter().map(|i| i.rule).collect();
             let keys: Vec<String> = items
                 .iter()
                 .zip(&params)

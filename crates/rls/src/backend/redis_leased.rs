@@ -141,7 +141,7 @@ impl Backend for RedisLeased {
     fn decide(
         &self,
         _domain: &str,
-        items: &[Item<RuleLease>],
+        items: &[Item<'_, RuleLease>],
         mode: Mode,
         refused: RefusedHits,
     ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send {
@@ -215,7 +215,7 @@ fn read(limiter: &LeasedLimiter, key: &str) -> Outcome {
 
 /// The time left of the block of `item`'s key, if the node's key is blocked (a Redis
 /// refusal, or a charge's debt) with fewer cells left than `item` asks (a check: one).
-fn blocked(item: &Item<RuleLease>) -> Option<Duration> {
+fn blocked(item: &Item<'_, RuleLease>) -> Option<Duration> {
     let s = item.rule.limiter.snapshot(item.key.as_str());
     let asks = match item.op {
         Op::Take(n) => n,

@@ -55,6 +55,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The configuration's maps, looked up on every request (the domain, each level's keys and
+/// values): aHash under random keys (the core's `KeyHasher` primitive) rather than std's
+/// SipHash, which took a tenth of the service's own instructions per decision (callgrind,
+/// BENCHMARKS.md "limitcore-rls"). Their keys come from the configuration only; a request's
+/// values are looked up, never inserted, so no request can flood them.
+pub(crate) type Map<K, V> = HashMap<K, V, ahash::RandomState>;
+
 /// A unit of time of a limit: Envoy RLS v3's `RateLimitResponse.RateLimit.Unit` (without
 /// `UNKNOWN`), with envoyproxy/ratelimit's lengths.
 ///
@@ -329,14 +336,23 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Descriptors {
     /// `key` → `value` → node.
-    pub(crate) exact: HashMap<String, HashMap<String, Arc<Node>>>,
+    pub(crate) exact: Map<String, Map<String, Arc<Node>>>,
     /// Wildcard nodes, in load order.
     pub(crate) wildcards: Vec<Arc<Node>>,
     /// `key` → the node with no value.
-    pub(crate) defaults: HashMap<String, Arc<Node>>,
+    pub(crate) defaults: Map<String, Arc<Node>>,
 }
 
 impl Descriptors {
+    /// Every node of the level.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.exact
+            .values()
+            .flat_map(|m| m.values())
+            .chain(&self.wildcards)
+            .chain(self.defaults.values())
+    }
+
     /// Whether the level has no node.
     pub fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.wildcards.is_empty() && self.defaults.is_empty()
@@ -370,7 +386,7 @@ pub struct Domain {
 /// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Config {
-    pub(crate) domains: HashMap<String, Domain>,
+    pub(crate) domains: Map<String, Domain>,
     pub(crate) rules: Vec<Arc<Rule>>,
 }
 

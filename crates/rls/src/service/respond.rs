@@ -27,7 +27,7 @@ struct Verdict {
 pub(crate) fn respond(
     options: &Options,
     request: &Request,
-    targets: &[Target],
+    targets: &[Target<'_>],
     outcomes: &[Outcome],
 ) -> Response {
     let mut verdict = Verdict::default();
@@ -64,7 +64,7 @@ pub(crate) fn respond(
 fn status(
     options: &Options,
     i: usize,
-    target: &Target,
+    target: &Target<'_>,
     outcomes: &[Outcome],
     verdict: &mut Verdict,
 ) -> Status {
@@ -83,7 +83,7 @@ fn status(
 fn limited_status(
     options: &Options,
     i: usize,
-    target: &Limited,
+    target: &Limited<'_>,
     outcomes: &[Outcome],
     verdict: &mut Verdict,
 ) -> Status {

@@ -47,42 +47,44 @@ impl Memory {
         Memory { clock, max_keys }
     }
 
-    /// Decide `items` on `rules` (one each, in order) by `mode`, the refused descriptors'
-    /// hits recorded or dropped by `refused`: every carried-over usage charged and every
-    /// negative hit given back first, then the decision.
-    pub(crate) fn decide_on<R>(
+    /// Decide `items` on their limiters (`rule(i)`: item `i`'s) by `mode`, the refused
+    /// descriptors' hits recorded or dropped by `refused`: every carried-over usage charged
+    /// and every negative hit given back first, then the decision. The limiters are found
+    /// by a function, not gathered in a list: this backend's own decision needs no
+    /// allocation for them.
+    pub(crate) fn decide_on<'r, R>(
         &self,
-        items: &[Item<R>],
-        rules: &[&RuleLimiter],
+        items: &[Item<'_, R>],
+        rule: impl Fn(usize) -> &'r RuleLimiter + Copy,
         mode: Mode,
         refused: RefusedHits,
     ) -> Result<Vec<Outcome>, BackendError> {
         let now = self.clock.now();
-        for (item, rule) in items.iter().zip(rules) {
-            rule.carry_over(&item.key, now);
+        for (i, item) in items.iter().enumerate() {
+            rule(i).carry_over(&item.key, now);
         }
         // A negative hit is never refused, and stays whatever the decision.
-        for (item, rule) in items.iter().zip(rules) {
+        for (i, item) in items.iter().enumerate() {
             if let Op::Refund(n) = item.op {
-                rule.credit(&item.key, n, now);
+                rule(i).credit(&item.key, n, now);
             }
         }
         let mut out = match mode {
-            Mode::AllOrNothing => all_or_nothing(items, rules, now),
-            Mode::ChargeEach => charge_each(items, rules, now),
+            Mode::AllOrNothing => all_or_nothing(items, rule, now),
+            Mode::ChargeEach => charge_each(items, rule, now),
         };
-        for (i, (item, rule)) in items.iter().zip(rules).enumerate() {
+        for (i, item) in items.iter().enumerate() {
             match item.op {
                 Op::Take(n) if !out[i].admitted && refused == RefusedHits::Record => {
-                    out[i] = record(rule.limiter(), &item.key, n, now);
+                    out[i] = record(rule(i).limiter(), &item.key, n, now);
                 }
                 _ => {}
             }
         }
         // A negative hit's status: the state after everything else, never a refusal.
-        for (i, (item, rule)) in items.iter().zip(rules).enumerate() {
+        for (i, item) in items.iter().enumerate() {
             if let Op::Refund(_) = item.op {
-                let state = rule.limiter().snapshot_at(&item.key, now);
+                let state = rule(i).limiter().snapshot_at(&item.key, now);
                 out[i] = Outcome::admitted(state.remaining, state.full_after);
             }
         }
@@ -102,10 +104,32 @@ fn permits(op: Op) -> u32 {
 /// Every item's permits in one batch of the core's all-or-nothing protocol: each item's
 /// outcome alone, with its rule's state after the decision (after the refunds, on a
 /// refusal). A negative hit is asked softly: it never refuses the request.
-fn all_or_nothing<R>(items: &[Item<R>], rules: &[&RuleLimiter], now: Nanos) -> Vec<Outcome> {
+fn all_or_nothing<'r, R>(
+    items: &[Item<'_, R>],
+    rule: impl Fn(usize) -> &'r RuleLimiter,
+    now: Nanos,
+) -> Vec<Outcome> {
+    if let [item] = items {
+        // One item (the common request): the batch's protocol is its one decision, with
+        // nothing to give back; made directly, without the batch's machinery (callgrind:
+        // 546 instructions a request through the batch, 376 in the decision itself).
+        let limiter = rule(0).limiter();
+        let (result, state) = limiter.decide_refundable_at(&item.key, permits(item.op), now);
+        let soft = item.soft || matches!(item.op, Op::Refund(_));
+        // The batch reports a hard refusal with the state read after it: so does this.
+        let state = match result {
+            Err(_) if !soft => limiter.snapshot_at(&item.key, now),
+            _ => state,
+        };
+        return vec![Decision {
+            result: result.map(drop),
+            state,
+        }
+        .into()];
+    }
     let ask = |i: usize| {
         let item = items.get(i)?;
-        let part: WithKey<'_, dyn KeyedRefund<str>, str> = WithKey(rules[i].limiter(), &item.key);
+        let part: WithKey<'_, dyn KeyedRefund<str>, str> = WithKey(rule(i).limiter(), &item.key);
         Some(Ask {
             part,
             n: permits(item.op),
@@ -119,18 +143,23 @@ fn all_or_nothing<R>(items: &[Item<R>], rules: &[&RuleLimiter], now: Nanos) -> V
 }
 
 /// Every item decided on its own, as envoyproxy/ratelimit charges descriptors.
-fn charge_each<R>(items: &[Item<R>], rules: &[&RuleLimiter], now: Nanos) -> Vec<Outcome> {
-    let each = |(item, rule): (&Item<R>, &&RuleLimiter)| {
-        let (result, state) = rule
-            .limiter()
-            .decide_refundable_at(&item.key, permits(item.op), now);
+fn charge_each<'r, R>(
+    items: &[Item<'_, R>],
+    rule: impl Fn(usize) -> &'r RuleLimiter,
+    now: Nanos,
+) -> Vec<Outcome> {
+    let each = |(i, item): (usize, &Item<'_, R>)| {
+        let (result, state) =
+            rule(i)
+                .limiter()
+                .decide_refundable_at(&item.key, permits(item.op), now);
         Decision {
             result: result.map(drop),
             state,
         }
         .into()
     };
-    items.iter().zip(rules).map(each).collect()
+    items.iter().enumerate().map(each).collect()
 }
 
 /// A refused take of `n` for `key` recorded past the limit (the core's `charge_at`:
@@ -166,11 +195,10 @@ impl Backend for Memory {
     fn decide(
         &self,
         _domain: &str,
-        items: &[Item<RuleLimiter>],
+        items: &[Item<'_, RuleLimiter>],
         mode: Mode,
         refused: RefusedHits,
     ) -> impl Future<Output = Result<Vec<Outcome>, BackendError>> + Send {
-        let rules: Vec<&RuleLimiter> = items.iter().map(|i| &*i.rule).collect();
-        std::future::ready(self.decide_on(items, &rules, mode, refused))
+        std::future::ready(self.decide_on(items, |i| items[i].rule, mode, refused))
     }
 }
