@@ -211,6 +211,42 @@ async fn a_charge_past_the_limit_is_recorded_and_the_next_check_refused() {
     }
 }
 
+/// A reload that changes the limit never forgives a charge: `1000/minute`, 1,100 recorded
+/// (900, then 200 refused and recorded), then the limit raised to `2000/minute`. The usage
+/// carried to the new limit is the whole 1,100 (GCRA: exactly, so 900 more fit and not one
+/// more; the windows: at least, the rest of the window's worth, so 901 more are refused);
+/// the token bucket (burst 5) stays in debt: its next check refused. Carrying only up to
+/// the old capacity (1,000) admitted the one, the 901 and the token bucket's check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_a_key_s_debt() {
+    let b = bench(&[Place::Memory], &BOTH_MODES, 60, 1000).await;
+    for (name, service) in &b.services {
+        for alg in ALGORITHMS {
+            let one = |hits| request(vec![d(alg, "tenant", hits, false)]);
+            service.should_rate_limit(&one(900)).await.unwrap();
+            let r = service.should_rate_limit(&one(200)).await.unwrap();
+            assert!(!ok(&r), "{name} {alg}: 200 with 100 left");
+        }
+        service.apply(config("minute", 2000)).unwrap();
+        for alg in ALGORITHMS {
+            let one = |hits| request(vec![d(alg, "tenant", hits, false)]);
+            if alg == Algorithm::TokenBucket {
+                let next = service.should_rate_limit(&one(0)).await.unwrap();
+                assert!(!ok(&next), "{name} {alg}: still in debt after the reload");
+            } else if alg == Algorithm::Gcra {
+                let r = service.should_rate_limit(&one(900)).await.unwrap();
+                assert!(ok(&r), "{name} {alg}: exactly 1,100 carried, 900 fit");
+                let r = service.should_rate_limit(&one(1)).await.unwrap();
+                assert!(!ok(&r), "{name} {alg}: and not one more");
+            } else {
+                let r = service.should_rate_limit(&one(901)).await.unwrap();
+                assert!(!ok(&r), "{name} {alg}: 1,100 carried, 901 more refused");
+            }
+        }
+        b.clock.advance(Duration::from_secs(3_600));
+    }
+}
+
 /// A reference model of one key of one algorithm, in plain `i128` µs arithmetic, written in
 /// a different formulation from the core's rules: GCRA as the continuous-state leaky
 /// bucket (its content and the last time it was updated), the windows as counters per

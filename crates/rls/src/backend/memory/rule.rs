@@ -105,12 +105,29 @@ impl RuleLimiter {
         self.limiter.quota_for(key).burst()
     }
 
+    /// The permits `key` was charged past this limit and has not paid back at `now`: the
+    /// wait a request for no permits gets, in this limit's emission intervals, rounded up
+    /// (GCRA and the token bucket: exactly the permits past the burst; the windows: the
+    /// permits the rest of the window is worth, never fewer than the window refuses for).
+    fn debt(&self, key: &str, now: Nanos) -> u32 {
+        let Err(denied) = self.limiter.check_at(key, 0, now) else {
+            return 0;
+        };
+        let Some(wait) = denied.retry_after() else {
+            return 0;
+        };
+        let interval = self.limiter.quota_for(key).emission_interval_ns().max(1);
+        let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        u32::try_from(wait.div_ceil(interval)).unwrap_or(u32::MAX)
+    }
+
     /// Before `key`'s first decision after a reload that changed this rule's limit: charge
     /// the usage the replaced limiter holds for the key (capacity minus remaining, at most
     /// this limit's capacity), once, under the key's entry lock, so that no decision for the
-    /// key runs before it lands. Usage is counted in permits and re-timed at the new limit
-    /// (as the core's live reconfiguration keeps a budget's state): never more permissive
-    /// than the old state, to within one permit.
+    /// key runs before it lands; a key in debt (charged past the old limit) carries its
+    /// whole usage, debt included, as a charge. Usage is counted in permits and re-timed at
+    /// the new limit (as the core's live reconfiguration keeps a budget's state): never
+    /// more permissive than the old state, to within one permit.
     pub(crate) fn carry_over(&self, key: &str, now: Nanos) {
         // Relaxed: a hint; the lock below decides.
         if !self.carrying.load(Ordering::Relaxed) {
@@ -138,6 +155,14 @@ impl RuleLimiter {
             let used = old
                 .capacity(key)
                 .saturating_sub(old.limiter.snapshot_at(key, now).remaining);
+            let over = old.debt(key, now);
+            if over > 0 {
+                // Charged past the old limit (a cost recorded after the response) and not
+                // paid back: carried whole, as a charge, so the new limit refuses until the
+                // debt is paid back at its own rate. A reload never forgives a charge.
+                self.limiter.charge_at(key, used.saturating_add(over), now);
+                return;
+            }
             let take = used.min(self.capacity(key));
             if take > 0 {
                 let _ = self.limiter.try_acquire_n_at(key, take, now);
