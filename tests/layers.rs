@@ -121,7 +121,7 @@ const CRATES: &[Crate] = &[
         layers: &[
             (
                 "vocabulary",
-                &["clock", "config", "metrics", "pb", "protocol"],
+                &["clock", "config", "metrics", "pb", "protocol", "tls"],
             ),
             ("matching and backends", &["matching", "backend"]),
             ("service", &["service"]),

@@ -34,7 +34,8 @@
 //!   [`LeasedLimiter`]). Each keeps its rules' states in a type of its own.
 //!   Redis calls have a deadline (10 ms by default) and a circuit breaker, and an outage
 //!   policy answers while Redis cannot.
-//! - **Operations** ([`server`]): gRPC health checking, `/healthcheck`, `/json`,
+//! - **Operations** ([`server`]): gRPC health checking, the gRPC port over TLS or mutual
+//!   TLS (envoyproxy/ratelimit's `GRPC_SERVER_USE_TLS` and its files), `/healthcheck`, `/json`,
 //!   `/metrics` ([`metrics`](mod@metrics): envoyproxy/ratelimit's counters by domain and
 //!   rule), graceful shutdown, flags and environment variables.
 //!
@@ -55,7 +56,8 @@
 //!
 //! 0. **Vocabulary**: the clock (`clock`), the configuration ([`config`]), the metrics
 //!    ([`metrics`](mod@metrics)), the xDS configuration resource's generated types
-//!    ([`pb`]), the RLS v3 messages as plain types ([`protocol`]).
+//!    ([`pb`]), the RLS v3 messages as plain types ([`protocol`]), the TLS files read
+//!    (`tls`: PEM certificates, CAs and key pairs, for the xDS client and the gRPC port).
 //! 1. **Matching and backends**: a descriptor matched to its rule ([`matching`]); where
 //!    decisions are made (`backend`: the [`Backend`] interface and its three places).
 //! 2. **The service** (`service`): a request planned, decided on the backend, answered.
@@ -95,6 +97,7 @@ pub mod config;
 pub mod metrics;
 pub mod pb;
 pub mod protocol;
+mod tls;
 
 // Layer 1: matching and the backends.
 mod backend;

@@ -35,8 +35,9 @@ fn main() {
         };
         let source = running.config.report();
         eprintln!(
-            "limitcore-rls: gRPC on {}, HTTP on {}, configuration from {} {}, backend {:?}, {} runtime workers",
+            "limitcore-rls: gRPC on {} ({}), HTTP on {}, configuration from {} {}, backend {:?}, {} runtime workers",
             running.grpc_addr,
+            running.grpc_security,
             running.http_addr,
             source.source,
             source.location,

@@ -1,6 +1,6 @@
 //! [`ServerConfig`] (the command line and environment) and [`start`]: the gRPC and HTTP
-//! listeners, the configuration's source (the directory watched, or the xDS
-//! subscription), the backend, graceful shutdown.
+//! listeners (gRPC in plain text or over TLS: [`GrpcTlsArgs`]), the configuration's source
+//! (the directory watched, or the xDS subscription), the backend, graceful shutdown.
 
 use crate::backend::memory::Memory;
 use crate::backend::redis_exact::RedisExact;
@@ -12,10 +12,13 @@ use crate::grpc::Grpc;
 use crate::http::Endpoints;
 use crate::reload::Reloader;
 use crate::service::{HeaderNames, Options, Service};
+use crate::tls::{identity, provider, TlsFile};
 use crate::xds::{Subscription, XdsArgs};
+use clap::builder::BoolishValueParser;
 use hyper_util::rt::TokioIo;
 use limitcore::Algorithm;
 use limitcore_redis::{Policy, Redis, RedisConfig};
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +27,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tonic::transport::{Certificate, ServerTlsConfig};
 
 /// Where decisions are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,7 +65,9 @@ impl OutagePolicy {
 }
 
 /// The service's settings: every flag has an environment variable of the same name in
-/// upper case with `LIMITCORE_RLS_` in front (`--grpc-addr` is `LIMITCORE_RLS_GRPC_ADDR`).
+/// upper case with `LIMITCORE_RLS_` in front (`--grpc-addr` is `LIMITCORE_RLS_GRPC_ADDR`),
+/// but for envoyproxy/ratelimit's names where this service reads them (the gRPC port's
+/// TLS files, [`GrpcTlsArgs`], and the configuration over xDS, [`XdsArgs`]).
 ///
 /// # Examples
 ///
@@ -204,6 +210,10 @@ pub struct ServerConfig {
     // BENCHMARKS.md, "limitcore-rls", has the measurement.
     #[arg(long, env = "LIMITCORE_RLS_WORKERS")]
     pub workers: Option<core::num::NonZeroUsize>,
+    /// The gRPC port over TLS or mutual TLS (`--grpc-tls`, or envoyproxy/ratelimit's
+    /// `GRPC_SERVER_USE_TLS=true`); plain text by default.
+    #[command(flatten)]
+    pub grpc_tls: GrpcTlsArgs,
     /// The configuration over xDS instead of the directory (`--config-xds`, or
     /// envoyproxy/ratelimit's `CONFIG_TYPE=GRPC_XDS_SOTW`).
     #[command(flatten)]
@@ -276,11 +286,271 @@ impl ServerConfig {
     }
 }
 
+/// How long a client has to complete its TLS handshake with the gRPC port: a connection
+/// that opens and says nothing is closed after it.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The flags of the gRPC port's TLS (a part of [`ServerConfig`]), this service's and
+/// envoyproxy/ratelimit's names (`GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`,
+/// `GRPC_SERVER_TLS_KEY`, `GRPC_CLIENT_TLS_CACERT`), resolved into tonic's
+/// [`ServerTlsConfig`]. The HTTP port (`/json`, `/metrics`, `/healthcheck`) stays plain
+/// text.
+///
+/// With a client CA, a client certificate signed by it is required (mutual TLS), as
+/// envoyproxy/ratelimit requires one when `GRPC_CLIENT_TLS_CACERT` is set; it is verified
+/// against the CA file alone (envoyproxy/ratelimit adds the system's roots to it).
+///
+/// # Examples
+///
+/// ```
+/// use clap::Parser;
+/// use limitcore_rls::server::GrpcSecurity;
+/// use limitcore_rls::ServerConfig;
+///
+/// // Plain text by default.
+/// let c = ServerConfig::parse_from(["limitcore-rls"]);
+/// assert!(c.grpc_tls.resolve()?.is_none());
+/// assert_eq!(c.grpc_tls.security(), GrpcSecurity::PlainText);
+///
+/// // The files are read and checked here: a bad one is named, with its setting.
+/// let c = ServerConfig::parse_from([
+///     "limitcore-rls",
+///     "--grpc-tls",
+///     "--grpc-tls-cert", "/no/such/tls.crt",
+///     "--grpc-tls-key", "/no/such/tls.key",
+///     "--grpc-tls-client-ca", "/no/such/ca.crt",
+/// ]);
+/// assert_eq!(c.grpc_tls.security(), GrpcSecurity::MutualTls);
+/// let err = c.grpc_tls.resolve().unwrap_err();
+/// assert!(err.starts_with("--grpc-tls-cert (GRPC_SERVER_TLS_CERT) /no/such/tls.crt: cannot read it"), "{err}");
+///
+/// // TLS on without a certificate; a certificate for a plain-text port.
+/// let c = ServerConfig::parse_from(["limitcore-rls", "--grpc-server-use-tls=true"]);
+/// let err = c.grpc_tls.resolve().unwrap_err();
+/// assert!(err.starts_with("GRPC_SERVER_USE_TLS turns TLS on, but no certificate is given"), "{err}");
+/// let c = ServerConfig::parse_from(["limitcore-rls", "--grpc-tls-cert", "/certs/tls.crt"]);
+/// let err = c.grpc_tls.resolve().unwrap_err();
+/// assert!(err.contains("set, but the gRPC port serves plain text"), "{err}");
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "gRPC over TLS")]
+pub struct GrpcTlsArgs {
+    /// Serve gRPC over TLS (with --grpc-tls-cert and --grpc-tls-key; the HTTP port stays
+    /// plain text); `=false` serves plain text whatever GRPC_SERVER_USE_TLS says.
+    #[arg(
+        long = "grpc-tls",
+        env = "LIMITCORE_RLS_GRPC_TLS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub grpc_tls: Option<bool>,
+    /// The gRPC server's certificate (PEM: its chain, the server's own first).
+    #[arg(
+        long = "grpc-tls-cert",
+        env = "GRPC_SERVER_TLS_CERT",
+        value_name = "FILE"
+    )]
+    pub cert: Option<PathBuf>,
+    /// The gRPC server certificate's private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(
+        long = "grpc-tls-key",
+        env = "GRPC_SERVER_TLS_KEY",
+        value_name = "FILE"
+    )]
+    pub key: Option<PathBuf>,
+    /// The CA certificates (PEM) of the clients: with it, a client certificate signed by
+    /// them is required (mutual TLS), and verified against them alone.
+    #[arg(
+        long = "grpc-tls-client-ca",
+        env = "GRPC_CLIENT_TLS_CACERT",
+        value_name = "FILE"
+    )]
+    pub client_ca: Option<PathBuf>,
+    /// envoyproxy/ratelimit's GRPC_SERVER_USE_TLS (true, false): --grpc-tls.
+    #[arg(
+        long = "grpc-server-use-tls",
+        env = "GRPC_SERVER_USE_TLS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub grpc_server_use_tls: Option<bool>,
+    /// envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN (the name a client certificate must
+    /// have): not supported, so refused at start rather than ignored.
+    #[arg(
+        long = "grpc-client-tls-san",
+        env = "GRPC_CLIENT_TLS_SAN",
+        value_name = "NAME"
+    )]
+    pub grpc_client_tls_san: Option<String>,
+}
+
+/// What the gRPC port serves: the startup line says it.
+///
+/// # Examples
+///
+/// ```
+/// use limitcore_rls::server::GrpcSecurity;
+///
+/// assert_eq!(GrpcSecurity::MutualTls.to_string(), "mutual TLS");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcSecurity {
+    /// Plain text (HTTP/2 over cleartext).
+    PlainText,
+    /// TLS: the server's certificate presented, none asked of the client.
+    Tls,
+    /// Mutual TLS: a client certificate of the client CA required.
+    MutualTls,
+}
+
+impl fmt::Display for GrpcSecurity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GrpcSecurity::PlainText => "plain text",
+            GrpcSecurity::Tls => "TLS",
+            GrpcSecurity::MutualTls => "mutual TLS",
+        })
+    }
+}
+
+/// The settings of the server's certificate, its key and the client CA, as errors name
+/// them: the flag and envoyproxy/ratelimit's variable.
+const CERT_SETTING: &str = "--grpc-tls-cert (GRPC_SERVER_TLS_CERT)";
+const KEY_SETTING: &str = "--grpc-tls-key (GRPC_SERVER_TLS_KEY)";
+const CLIENT_CA_SETTING: &str = "--grpc-tls-client-ca (GRPC_CLIENT_TLS_CACERT)";
+
+impl GrpcTlsArgs {
+    /// Whether TLS is on, and the setting that says so: this service's flag, else
+    /// envoyproxy/ratelimit's variable; off by default.
+    fn tls_on(&self) -> (bool, &'static str) {
+        match (self.grpc_tls, self.grpc_server_use_tls) {
+            (Some(on), _) => (on, "--grpc-tls"),
+            (None, Some(on)) => (on, "GRPC_SERVER_USE_TLS"),
+            (None, None) => (false, "--grpc-tls"),
+        }
+    }
+
+    /// A file setting, if given (an empty value is none, as envoyproxy/ratelimit's
+    /// defaults are).
+    fn file(path: &Option<PathBuf>, setting: &str) -> Option<TlsFile> {
+        path.as_ref()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| TlsFile::new(setting, p))
+    }
+
+    /// What the gRPC port serves by these flags (before any file is read).
+    pub fn security(&self) -> GrpcSecurity {
+        match (
+            self.tls_on().0,
+            Self::file(&self.client_ca, CLIENT_CA_SETTING),
+        ) {
+            (false, _) => GrpcSecurity::PlainText,
+            (true, None) => GrpcSecurity::Tls,
+            (true, Some(_)) => GrpcSecurity::MutualTls,
+        }
+    }
+
+    /// The gRPC port's TLS: `None` for plain text. The files are read and checked here
+    /// (tonic's configuration holds their bytes), so that a bad one stops the service at
+    /// start.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the setting, and the file if any: TLS on without a certificate
+    /// and key, a certificate without its key or a key without its certificate, TLS files
+    /// given for a plain-text port, `GRPC_CLIENT_TLS_SAN` (not supported); a file that
+    /// cannot be read, with no PEM certificate (or key) in it or malformed, a key that is
+    /// not the certificate's or of a kind rustls cannot sign with, a client CA certificate
+    /// that cannot be a trust anchor.
+    pub fn resolve(&self) -> Result<Option<ServerTlsConfig>, String> {
+        if let Some(san) = self
+            .grpc_client_tls_san
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            return Err(format!(
+                "GRPC_CLIENT_TLS_SAN (--grpc-client-tls-san) {san:?}: not supported: this \
+                 service does not check the name of a client certificate; unset it (with \
+                 --grpc-tls-client-ca, GRPC_CLIENT_TLS_CACERT, any client certificate of the \
+                 CA is accepted)"
+            ));
+        }
+        let cert = Self::file(&self.cert, CERT_SETTING);
+        let key = Self::file(&self.key, KEY_SETTING);
+        let client_ca = Self::file(&self.client_ca, CLIENT_CA_SETTING);
+        let (on, setting) = self.tls_on();
+        if !on {
+            // TLS files with a plain-text port: a port that the clients meant to reach
+            // over TLS (or the files meant to protect), refused at start instead.
+            let named: Vec<&str> = [&cert, &key, &client_ca]
+                .into_iter()
+                .flatten()
+                .map(|f| f.setting.as_str())
+                .collect();
+            if !named.is_empty() {
+                return Err(format!(
+                    "{} set, but the gRPC port serves plain text: turn TLS on (--grpc-tls, \
+                     GRPC_SERVER_USE_TLS=true)",
+                    named.join(", ")
+                ));
+            }
+            return Ok(None);
+        }
+        let (cert, key) = match (cert, key) {
+            (Some(cert), Some(key)) => (cert, key),
+            (None, None) => {
+                return Err(format!(
+                    "{setting} turns TLS on, but no certificate is given: set {CERT_SETTING} \
+                     and {KEY_SETTING}"
+                ))
+            }
+            (None, Some(key)) => {
+                return Err(format!(
+                    "{key}: a server key without its certificate; set the certificate too \
+                     ({CERT_SETTING})"
+                ))
+            }
+            (Some(cert), None) => {
+                return Err(format!(
+                    "{cert}: a server certificate without its key; set the key too \
+                     ({KEY_SETTING})"
+                ))
+            }
+        };
+        let mut config = ServerTlsConfig::new()
+            .identity(identity(&cert, &key)?)
+            .timeout(HANDSHAKE_TIMEOUT);
+        if let Some(ca) = client_ca {
+            let (pem, roots) = ca.trust_anchors()?;
+            // The verifier tonic will build, built once here: what it refuses is named.
+            rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                Arc::new(provider()),
+            )
+            .build()
+            .map_err(|e| format!("{ca}: cannot verify clients by it: {e}"))?;
+            config = config
+                .client_ca_root(Certificate::from_pem(pem))
+                .client_auth_optional(false);
+        }
+        Ok(Some(config))
+    }
+}
+
 /// A running service: its bound addresses, and how to stop it.
 #[derive(Debug)]
 pub struct Running {
     /// The gRPC address it listens on.
     pub grpc_addr: SocketAddr,
+    /// What the gRPC port serves: plain text, TLS or mutual TLS.
+    pub grpc_security: GrpcSecurity,
     /// The HTTP address it listens on.
     pub http_addr: SocketAddr,
     /// The service.
@@ -313,18 +583,25 @@ impl Running {
 /// Start the service with `config` on `clock`: load the configuration directory (refusing
 /// to start on a bad one) and watch it, or subscribe to the xDS management server (the
 /// service starts without waiting for it: no rule until the first version); bind the
-/// listeners.
+/// listeners, the gRPC one over TLS if asked ([`GrpcTlsArgs`]).
 ///
 /// # Errors
 ///
-/// A configuration that does not load (file, line and key), bad xDS flags, a backend
-/// that cannot start, an address that cannot be bound.
+/// A configuration that does not load (file, line and key), bad xDS flags, bad gRPC TLS
+/// settings or files ([`GrpcTlsArgs::resolve`]), a backend that cannot start, an address
+/// that cannot be bound.
 pub async fn start(
     config: &ServerConfig,
     clock: SharedClock,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 ) -> Result<Running, String> {
     let xds_config = config.xds.resolve()?;
+    let mut grpc_server = tonic::transport::Server::builder();
+    if let Some(tls) = config.grpc_tls.resolve()? {
+        grpc_server = grpc_server
+            .tls_config(tls)
+            .map_err(|e| format!("the gRPC port's TLS: {e}"))?;
+    }
     let service = Arc::new(config.service(clock).await?);
     let (reloader, xds, config_status) = match xds_config {
         Some(xds_config) => {
@@ -370,7 +647,7 @@ pub async fn start(
                 .await;
         };
         let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
-        if let Err(e) = tonic::transport::Server::builder()
+        if let Err(e) = grpc_server
             .add_service(health)
             .add_service(grpc)
             .serve_with_incoming_shutdown(incoming, signal)
@@ -418,6 +695,7 @@ pub async fn start(
     }
     Ok(Running {
         grpc_addr,
+        grpc_security: config.grpc_tls.security(),
         http_addr,
         service,
         reloader,

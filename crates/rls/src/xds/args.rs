@@ -3,7 +3,8 @@
 //! (`CONFIG_TYPE=GRPC_XDS_SOTW`, `CONFIG_GRPC_XDS_*`), resolved into an [`XdsConfig`].
 
 use super::subscription::XdsConfig;
-use super::tls::{TlsFile, XdsTls};
+use super::tls::XdsTls;
+use crate::tls::TlsFile;
 use clap::builder::BoolishValueParser;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -13,7 +13,8 @@ mod backoff;
 mod subscription;
 mod tls;
 
+pub use crate::tls::TlsFile;
 pub use args::{parse_duration, ConfigType, XdsArgs};
 pub use backoff::Backoff;
 pub use subscription::{Subscription, XdsConfig, TYPE_URL};
-pub use tls::{TlsFile, XdsTls};
+pub use tls::XdsTls;

@@ -2,72 +2,13 @@
 //! `CONFIG_GRPC_XDS_SERVER_USE_TLS` and its certificate files set it up: the CA that
 //! verifies the server's certificate, the client certificate and key presented for mutual
 //! TLS (Envoy Gateway's controller requires them), and the name the server's certificate
-//! must be valid for. The files are read and checked with rustls, each error naming the
-//! setting and the file; the connection itself is tonic's (rustls on ring).
+//! must be valid for. The files are read and checked with rustls as the gRPC port's own
+//! are (the crate's `tls` module), each error naming the setting and the file; the
+//! connection itself is tonic's (rustls on ring).
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::RootCertStore;
-use std::fmt;
-use std::path::PathBuf;
-use std::sync::Arc;
-use tonic::transport::{ClientTlsConfig, Identity};
-
-/// A PEM file of the TLS settings and the setting that names it (a flag, such as
-/// `--config-xds-tls-ca`, or an environment variable, such as
-/// `CONFIG_GRPC_XDS_SERVER_TLS_CACERT`), so that an error about the file can say where it
-/// came from.
-///
-/// # Examples
-///
-/// ```
-/// use limitcore_rls::xds::TlsFile;
-///
-/// let ca = TlsFile::new("--config-xds-tls-ca", "/certs/ca.crt");
-/// assert_eq!(ca.to_string(), "--config-xds-tls-ca /certs/ca.crt");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsFile {
-    /// The flag or environment variable that named the file.
-    pub setting: String,
-    /// The file.
-    pub path: PathBuf,
-}
-
-impl TlsFile {
-    /// The file at `path`, named by `setting`.
-    pub fn new(setting: impl Into<String>, path: impl Into<PathBuf>) -> Self {
-        TlsFile {
-            setting: setting.into(),
-            path: path.into(),
-        }
-    }
-
-    /// The file's bytes.
-    fn read(&self) -> Result<Vec<u8>, String> {
-        std::fs::read(&self.path).map_err(|e| format!("{self}: cannot read it: {e}"))
-    }
-
-    /// The certificates of the file, in order: at least one.
-    fn certificates(&self) -> Result<(Vec<u8>, Vec<CertificateDer<'static>>), String> {
-        let pem = self.read()?;
-        let certs = CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{self}: not a PEM file: {e}"))?;
-        if certs.is_empty() {
-            return Err(format!(
-                "{self}: no certificate in it (expected a PEM `BEGIN CERTIFICATE` section)"
-            ));
-        }
-        Ok((pem, certs))
-    }
-}
-
-impl fmt::Display for TlsFile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.setting, self.path.display())
-    }
-}
+use crate::tls::{identity, TlsFile};
+use rustls::pki_types::ServerName;
+use tonic::transport::ClientTlsConfig;
 
 /// TLS toward the management server: how its certificate is verified and what the
 /// service presents. Its files are read on every connection, so that a certificate
@@ -179,43 +120,15 @@ impl XdsTls {
             })?;
             config = config.domain_name(name.clone());
         }
-        let roots = match &self.ca {
+        config = match &self.ca {
             Some(ca) => {
-                let (_, certs) = ca.certificates()?;
-                let mut roots = RootCertStore::empty();
-                for (i, cert) in certs.into_iter().enumerate() {
-                    roots.add(cert).map_err(|e| {
-                        format!("{ca}: certificate {}: not usable as a CA: {e}", i + 1)
-                    })?;
-                }
-                config = config.trust_anchors(roots.roots.iter().cloned());
-                Some(roots)
+                let (_, roots) = ca.trust_anchors()?;
+                config.trust_anchors(roots.roots)
             }
-            None => {
-                config = config.with_native_roots();
-                None
-            }
+            None => config.with_native_roots(),
         };
         if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
-            let (cert_pem, chain) = cert.certificates()?;
-            let key_pem = key.read()?;
-            let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
-                rustls::pki_types::pem::Error::NoItemsFound => format!(
-                    "{key}: no private key in it (expected a PEM `BEGIN PRIVATE KEY`, \
-                     `BEGIN RSA PRIVATE KEY` or `BEGIN EC PRIVATE KEY` section)"
-                ),
-                e => format!("{key}: not a PEM file: {e}"),
-            })?;
-            // rustls checks here what a handshake would find late: that the key is one
-            // it can sign with and that it is the certificate's own.
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| format!("TLS: {e}"))?
-                .with_root_certificates(roots.unwrap_or_else(RootCertStore::empty))
-                .with_client_auth_cert(chain, private)
-                .map_err(|e| format!("{key} cannot be used with {cert}: {e}"))?;
-            config = config.identity(Identity::from_pem(cert_pem, key_pem));
+            config = config.identity(identity(cert, key)?);
         }
         Ok(config)
     }
