@@ -39,10 +39,10 @@ impl Schedule {
     /// and return the new TAT, or the denial.
     ///
     /// Requires `1 ≤ n ≤ burst`. Admits iff `max(tat, now) + n·T ≤ now + burst·T`, computed
-    /// as `next − now ≤ span` with `next = max(tat, now) + n·T` (checked: no sum near
-    /// `u64::MAX` can wrap into an admission), the same as `backlog ≤ span − n·T` with
-    /// `backlog = tat − now` (0 if `tat ≤ now`). The new TAT is `next ≥ tat`: the state
-    /// never moves back, and a `now` behind the state only enlarges the backlog (stricter).
+    /// as `backlog ≤ span − n·T` with `backlog = tat − now` (0 if `tat ≤ now`): no sum, so
+    /// nothing near `u64::MAX` can wrap into an admission. The new TAT is
+    /// `next = now + backlog + n·T = max(tat, now) + n·T ≥ tat`: the state never moves back,
+    /// and a `now` behind the state only enlarges the backlog (stricter).
     ///
     /// The TAT a request would leave (`now + backlog + n·T`, whether it conforms now or after
     /// waiting) must fit in `u64`; within one burst span of the clock's 584-year horizon it
@@ -50,20 +50,29 @@ impl Schedule {
     /// [`Denied::BeyondHorizon`].
     #[inline]
     pub(crate) fn gcra(&self, tat: Nanos, now: Nanos, n: u32) -> Result<Nanos, Denied> {
-        // ≤ span ≤ 2^62 because n ≤ burst: no overflow.
+        // ≤ span ≤ 2^62 because n ≤ burst: no overflow, and `allowance ≥ 0`.
         let cost = self.interval * u64::from(n);
-        // The TAT this request would leave, `max(tat, now) + n·T` (= `now + backlog + n·T`),
-        // whether it conforms now or after waiting: past u64::MAX it never can.
-        let Some(next) = tat.max(now).checked_add(cost) else {
-            return Err(Denied::NEVER);
-        };
-        // Admitted iff `next ≤ now + span` (`backlog ≤ span − n·T`), compared as a
-        // difference (`next ≥ now`) so that no sum near u64::MAX can wrap into an admission.
-        let ahead = next - now;
-        if ahead > self.span {
-            return Err(Denied::rate_limited(ahead - self.span));
+        let allowance = self.span - cost;
+        // The verdict is one subtraction and one comparison after the clock's reading
+        // (`backlog > allowance`), off the chain of the new TAT's sum: a refusal's path from
+        // `now` to its branch is as short as it can be (issue 36: the refusal measured
+        // 0.91-0.94x governor's through a real call with the sum and its overflow check on
+        // that chain).
+        let backlog = tat.saturating_sub(now);
+        if backlog > allowance {
+            // Refused: `tat > now`, so `max(tat, now) = tat`, and waiting never lowers the
+            // TAT the request would leave: past u64::MAX it can never conform.
+            return Err(match tat.checked_add(cost) {
+                Some(_) => Denied::rate_limited(backlog - allowance),
+                None => Denied::NEVER,
+            });
         }
-        Ok(next)
+        // Admitted: `max(tat, now) + n·T = now + backlog + n·T`, with `backlog + n·T ≤ span`
+        // (no overflow); past u64::MAX near the clock's horizon, it never conforms.
+        match now.checked_add(backlog + cost) {
+            Some(next) => Ok(next),
+            None => Err(Denied::NEVER),
+        }
     }
 
     /// A reservation of `n` permits at `now` from `tat`: `(new TAT, delay)`, where the
