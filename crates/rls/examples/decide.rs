@@ -17,39 +17,17 @@
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use limitcore_rls::grpc::Grpc;
 use limitcore_rls::{Config, Memory, Options, Service, Settings, UnixClock};
 use prost::Message;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// `ok_server.rs`'s handler, the same code: the floor.
-struct AlwaysOk;
-
-#[tonic::async_trait]
-impl RateLimitService for AlwaysOk {
-    async fn should_rate_limit(
-        &self,
-        request: tonic::Request<RateLimitRequest>,
-    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        let r = request.into_inner();
-        Ok(tonic::Response::new(RateLimitResponse {
-            overall_code: 1,
-            statuses: r
-                .descriptors
-                .iter()
-                .map(|_| DescriptorStatus {
-                    code: 1,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }))
-    }
-}
+#[path = "shared/always_ok.rs"]
+mod always_ok;
+use always_ok::AlwaysOk;
 
 /// One request per value, encoded, as `load.rs` sends them.
 fn requests(values: usize) -> Vec<Vec<u8>> {

@@ -6,36 +6,11 @@
 //! cargo run --release -p limitcore-rls --example ok_server -- 127.0.0.1:8091
 //! ```
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
-    RateLimitService, RateLimitServiceServer,
-};
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 
-#[derive(Debug)]
-struct AlwaysOk;
-
-#[tonic::async_trait]
-impl RateLimitService for AlwaysOk {
-    async fn should_rate_limit(
-        &self,
-        request: tonic::Request<RateLimitRequest>,
-    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        let r = request.into_inner();
-        Ok(tonic::Response::new(RateLimitResponse {
-            overall_code: 1,
-            statuses: r
-                .descriptors
-                .iter()
-                .map(|_| DescriptorStatus {
-                    code: 1,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }))
-    }
-}
+#[path = "shared/always_ok.rs"]
+mod always_ok;
+use always_ok::AlwaysOk;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: std::net::SocketAddr = std::env::args()
