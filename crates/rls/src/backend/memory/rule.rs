@@ -105,29 +105,39 @@ impl RuleLimiter {
         self.limiter.quota_for(key).burst()
     }
 
-    /// The permits `key` was charged past this limit and has not paid back at `now`: the
-    /// wait a request for no permits gets, in this limit's emission intervals, rounded up
-    /// (GCRA and the token bucket: exactly the permits past the burst; the windows: the
-    /// permits the rest of the window is worth, never fewer than the window refuses for).
+    /// The permits `key` was charged past this limit and has not paid back at `now`: for
+    /// GCRA and the token bucket, exactly (the wait a request for no permits gets, in
+    /// emission intervals, rounded up); for the windows and the log, whose states keep a
+    /// count past the limit in no form another limit can read, one (at least one permit
+    /// past it, never more than was charged: the rest of such a debt is forgiven by a
+    /// reload that changes the limit).
     fn debt(&self, key: &str, now: Nanos) -> u32 {
         let Err(denied) = self.limiter.check_at(key, 0, now) else {
             return 0;
         };
+        if !matches!(
+            self.limit.algorithm,
+            Algorithm::Gcra | Algorithm::TokenBucket
+        ) {
+            return 1;
+        }
         let Some(wait) = denied.retry_after() else {
-            return 0;
+            return 1;
         };
         let interval = self.limiter.quota_for(key).emission_interval_ns().max(1);
         let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-        u32::try_from(wait.div_ceil(interval)).unwrap_or(u32::MAX)
+        u32::try_from(wait.div_ceil(interval))
+            .unwrap_or(u32::MAX)
+            .max(1)
     }
 
     /// Before `key`'s first decision after a reload that changed this rule's limit: charge
     /// the usage the replaced limiter holds for the key (capacity minus remaining, at most
     /// this limit's capacity), once, under the key's entry lock, so that no decision for the
     /// key runs before it lands; a key in debt (charged past the old limit) carries its
-    /// whole usage, debt included, as a charge. Usage is counted in permits and re-timed at
-    /// the new limit (as the core's live reconfiguration keeps a budget's state): never
-    /// more permissive than the old state, to within one permit.
+    /// usage and its debt ([`RuleLimiter::debt`]) as a charge. Usage is counted in permits
+    /// and re-timed at the new limit (as the core's live reconfiguration keeps a budget's
+    /// state).
     pub(crate) fn carry_over(&self, key: &str, now: Nanos) {
         // Relaxed: a hint; the lock below decides.
         if !self.carrying.load(Ordering::Relaxed) {
@@ -158,8 +168,8 @@ impl RuleLimiter {
             let over = old.debt(key, now);
             if over > 0 {
                 // Charged past the old limit (a cost recorded after the response) and not
-                // paid back: carried whole, as a charge, so the new limit refuses until the
-                // debt is paid back at its own rate. A reload never forgives a charge.
+                // paid back: carried as a charge, so the new limit refuses until the debt is
+                // paid back at its own rate.
                 self.limiter.charge_at(key, used.saturating_add(over), now);
                 return;
             }
