@@ -187,9 +187,11 @@ struct CopyArgs {
 /// printed), and the efficiency against one thread (per-thread rate ÷ the 1-thread rate).
 ///
 /// Contenders: gcra, token-bucket, fixed-window, sliding-window, budget, counted-gcra,
-/// keyed-hot, keyed-spread (10^5 keys), permits (acquire + release); the peers governor,
-/// governor-keyed-hot, governor-keyed-spread, tokio-semaphore, leaky-bucket; the floor
-/// fetch-add-shared (one word) and fetch-add-per-thread (one cache-padded word each).
+/// keyed-hot, keyed-spread (10^5 keys), keyed-hot-papaya and keyed-spread-papaya (the same
+/// on PapayaStore instead of the default DashMapStore), permits (acquire + release); the
+/// peers governor, governor-keyed-hot, governor-keyed-spread, tokio-semaphore, leaky-bucket;
+/// the floor fetch-add-shared (one word) and fetch-add-per-thread (one cache-padded word
+/// each).
 ///
 /// Exit status: 0 after the run, 2 on parameters out of range, 1 if a contender could not be
 /// set up or the plot could not be written.

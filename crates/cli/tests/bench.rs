@@ -86,7 +86,10 @@ fn every_contender_at_every_thread_count_with_its_ratio_and_a_line_in_the_plot()
         .collect();
     assert_eq!(pairs.len(), limitcore.len());
     assert_eq!(pairs["gcra"], "governor");
+    assert_eq!(pairs["keyed-hot"], "governor-keyed-hot");
     assert_eq!(pairs["keyed-spread"], "governor-keyed-spread");
+    assert_eq!(pairs["keyed-hot-papaya"], "governor-keyed-hot");
+    assert_eq!(pairs["keyed-spread-papaya"], "governor-keyed-spread");
     assert_eq!(pairs["permits"], "tokio-semaphore");
     assert_eq!(pairs["budget"], "leaky-bucket");
 
@@ -354,6 +357,8 @@ fn help_names_every_option_and_the_top_level_help_names_the_command() {
         "--plot",
         "[default: 1]",
         "keyed-spread",
+        "keyed-hot-papaya",
+        "keyed-spread-papaya",
         "tokio-semaphore",
         "fetch-add-per-thread",
     ] {

@@ -42,13 +42,23 @@ pub enum Contender {
     /// `limitcore::Keyed<u64, GcraRule>::try_acquire`, keys drawn uniformly from
     /// [`SPREAD_KEYS`], all present before the point.
     KeyedSpread,
+    /// `limitcore::Keyed<u64, GcraRule, _, PapayaStore<u64>>::try_acquire`, every thread on
+    /// one key: [`Contender::KeyedHot`] on papaya's map instead of the default
+    /// `DashMapStore`.
+    KeyedHotPapaya,
+    /// `limitcore::Keyed<u64, GcraRule, _, PapayaStore<u64>>::try_acquire`, keys as in
+    /// [`Contender::KeyedSpread`]: that contender on papaya's map instead of the default
+    /// `DashMapStore`.
+    KeyedSpreadPapaya,
     /// `limitcore::concurrency::Permits::try_acquire(1)` and the permit's drop (its release).
     Permits,
     /// governor's direct limiter, `check`.
     Governor,
-    /// governor's keyed limiter, `check_key`, every thread on one key.
+    /// governor's keyed limiter, `check_key`, every thread on one key (the peer of
+    /// [`Contender::KeyedHot`] and [`Contender::KeyedHotPapaya`]).
     GovernorKeyedHot,
-    /// governor's keyed limiter, `check_key`, keys as in [`Contender::KeyedSpread`].
+    /// governor's keyed limiter, `check_key`, keys as in [`Contender::KeyedSpread`] (the peer
+    /// of [`Contender::KeyedSpread`] and [`Contender::KeyedSpreadPapaya`]).
     GovernorKeyedSpread,
     /// tokio's `Semaphore::try_acquire` and the permit's drop.
     TokioSemaphore,
@@ -62,8 +72,8 @@ pub enum Contender {
     FetchAddPerThread,
 }
 
-/// How many keys [`Contender::KeyedSpread`] and [`Contender::GovernorKeyedSpread`] spread
-/// over: 10^5.
+/// How many keys [`Contender::KeyedSpread`], [`Contender::KeyedSpreadPapaya`] and
+/// [`Contender::GovernorKeyedSpread`] spread over: 10^5.
 pub const SPREAD_KEYS: u64 = 100_000;
 
 /// What a contender is in the report: one of limitcore's, a peer it is compared with, or
@@ -149,7 +159,7 @@ impl std::error::Error for UnknownContender {}
 
 impl Contender {
     /// Every contender, in the report's order: limitcore's, the peers, the floor.
-    pub const ALL: [Contender; 16] = [
+    pub const ALL: [Contender; 18] = [
         Contender::Gcra,
         Contender::TokenBucket,
         Contender::FixedWindow,
@@ -158,6 +168,8 @@ impl Contender {
         Contender::CountedGcra,
         Contender::KeyedHot,
         Contender::KeyedSpread,
+        Contender::KeyedHotPapaya,
+        Contender::KeyedSpreadPapaya,
         Contender::Permits,
         Contender::Governor,
         Contender::GovernorKeyedHot,
@@ -179,6 +191,8 @@ impl Contender {
             Contender::CountedGcra => "counted-gcra",
             Contender::KeyedHot => "keyed-hot",
             Contender::KeyedSpread => "keyed-spread",
+            Contender::KeyedHotPapaya => "keyed-hot-papaya",
+            Contender::KeyedSpreadPapaya => "keyed-spread-papaya",
             Contender::Permits => "permits",
             Contender::Governor => "governor",
             Contender::GovernorKeyedHot => "governor-keyed-hot",
@@ -202,6 +216,13 @@ impl Contender {
             Contender::KeyedHot => "limitcore::Keyed<u64, GcraRule>::try_acquire(&7): one key",
             Contender::KeyedSpread => {
                 "limitcore::Keyed<u64, GcraRule>::try_acquire(&k): k uniform over 10^5 keys"
+            }
+            Contender::KeyedHotPapaya => {
+                "limitcore::Keyed<u64, GcraRule, _, PapayaStore>::try_acquire(&7): one key"
+            }
+            Contender::KeyedSpreadPapaya => {
+                "limitcore::Keyed<u64, GcraRule, _, PapayaStore>::try_acquire(&k): k as \
+                 keyed-spread"
             }
             Contender::Permits => "limitcore::concurrency::Permits::try_acquire(1) + drop",
             Contender::Governor => "governor 0.10 RateLimiter::direct(..).check()",
@@ -229,6 +250,8 @@ impl Contender {
             | Contender::CountedGcra
             | Contender::KeyedHot
             | Contender::KeyedSpread
+            | Contender::KeyedHotPapaya
+            | Contender::KeyedSpreadPapaya
             | Contender::Permits => Role::Limitcore,
             Contender::Governor
             | Contender::GovernorKeyedHot
@@ -243,8 +266,8 @@ impl Contender {
     /// thread count and quota kind); `None` for the peers and the floor.
     ///
     /// The unkeyed limiters and `Counted<Gcra>` against governor's direct limiter; the keyed
-    /// ones against governor's keyed limiter on the same keys; `Budget` against
-    /// leaky-bucket (the budgets' peer in the storage engines' world, as in
+    /// ones (on either store) against governor's keyed limiter on the same keys; `Budget`
+    /// against leaky-bucket (the budgets' peer in the storage engines' world, as in
     /// `benches/budget.rs`); `Permits` against tokio's `Semaphore`.
     pub fn peer(self) -> Option<Contender> {
         match self {
@@ -254,8 +277,10 @@ impl Contender {
             | Contender::SlidingWindow
             | Contender::CountedGcra => Some(Contender::Governor),
             Contender::Budget => Some(Contender::LeakyBucket),
-            Contender::KeyedHot => Some(Contender::GovernorKeyedHot),
-            Contender::KeyedSpread => Some(Contender::GovernorKeyedSpread),
+            Contender::KeyedHot | Contender::KeyedHotPapaya => Some(Contender::GovernorKeyedHot),
+            Contender::KeyedSpread | Contender::KeyedSpreadPapaya => {
+                Some(Contender::GovernorKeyedSpread)
+            }
             Contender::Permits => Some(Contender::TokioSemaphore),
             _ => None,
         }
@@ -316,5 +341,40 @@ mod tests {
         for c in Contender::ALL {
             assert!(err.contains(c.name()), "{err}");
         }
+    }
+
+    #[test]
+    fn the_papaya_keyed_contenders_parse_and_share_the_default_stores_peers() {
+        for (name, contender, sibling, peer) in [
+            (
+                "keyed-hot-papaya",
+                Contender::KeyedHotPapaya,
+                Contender::KeyedHot,
+                Contender::GovernorKeyedHot,
+            ),
+            (
+                "keyed-spread-papaya",
+                Contender::KeyedSpreadPapaya,
+                Contender::KeyedSpread,
+                Contender::GovernorKeyedSpread,
+            ),
+        ] {
+            let parsed: Contender = name.parse().unwrap();
+            assert_eq!(parsed, contender);
+            assert_eq!(parsed.name(), name);
+            assert_eq!(parsed.role(), Role::Limitcore);
+            assert_eq!(parsed.peer(), Some(peer));
+            assert_eq!(parsed.peer(), sibling.peer());
+            assert_eq!(parsed.quota_kinds(), sibling.quota_kinds());
+            assert!(parsed.operation().contains("PapayaStore"), "{parsed}");
+            // Right after their default-store siblings' pair, in the report's order.
+            let at = |c| Contender::ALL.iter().position(|&x| x == c).unwrap();
+            assert_eq!(at(contender), at(sibling) + 2);
+        }
+        assert_eq!(
+            " keyed-spread-papaya ".parse::<Contender>(),
+            Ok(Contender::KeyedSpreadPapaya)
+        );
+        assert!("keyed-papaya".parse::<Contender>().is_err());
     }
 }

@@ -23,10 +23,12 @@ use super::contender::{Contender, QuotaKind, SPREAD_KEYS};
 use crossbeam_utils::CachePadded;
 use governor::{clock::DefaultClock as GovClock, state::keyed::DefaultKeyedStateStore};
 use governor::{state::InMemoryState, state::NotKeyed};
+use limitcore::clock::DefaultClock;
 use limitcore::concurrency::Permits;
 use limitcore::rules::GcraRule;
 use limitcore::{
-    Budget, Counted, FixedWindow, Gcra, Keyed, Quota, RateLimiter, SlidingWindow, TokenBucket,
+    Budget, Counted, DashMapStore, FixedWindow, Gcra, Keyed, PapayaStore, Quota, RateLimiter,
+    SlidingWindow, Store, TokenBucket,
 };
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -243,6 +245,58 @@ fn governor_quota(kind: QuotaKind) -> governor::Quota {
     }
 }
 
+/// One point of a keyed contender under `kind` on `threads` threads, its limiter keeping the
+/// keys' states in `store`: every thread on [`HOT_KEY`] (`keyed-hot`, `keyed-hot-papaya`), or
+/// on keys drawn by [`next_key`] from [`SPREAD_KEYS`], each present (and, refusing, its one
+/// permit taken) before the point (`keyed-spread`, `keyed-spread-papaya`). One code path for
+/// every store: the contenders on two stores differ in the store alone.
+///
+/// # Errors
+///
+/// As [`measure`].
+fn keyed<S: Store<u64>>(
+    contender: Contender,
+    store: S,
+    kind: QuotaKind,
+    threads: usize,
+    timing: Timing,
+    cores: &[core_affinity::CoreId],
+) -> Result<Sample, String> {
+    let refusing = kind == QuotaKind::Refusing;
+    let keyed: Keyed<u64, GcraRule, DefaultClock, S> =
+        Keyed::with_store(quota(contender, kind)?, DefaultClock::new(), store)
+            .map_err(|e| format!("{contender}: {e}"))?;
+    match contender {
+        Contender::KeyedHot | Contender::KeyedHotPapaya => {
+            if refusing {
+                exhaust(|| keyed.try_acquire(&HOT_KEY).is_ok(), contender)?;
+            }
+            Ok(run_point(
+                &|_, _: &mut u64| keyed.try_acquire(&HOT_KEY).is_ok(),
+                threads,
+                timing,
+                cores,
+            ))
+        }
+        _ => {
+            for k in 0..SPREAD_KEYS {
+                let admitted = keyed.try_acquire(&k).is_ok();
+                if refusing && (!admitted || keyed.try_acquire(&k).is_ok()) {
+                    return Err(format!(
+                        "{contender}: key {k} refused its first permit or admitted a second"
+                    ));
+                }
+            }
+            Ok(run_point(
+                &|_, key: &mut u64| keyed.try_acquire(&next_key(key)).is_ok(),
+                threads,
+                timing,
+                cores,
+            ))
+        }
+    }
+}
+
 /// One point: `contender` under `kind` on `threads` threads.
 ///
 /// # Errors
@@ -295,33 +349,10 @@ pub(super) fn measure(
             ))
         }
         Contender::KeyedHot | Contender::KeyedSpread => {
-            let keyed: Keyed<u64, GcraRule> = Keyed::new(quota(contender, kind)?).map_err(bad)?;
-            if contender == Contender::KeyedHot {
-                if refusing {
-                    exhaust(|| keyed.try_acquire(&HOT_KEY).is_ok(), contender)?;
-                }
-                Ok(run_point(
-                    &|_, _: &mut u64| keyed.try_acquire(&HOT_KEY).is_ok(),
-                    threads,
-                    timing,
-                    cores,
-                ))
-            } else {
-                for k in 0..SPREAD_KEYS {
-                    let admitted = keyed.try_acquire(&k).is_ok();
-                    if refusing && (!admitted || keyed.try_acquire(&k).is_ok()) {
-                        return Err(format!(
-                            "{contender}: key {k} refused its first permit or admitted a second"
-                        ));
-                    }
-                }
-                Ok(run_point(
-                    &|_, key: &mut u64| keyed.try_acquire(&next_key(key)).is_ok(),
-                    threads,
-                    timing,
-                    cores,
-                ))
-            }
+            keyed(contender, DashMapStore::new(), kind, threads, timing, cores)
+        }
+        Contender::KeyedHotPapaya | Contender::KeyedSpreadPapaya => {
+            keyed(contender, PapayaStore::new(), kind, threads, timing, cores)
         }
         Contender::Permits => {
             let limit = if refusing { 1 } else { MANY_PERMITS };

@@ -186,7 +186,7 @@ fn legend_name(c: Contender) -> String {
 
 /// A contender's colour, the same in every panel; the floor in greys.
 fn colour(c: Contender) -> RGBColor {
-    const COLOURS: [RGBColor; 14] = [
+    const COLOURS: [RGBColor; 16] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
@@ -201,6 +201,8 @@ fn colour(c: Contender) -> RGBColor {
         RGBColor(0, 100, 0),
         RGBColor(255, 0, 255),
         RGBColor(112, 128, 0),
+        RGBColor(0, 128, 128),
+        RGBColor(75, 0, 130),
     ];
     match c {
         Contender::FetchAddShared => RGBColor(90, 90, 90),

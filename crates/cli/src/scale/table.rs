@@ -3,8 +3,9 @@
 use super::{Contender, QuotaKind, Report, Role};
 use std::fmt::Write as _;
 
-/// The width of a table's first column.
-const LABEL: usize = 38;
+/// The width of a table's first column: the longest label (the ratio row
+/// "keyed-spread-papaya ÷ governor-keyed-spread", 43 characters) and two blanks.
+const LABEL: usize = 45;
 
 /// A cell's width.
 const CELL: usize = 10;
@@ -237,4 +238,20 @@ fn join(items: impl Iterator<Item = String>) -> String {
 
 fn join_with(items: impl Iterator<Item = String>, separator: &str) -> String {
     items.collect::<Vec<_>>().join(separator)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_label_fits_the_first_column_with_a_blank_to_spare() {
+        for c in Contender::ALL {
+            let mut labels = vec![c.name().to_owned()];
+            labels.extend(c.peer().map(|peer| format!("{c} ÷ {peer}")));
+            for label in labels {
+                assert!(label.chars().count() < LABEL, "{label}");
+            }
+        }
+    }
 }
