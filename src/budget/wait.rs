@@ -831,7 +831,7 @@ impl<C: Clock> sealed::Queue for Budget<C> {
     /// `n` permits by a deadline (ns of the budget's clock).
     type Request = (u32, Option<Nanos>);
     type Entry = Entry;
-    type Output = Result<Receipt, Denied>;
+    type Outcome = Result<Receipt, Denied>;
 
     #[inline]
     fn poll_entry(
@@ -840,12 +840,22 @@ impl<C: Clock> sealed::Queue for Budget<C> {
         (n, deadline): (u32, Option<Nanos>),
         cx: &mut Context<'_>,
         nap: &mut Nap,
-    ) -> Poll<Self::Output> {
+    ) -> Poll<Self::Outcome> {
         Budget::poll_entry(self, entry, n, deadline, cx, nap)
     }
 
     fn abandon_entry(&self, entry: &mut Entry) {
         Budget::abandon_entry(self, entry);
+    }
+}
+
+/// A wait through any handle ends with the outcome itself.
+impl<C: Clock, L> sealed::Hand<L> for Budget<C> {
+    type Output = Result<Receipt, Denied>;
+
+    #[inline]
+    fn hand(_: &L, outcome: Self::Outcome) -> Self::Output {
+        outcome
     }
 }
 

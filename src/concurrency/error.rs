@@ -168,8 +168,10 @@ impl std::error::Error for AcquireError {}
 
 /// A refusal inside the crate: the public error, or "this keyed state was retired" (the
 /// keyed wrapper looks the key up again; see `KeyedPermits`).
+/// Unreachable from outside the crate (the outcome type of the sealed `Queue`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
+#[allow(unreachable_pub)]
+pub enum Refusal {
     Denied(AcquireError),
     Gone,
 }

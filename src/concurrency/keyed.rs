@@ -7,7 +7,6 @@ use super::permits::{Order, OwnedPermit, Permits};
 use super::word::{check_limit, PermitWord};
 use crate::clock::instant_within;
 use crate::keyed::{DashMapStore, Store};
-use crate::notify::driver::block_on;
 use crate::sync::{AtomicU64, Ordering};
 use alloc::sync::Arc;
 use core::borrow::Borrow;
@@ -289,8 +288,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
     {
         loop {
             let mut wait = self.slot(key).wait_owned(n, deadline);
-            match block_on(wait.refusing()) {
-                Ok(permit) => return Ok(permit),
+            match wait.outcome_blocking() {
+                Ok(token) => return Ok(Permit::new(Arc::clone(wait.limiter()), token)),
                 Err(Refusal::Denied(e)) => return Err(e),
                 Err(Refusal::Gone) => self.remove_retired(key),
             }
@@ -341,8 +340,8 @@ impl<K: Hash + Eq + Send + Sync + 'static, S: Store<K>> KeyedPermits<K, S> {
     {
         loop {
             let mut wait = self.slot(key).wait_owned(n, deadline);
-            match core::future::poll_fn(|cx| wait.poll_refusal(cx)).await {
-                Ok(permit) => return Ok(permit),
+            match core::future::poll_fn(|cx| wait.poll_outcome(cx)).await {
+                Ok(token) => return Ok(Permit::new(Arc::clone(wait.limiter()), token)),
                 Err(Refusal::Denied(e)) => return Err(e),
                 Err(Refusal::Gone) => self.remove_retired(key),
             }

@@ -2,9 +2,10 @@
 //! executor; with a deadline, feature `tokio`, for its timer), and the blocking waits, which
 //! run the same waits on the waiting layer's blocking driver.
 //!
-//! Every wait is one poll (`Want::poll`): the one-CAS grant on the first poll, else the
-//! queue (see the module's "No lost wake-up"); later polls look at the entry. Its `Drop`
-//! takes an entry that did not finish out of the queue and gives back a grant it had not
+//! Every wait is the waiting layer's [`Queued`] around one poll (`Permits::poll_entry`):
+//! the one-CAS grant on the first poll, else the queue (see the module's "No lost
+//! wake-up"); later polls look at the entry. Its `Drop` (`Permits::abandon_entry`) takes
+//! an entry that did not finish out of the queue and gives back a grant it had not
 //! collected.
 
 use super::error::{AcquireError, Refusal};
@@ -14,10 +15,14 @@ use super::permit::{sealed::Release as _, Completion, Permit, Token};
 use super::permits::{OwnedPermit, Permits};
 use super::queue::Polled;
 use crate::clock::instant_within;
-use crate::notify::driver::{block_on, Nap, Naps, Wait};
+use crate::notify::driver::{block_on, Nap};
+#[cfg(not(feature = "tokio"))]
+use crate::notify::queued::poll_future;
+use crate::notify::queued::{sealed, Queued};
 use alloc::sync::Arc;
-use core::fmt;
+#[cfg(not(feature = "tokio"))]
 use core::future::Future;
+#[cfg(not(feature = "tokio"))]
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -152,11 +157,7 @@ impl<F: Feedback> Permits<F> {
     /// The wait for `n` permits by `deadline` (the OS clock's: a concurrency limit has no
     /// clock of its own).
     fn wait(&self, n: u32, deadline: Option<Instant>) -> Acquire<'_, F> {
-        Acquire {
-            permits: self,
-            want: Want::new(n, deadline),
-            naps: Naps::default(),
-        }
+        Queued::new(self, (n, deadline))
     }
 
     /// The owned wait for `n` permits by `deadline`.
@@ -165,11 +166,7 @@ impl<F: Feedback> Permits<F> {
         n: u32,
         deadline: Option<Instant>,
     ) -> AcquireOwned<F> {
-        AcquireOwned {
-            permits: Some(Arc::clone(self)),
-            want: Want::new(n, deadline),
-            naps: Naps::default(),
-        }
+        Queued::new(Arc::clone(self), (n, deadline))
     }
 
     /// A future that resolves to `n` permits once they are granted (`n = 0`: at once): the
@@ -330,32 +327,39 @@ impl<F: Feedback> Permits<F> {
 }
 
 /// Where a wait is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Not polled yet.
+    #[default]
     Start,
-    /// In the queue under this key.
-    Queued(usize),
+    /// In the queue under `key`, for `n` permits.
+    Queued { key: usize, n: u32 },
     /// Resolved.
     Done,
 }
 
-/// A wait's request and progress: `n` permits by `deadline` (the OS clock's).
-#[derive(Debug)]
-struct Want {
-    n: u32,
+/// What a wait for permits keeps between polls (see [`Permits::acquire`]): where it is.
+/// Given back only by the wait's `Drop`.
+#[derive(Debug, Default)]
+#[allow(unreachable_pub)]
+pub struct Entry {
     state: State,
-    deadline: Option<Instant>,
 }
 
-impl Want {
-    fn new(n: u32, deadline: Option<Instant>) -> Self {
-        Want {
-            n,
-            state: State::Start,
-            deadline,
-        }
+impl Entry {
+    /// The wait ends with `result`.
+    fn finish(&mut self, result: Result<Token, Refusal>) -> Poll<Result<Token, Refusal>> {
+        self.state = State::Done;
+        Poll::Ready(result)
     }
+}
+
+impl<F: Feedback> sealed::Queue for Permits<F> {
+    /// `n` permits by a deadline of the OS clock (a concurrency limit has no clock of its
+    /// own).
+    type Request = (u32, Option<Instant>);
+    type Entry = Entry;
+    type Outcome = Result<Token, Refusal>;
 
     /// The one poll of every wait for permits: the one-CAS grant on the first poll, else
     /// the queue; later polls look at the entry (refreshing the waker). With a deadline the
@@ -365,75 +369,97 @@ impl Want {
     /// # Panics
     ///
     /// If polled again after it ended.
-    fn poll<F: Feedback>(
-        &mut self,
-        permits: &Permits<F>,
+    fn poll_entry(
+        &self,
+        entry: &mut Entry,
+        (n, deadline): (u32, Option<Instant>),
         cx: &mut Context<'_>,
         nap: &mut Nap,
-    ) -> Poll<Result<Token, Refusal>> {
-        let polled = match self.state {
-            State::Start if self.n == 0 => return self.finish(Ok(Token::EMPTY)),
-            State::Start => match permits.take(self.n) {
+    ) -> Poll<Self::Outcome> {
+        let polled = match entry.state {
+            State::Start if n == 0 => return entry.finish(Ok(Token::EMPTY)),
+            State::Start => match self.take(n) {
                 Err(Refusal::Denied(AcquireError::Full { .. })) => {
-                    match permits.enqueue(self.n, cx.waker()) {
-                        Ok(Enqueued::Took(token)) => return self.finish(Ok(token)),
+                    match self.enqueue(n, cx.waker()) {
+                        Ok(Enqueued::Took(token)) => return entry.finish(Ok(token)),
                         Ok(Enqueued::Queued(key)) => {
-                            self.state = State::Queued(key);
+                            entry.state = State::Queued { key, n };
                             Polled::Waiting
                         }
-                        Err(e) => return self.finish(Err(e)),
+                        Err(e) => return entry.finish(Err(e)),
                     }
                 }
-                done => return self.finish(done),
+                done => return entry.finish(done),
             },
-            State::Queued(key) => permits.poll_waiter(key, Some(cx.waker())),
+            State::Queued { key, .. } => self.poll_waiter(key, Some(cx.waker())),
             State::Done => panic!("a wait for permits was polled after it completed"),
         };
-        let polled = match (polled, self.state, self.deadline) {
-            (Polled::Waiting, State::Queued(key), Some(deadline)) => {
+        let polled = match (polled, entry.state, deadline) {
+            (Polled::Waiting, State::Queued { key, .. }, Some(deadline)) => {
                 let now = Instant::now();
                 if now < deadline {
                     nap.at_most(deadline - now);
                     return Poll::Pending;
                 }
-                match permits.cancel_waiter(key) {
-                    Polled::Waiting => return self.finish(Err(AcquireError::TimedOut.into())),
+                match self.cancel_waiter(key) {
+                    Polled::Waiting => return entry.finish(Err(AcquireError::TimedOut.into())),
                     resolved => resolved,
                 }
             }
             (polled, _, _) => polled,
         };
         match polled {
-            Polled::Granted { word } => self.finish(Ok(permits.token(self.n, word))),
-            Polled::Failed(e) => self.finish(Err(e.into())),
+            Polled::Granted { word } => entry.finish(Ok(self.token(n, word))),
+            Polled::Failed(e) => entry.finish(Err(e.into())),
             Polled::Waiting => Poll::Pending,
         }
     }
 
-    /// The wait ends with `result`.
-    fn finish(&mut self, result: Result<Token, Refusal>) -> Poll<Result<Token, Refusal>> {
-        self.state = State::Done;
-        Poll::Ready(result)
-    }
-
     /// A wait dropped before it ended: leave the queue; give back a grant it had not
     /// collected.
-    fn abandon<F: Feedback>(&mut self, permits: &Permits<F>) {
-        if let State::Queued(key) = self.state {
-            self.state = State::Done;
-            if let Polled::Granted { word } = permits.cancel_waiter(key) {
-                permits.release(&permits.token(self.n, word), Completion::Ignored);
+    fn abandon_entry(&self, entry: &mut Entry) {
+        if let State::Queued { key, n } = entry.state {
+            entry.state = State::Done;
+            if let Polled::Granted { word } = self.cancel_waiter(key) {
+                self.release(&self.token(n, word), Completion::Ignored);
             }
+        }
+    }
+}
+
+/// A borrowed wait ends with a permit borrowed from the limit.
+impl<'a, F: Feedback> sealed::Hand<&'a Permits<F>> for Permits<F> {
+    type Output = Result<Permit<&'a Permits<F>>, AcquireError>;
+
+    #[inline]
+    fn hand(permits: &&'a Permits<F>, outcome: Self::Outcome) -> Self::Output {
+        match outcome {
+            Ok(token) => Ok(Permit::new(*permits, token)),
+            Err(refusal) => Err(refusal.into_error()),
+        }
+    }
+}
+
+/// An owned wait ends with a permit that owns a reference to the limit.
+impl<F: Feedback> sealed::Hand<Arc<Permits<F>>> for Permits<F> {
+    type Output = Result<OwnedPermit<F>, AcquireError>;
+
+    #[inline]
+    fn hand(permits: &Arc<Permits<F>>, outcome: Self::Outcome) -> Self::Output {
+        match outcome {
+            Ok(token) => Ok(Permit::new(Arc::clone(permits), token)),
+            Err(refusal) => Err(refusal.into_error()),
         }
     }
 }
 
 /// The wait of [`Permits::acquire`] (and, feature `tokio`, `_within`, `_until`): resolves
 /// to a permit borrowed from the limit. A future on any executor (one with a deadline
-/// sleeps on tokio's timer), and a [`Wait`].
+/// sleeps on tokio's timer), and a [`Wait`](crate::notify::Wait): the waiting layer's
+/// [`Queued`], as the budgets' and the lanes' waits.
 ///
 /// Cancellation-safe: dropping it before it resolves takes nothing (a queued request leaves
-/// the queue at once).
+/// the queue at once, and permits granted to it meanwhile are given back).
 ///
 /// # Panics
 ///
@@ -459,60 +485,11 @@ impl Want {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "futures do nothing unless polled"]
-pub struct Acquire<'a, F: Feedback = Fixed> {
-    permits: &'a Permits<F>,
-    want: Want,
-    naps: Naps,
-}
-
-impl<'a, F: Feedback> Wait for Acquire<'a, F> {
-    type Output = Result<Permit<&'a Permits<F>>, AcquireError>;
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        let permits = self.permits;
-        self.want.poll(permits, cx, nap).map(|result| match result {
-            Ok(token) => Ok(Permit::new(permits, token)),
-            Err(refusal) => Err(refusal.into_error()),
-        })
-    }
-}
-
-impl<'a, F: Feedback> Future for Acquire<'a, F> {
-    type Output = Result<Permit<&'a Permits<F>>, AcquireError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let permits = this.permits;
-        let polled = this
-            .naps
-            .poll(cx, |cx, nap| this.want.poll(permits, cx, nap));
-        polled.map(|result| match result {
-            Ok(token) => Ok(Permit::new(permits, token)),
-            Err(refusal) => Err(refusal.into_error()),
-        })
-    }
-}
-
-impl<F: Feedback> Drop for Acquire<'_, F> {
-    fn drop(&mut self) {
-        self.want.abandon(self.permits);
-    }
-}
-
-impl<F: Feedback> fmt::Debug for Acquire<'_, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Acquire")
-            .field("n", &self.want.n)
-            .field("state", &self.want.state)
-            .field("deadline", &self.want.deadline)
-            .finish_non_exhaustive()
-    }
-}
+pub type Acquire<'a, F = Fixed> = Queued<&'a Permits<F>>;
 
 /// The wait of [`Permits::acquire_owned`] (and, feature `tokio`, `_within`, `_until`):
 /// resolves to an [`OwnedPermit`]. A future on any executor (one with a deadline sleeps on
-/// tokio's timer), and a [`Wait`].
+/// tokio's timer), and a [`Wait`](crate::notify::Wait): the waiting layer's [`Queued`].
 ///
 /// Cancellation-safe: dropping it before it resolves takes nothing.
 ///
@@ -535,102 +512,25 @@ impl<F: Feedback> fmt::Debug for Acquire<'_, F> {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "futures do nothing unless polled"]
-pub struct AcquireOwned<F: Feedback = Fixed> {
-    /// `None` once resolved (moved into the permit).
-    permits: Option<Arc<Permits<F>>>,
-    want: Want,
-    naps: Naps,
-}
+pub type AcquireOwned<F = Fixed> = Queued<Arc<Permits<F>>>;
 
-impl<F: Feedback> AcquireOwned<F> {
-    /// One poll, with the crate's refusal (a keyed caller retries a retired state).
-    fn poll_raw(
-        permits: &mut Option<Arc<Permits<F>>>,
-        want: &mut Want,
-        cx: &mut Context<'_>,
-        nap: &mut Nap,
-    ) -> Poll<Result<OwnedPermit<F>, Refusal>> {
-        let Some(limit) = permits.as_ref() else {
-            panic!("an `AcquireOwned` future was polled after it completed");
-        };
-        let result = core::task::ready!(want.poll(limit, cx, nap));
-        let permits = permits.take();
-        Poll::Ready(result.and_then(|token| match permits {
-            Some(permits) => Ok(Permit::new(permits, token)),
-            None => Err(Refusal::Gone),
-        }))
-    }
+/// Without feature `tokio` the waits for permits are futures still: the waits with no
+/// deadline never nap (the only ones a caller can make without it).
+#[cfg(not(feature = "tokio"))]
+impl<'a, F: Feedback> Future for Acquire<'a, F> {
+    type Output = Result<Permit<&'a Permits<F>>, AcquireError>;
 
-    /// One poll as a future, with the crate's refusal (the keyed permits' async wait).
-    pub(crate) fn poll_refusal(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<OwnedPermit<F>, Refusal>> {
-        let AcquireOwned {
-            permits,
-            want,
-            naps,
-        } = self;
-        naps.poll(cx, |cx, nap| Self::poll_raw(permits, want, cx, nap))
-    }
-
-    /// This wait with the crate's refusal, for the blocking driver (the keyed permits'
-    /// blocking wait).
-    #[cfg(feature = "keyed")]
-    pub(crate) fn refusing(&mut self) -> Refusing<'_, F> {
-        Refusing(self)
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        poll_future(self.get_mut(), cx)
     }
 }
 
-/// An [`AcquireOwned`] that ends with the crate's refusal (see
-/// [`AcquireOwned::refusing`]).
-#[cfg(feature = "keyed")]
-pub(crate) struct Refusing<'a, F: Feedback>(&'a mut AcquireOwned<F>);
-
-#[cfg(feature = "keyed")]
-impl<F: Feedback> Wait for Refusing<'_, F> {
-    type Output = Result<OwnedPermit<F>, Refusal>;
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        let AcquireOwned { permits, want, .. } = &mut *self.0;
-        AcquireOwned::poll_raw(permits, want, cx, nap)
-    }
-}
-
-impl<F: Feedback> Wait for AcquireOwned<F> {
-    type Output = Result<OwnedPermit<F>, AcquireError>;
-
-    fn poll_wait(&mut self, cx: &mut Context<'_>, nap: &mut Nap) -> Poll<Self::Output> {
-        let AcquireOwned { permits, want, .. } = self;
-        Self::poll_raw(permits, want, cx, nap).map(|result| result.map_err(Refusal::into_error))
-    }
-}
-
+/// As the borrowed wait's.
+#[cfg(not(feature = "tokio"))]
 impl<F: Feedback> Future for AcquireOwned<F> {
     type Output = Result<OwnedPermit<F>, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut()
-            .poll_refusal(cx)
-            .map(|result| result.map_err(Refusal::into_error))
-    }
-}
-
-impl<F: Feedback> Drop for AcquireOwned<F> {
-    fn drop(&mut self) {
-        if let Some(permits) = &self.permits {
-            self.want.abandon(permits);
-        }
-    }
-}
-
-impl<F: Feedback> fmt::Debug for AcquireOwned<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AcquireOwned")
-            .field("n", &self.want.n)
-            .field("state", &self.want.state)
-            .field("deadline", &self.want.deadline)
-            .finish_non_exhaustive()
+        poll_future(self.get_mut(), cx)
     }
 }

@@ -264,13 +264,14 @@ impl<C: Clock> Pacing for Budget<C> {
 #[cfg(feature = "budget")]
 impl<C: Clock> Charging for Budget<C> {}
 
-/// [`Pacing`] through `poll_retrying` and the given `keep`.
+/// [`Pacing`] through `poll_retrying` and the given `keep`, on the limiter `$limiter` of
+/// `self` (the shell itself, or the limiter a [`Retry`] wraps).
 macro_rules! retrying {
-    ($keep:ident) => {
+    ($keep:ident $(, $limiter:tt)?) => {
         type Place = Option<Nanos>;
 
         fn chunk(&self) -> u32 {
-            self.capacity().max(1)
+            self$(.$limiter)?.capacity().max(1)
         }
 
         fn poll_take(
@@ -280,7 +281,7 @@ macro_rules! retrying {
             cx: &mut Context<'_>,
             nap: &mut Nap,
         ) -> Poll<Result<Grant, Denied>> {
-            poll_retrying(self, again_at, n, cx, nap)
+            poll_retrying(&(*self)$(.$limiter)?, again_at, n, cx, nap)
         }
 
         fn abandon(&self, again_at: &mut Option<Nanos>) {
@@ -288,7 +289,7 @@ macro_rules! retrying {
         }
 
         fn keep(&self, grant: Grant, used: u32) {
-            $keep(self, grant, used);
+            $keep(&(*self)$(.$limiter)?, grant, used);
         }
     };
 }
@@ -316,29 +317,7 @@ impl<C: Clock> Pacing for SlidingWindow<C> {
 }
 
 impl<L: Refund> Pacing for Retry<L> {
-    type Place = Option<Nanos>;
-
-    fn chunk(&self) -> u32 {
-        self.0.capacity().max(1)
-    }
-
-    fn poll_take(
-        &self,
-        again_at: &mut Option<Nanos>,
-        n: &mut u32,
-        cx: &mut Context<'_>,
-        nap: &mut Nap,
-    ) -> Poll<Result<Grant, Denied>> {
-        poll_retrying(&self.0, again_at, n, cx, nap)
-    }
-
-    fn abandon(&self, again_at: &mut Option<Nanos>) {
-        *again_at = None;
-    }
-
-    fn keep(&self, grant: Grant, used: u32) {
-        keep_refundable(&self.0, grant, used);
-    }
+    retrying!(keep_refundable, 0);
 }
 
 /// [`Pacing`] and [`Charging`] for a pointer to a limiter that has them.

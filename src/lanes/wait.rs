@@ -562,7 +562,7 @@ impl<C: Clock> sealed::Queue for Lanes<C> {
     /// `n` units of a lane by a deadline (ns of the clock).
     type Request = (Lane, u32, Option<Nanos>);
     type Entry = Entry;
-    type Output = Result<(), LaneError>;
+    type Outcome = Result<(), LaneError>;
 
     #[inline]
     fn poll_entry(
@@ -571,12 +571,22 @@ impl<C: Clock> sealed::Queue for Lanes<C> {
         (lane, n, deadline): (Lane, u32, Option<Nanos>),
         cx: &mut Context<'_>,
         nap: &mut Nap,
-    ) -> Poll<Self::Output> {
+    ) -> Poll<Self::Outcome> {
         Lanes::poll_entry(self, entry, lane, n, deadline, cx, nap)
     }
 
     fn abandon_entry(&self, entry: &mut Entry) {
         let _ = Lanes::abandon_entry(self, entry);
+    }
+}
+
+/// A wait through any handle ends with the outcome itself.
+impl<C: Clock, L> sealed::Hand<L> for Lanes<C> {
+    type Output = Result<(), LaneError>;
+
+    #[inline]
+    fn hand(_: &L, outcome: Self::Outcome) -> Self::Output {
+        outcome
     }
 }
 

@@ -194,7 +194,7 @@ pub(crate) fn block_until(
 
 /// A wait that is `poll`'s calls (for a caller that keeps the wait's state itself: the
 /// blocking I/O adapter).
-#[cfg(feature = "io")]
+#[cfg(any(feature = "io", all(feature = "concurrency", feature = "keyed")))]
 pub(crate) fn poll_fn<T, F>(poll: F) -> PollFn<F>
 where
     F: FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>,
@@ -203,10 +203,10 @@ where
 }
 
 /// See [`poll_fn`].
-#[cfg(feature = "io")]
+#[cfg(any(feature = "io", all(feature = "concurrency", feature = "keyed")))]
 pub(crate) struct PollFn<F>(F);
 
-#[cfg(feature = "io")]
+#[cfg(any(feature = "io", all(feature = "concurrency", feature = "keyed")))]
 impl<T, F: FnMut(&mut Context<'_>, &mut Nap) -> Poll<T>> Wait for PollFn<F> {
     type Output = T;
 

@@ -47,7 +47,7 @@ pub(crate) mod driver;
 mod event;
 #[cfg(any(feature = "budget", feature = "concurrency", all(test, limitcore_loom)))]
 pub(crate) mod list;
-#[cfg(feature = "budget")]
+#[cfg(any(feature = "budget", feature = "concurrency"))]
 pub(crate) mod queued;
 pub(crate) mod wake;
 
@@ -56,6 +56,6 @@ mod loom;
 
 pub use driver::{block_on, Nap, Wait, WaitFuture};
 pub use event::{Event, Listener};
-#[cfg(feature = "budget")]
-#[cfg_attr(docsrs, doc(cfg(feature = "budget")))]
+#[cfg(any(feature = "budget", feature = "concurrency"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "budget", feature = "concurrency"))))]
 pub use queued::{Queue, Queued};

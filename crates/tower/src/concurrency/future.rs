@@ -15,7 +15,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use tokio::time::Timeout;
 use tower::Service;
 
 /// What an admitted request's response needs: its permit, and how to classify it.
@@ -80,7 +79,7 @@ pin_project! {
     enum State<Fut, S, R, F: Feedback, C> {
         Call { #[pin] fut: Fut, admit: Option<Admit<F, C>> },
         Wait {
-            acquire: Pin<Box<Timeout<AcquireOwned<F>>>>,
+            acquire: AcquireOwned<F>,
             queued: Option<Box<Queued<S, R, C>>>,
         },
         Shed { response: Option<Response<Bytes>> },
@@ -106,14 +105,14 @@ impl<Fut, S, R, F: Feedback, C: Classify> ResponseFuture<Fut, S, R, F, C> {
     /// A queued request: `service` (ready) is called with `request` once `acquire` grants a
     /// permit; shed if it fails or times out.
     pub(crate) fn wait(
-        acquire: Timeout<AcquireOwned<F>>,
+        acquire: AcquireOwned<F>,
         service: S,
         request: R,
         shared: &Shared<F, C>,
     ) -> Self {
         ResponseFuture {
             state: State::Wait {
-                acquire: Box::pin(acquire),
+                acquire,
                 queued: Some(Box::new(Queued {
                     service,
                     request,
@@ -178,7 +177,7 @@ where
                     });
                 }
                 StateProj::Wait { acquire, queued } => {
-                    let granted = ready!(acquire.as_mut().poll(cx));
+                    let granted = ready!(Pin::new(acquire).poll(cx));
                     let Some(pending) = queued.take() else {
                         panic!("ResponseFuture polled after completion");
                     };
@@ -191,12 +190,8 @@ where
                         metrics,
                     } = *pending;
                     let permit = match granted {
-                        Ok(Ok(permit)) => Tracked::new(permit, &metrics),
-                        Ok(Err(error)) => return Poll::Ready(Ok(shed_in(status, error, &metrics))),
-                        Err(_elapsed) => {
-                            let error = AcquireError::TimedOut;
-                            return Poll::Ready(Ok(shed_in(status, error, &metrics)));
-                        }
+                        Ok(permit) => Tracked::new(permit, &metrics),
+                        Err(error) => return Poll::Ready(Ok(shed_in(status, error, &metrics))),
                     };
                     let fut = service.call(request);
                     let admit = Some(Admit {

@@ -166,7 +166,7 @@ where
                 // The ready service goes with the request; this one keeps a fresh clone.
                 let fresh = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, fresh);
-                let acquire = tokio::time::timeout(max_wait, shared.permits.acquire_owned(1));
+                let acquire = shared.permits.acquire_owned_within(1, max_wait);
                 ResponseFuture::wait(acquire, ready, req, shared)
             }
             (error, _) => {
