@@ -394,19 +394,14 @@ impl<F: Feedback> sealed::Queue for Permits<F> {
             State::Queued { key, .. } => self.poll_waiter(key, Some(cx.waker())),
             State::Done => panic!("a wait for permits was polled after it completed"),
         };
-        let polled = match (polled, entry.state, deadline) {
-            (Polled::Waiting, State::Queued { key, .. }, Some(deadline)) => {
-                let now = Instant::now();
-                if now < deadline {
-                    nap.at_most(deadline - now);
-                    return Poll::Pending;
-                }
+        let polled = match (polled, entry.state) {
+            (Polled::Waiting, State::Queued { key, .. }) if nap.passed(deadline) => {
                 match self.cancel_waiter(key) {
                     Polled::Waiting => return entry.finish(Err(AcquireError::TimedOut.into())),
                     resolved => resolved,
                 }
             }
-            (polled, _, _) => polled,
+            (polled, _) => polled,
         };
         match polled {
             Polled::Granted { word } => entry.finish(Ok(self.token(n, word))),

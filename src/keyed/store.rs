@@ -35,6 +35,13 @@
 //!   share keys (10^5 keys from 2 threads: 1.5× governor's, the best of the three), at half
 //!   as much memory again (each entry is allocated on its own, behind a pointer: one cache
 //!   miss more, the slowest for one thread over many keys and for first requests).
+//!   **A flood from one client on many cores** (one key refused from every thread) is where
+//!   it leads most: a refusal writes nothing, so the cores never pass a line between them
+//!   (2.7–3.3× governor's on 2 threads, `limitcore bench --contenders keyed-hot-papaya`),
+//!   while the default store takes the shard's read lock there as governor does, two
+//!   read-modify-writes on one line per decision (0.51–0.96× governor's in the same runs:
+//!   which side the line's traffic favours changes from run to run). Choose it for a proxy
+//!   that must keep refusing one abusive client at full speed on every core.
 //! - SipHash-1-3 (std's `RandomState`, designed as a cryptographic PRF under a random key:
 //!   governor's hash) is available through `DashMapStore::with_hasher`; it costs about
 //!   12–13 ns a lookup (26 on a first request, which hashes twice), which brings the dashmap

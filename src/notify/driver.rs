@@ -139,6 +139,23 @@ impl Nap {
     pub fn get(self) -> Option<Duration> {
         self.0
     }
+
+    /// Whether `deadline` (the OS clock's; `None`: none) has passed; if it has not, the nap
+    /// becomes at most the time left (the deadline wait of the waits that have no clock of
+    /// their own: a concurrency limit's, a task's, a condition's).
+    #[cfg(any(feature = "throttler", feature = "concurrency"))]
+    #[inline]
+    pub(crate) fn passed(&mut self, deadline: Option<std::time::Instant>) -> bool {
+        let Some(deadline) = deadline else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        self.at_most(deadline - now);
+        false
+    }
 }
 
 /// A wait for `ready` to hold, looked at again at every notification of `event`, or for
@@ -162,12 +179,8 @@ impl<F: FnMut() -> bool> Wait for Condition<'_, F> {
             if (self.ready)() {
                 return Poll::Ready(true);
             }
-            if let Some(deadline) = self.deadline {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Poll::Ready(false);
-                }
-                nap.at_most(deadline - now);
+            if nap.passed(self.deadline) {
+                return Poll::Ready(false);
             }
             if Pin::new(listener).poll(cx).is_pending() {
                 return Poll::Pending;

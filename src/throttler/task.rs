@@ -383,12 +383,8 @@ impl<T, H: Deref<Target = TaskCell<T>>> Wait for Settled<H> {
             if let Some(outcome) = self.cell.lock().take_outcome() {
                 return Poll::Ready(Some(outcome));
             }
-            if let Some(deadline) = self.deadline {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Poll::Ready(None);
-                }
-                nap.at_most(deadline - now);
+            if nap.passed(self.deadline) {
+                return Poll::Ready(None);
             }
             if self.cell.settled.register(seen, cx.waker()) {
                 return Poll::Pending;
