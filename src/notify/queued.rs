@@ -89,7 +89,7 @@ pub(crate) mod sealed {
 }
 
 /// The limiter side's outcome type of `L`'s waits.
-#[cfg(all(feature = "concurrency", feature = "keyed"))]
+#[cfg(any(feature = "tokio", feature = "concurrency"))]
 type Outcome<L> = <<L as Deref>::Target as sealed::Queue>::Outcome;
 
 /// A wait for `request` that holds a place in the queue of the limiter `L` reaches: the
@@ -141,10 +141,10 @@ where
         &self.limiter
     }
 
-    /// The limiter side's outcome, as a future's poll (its naps on the async driver): for a
-    /// caller that looks at it before the handle makes it the output (a keyed limit retries
-    /// a retired state).
-    #[cfg(all(feature = "concurrency", feature = "keyed"))]
+    /// The limiter side's outcome, as a future's poll (its naps on the async driver): the
+    /// future's poll before the handle makes it the output, and for a caller that looks at
+    /// it first (a keyed limit retries a retired state).
+    #[cfg(any(feature = "tokio", feature = "concurrency"))]
     pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome<L>> {
         let Queued {
             limiter,
@@ -181,6 +181,7 @@ where
 
 /// The future of every wait (feature `tokio`); without it, see [`Queued`].
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl<L: Deref> Future for Queued<L>
 where
     L::Target: Queue<L>,
@@ -204,14 +205,8 @@ pub(crate) fn poll_future<L: Deref>(
 where
     L::Target: Queue<L>,
 {
-    let Queued {
-        limiter,
-        request,
-        entry,
-        naps,
-    } = queued;
-    let outcome = ready!(naps.poll(cx, |cx, nap| limiter.poll_entry(entry, *request, cx, nap)));
-    Poll::Ready(L::Target::hand(limiter, outcome))
+    let outcome = ready!(queued.poll_outcome(cx));
+    Poll::Ready(L::Target::hand(&queued.limiter, outcome))
 }
 
 impl<L: Deref> Drop for Queued<L>
