@@ -173,7 +173,8 @@ impl<F: Feedback> Permits<F> {
     /// one-CAS grant on its first poll, else a place in the queue (FIFO or LIFO). Dropping
     /// it before it resolves takes nothing: a queued request leaves the queue at once, and
     /// permits granted to it meanwhile are given back. Runs on any executor (it never naps);
-    /// it is a [`Wait`] too, which [`Permits::acquire_blocking`] runs on a thread.
+    /// it is a [`Wait`](crate::notify::Wait) too, which [`Permits::acquire_blocking`] runs
+    /// on a thread.
     ///
     /// # Errors (of the future)
     ///
