@@ -496,7 +496,7 @@ fn tikv_hybrid_flow() {
         }
         t = wake.max(t + 1);
     }
-    let secs = 1.0;
+    let secs = Duration::from_nanos(end).as_secs_f64();
     let g = |lane: Lane| lanes.counts(lane).unwrap().granted as f64;
     let (user, mid, low) = (g(Lane::USER), g(Lane::MID), g(Lane::LOW));
     let total = user + mid + low;

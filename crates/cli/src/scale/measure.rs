@@ -246,10 +246,9 @@ fn governor_quota(kind: QuotaKind) -> governor::Quota {
 }
 
 /// One point of a keyed contender under `kind` on `threads` threads, its limiter keeping the
-/// keys' states in `store`: every thread on [`HOT_KEY`] (`keyed-hot`, `keyed-hot-papaya`), or
-/// on keys drawn by [`next_key`] from [`SPREAD_KEYS`], each present (and, refusing, its one
-/// permit taken) before the point (`keyed-spread`, `keyed-spread-papaya`). One code path for
-/// every store: the contenders on two stores differ in the store alone.
+/// keys' states in `store` (`keyed-hot` and `keyed-spread` on the default store,
+/// `keyed-hot-papaya` and `keyed-spread-papaya` on papaya's): the contenders on two stores
+/// differ in the store alone.
 ///
 /// # Errors
 ///
@@ -262,39 +261,60 @@ fn keyed<S: Store<u64>>(
     timing: Timing,
     cores: &[core_affinity::CoreId],
 ) -> Result<Sample, String> {
-    let refusing = kind == QuotaKind::Refusing;
     let keyed: Keyed<u64, GcraRule, DefaultClock, S> =
         Keyed::with_store(quota(contender, kind)?, DefaultClock::new(), store)
             .map_err(|e| format!("{contender}: {e}"))?;
-    match contender {
-        Contender::KeyedHot | Contender::KeyedHotPapaya => {
-            if refusing {
-                exhaust(|| keyed.try_acquire(&HOT_KEY).is_ok(), contender)?;
-            }
-            Ok(run_point(
-                &|_, _: &mut u64| keyed.try_acquire(&HOT_KEY).is_ok(),
-                threads,
-                timing,
-                cores,
-            ))
+    let hot = matches!(contender, Contender::KeyedHot | Contender::KeyedHotPapaya);
+    let check = |key: &u64| keyed.try_acquire(key).is_ok();
+    keyed_point(contender, hot, kind, check, threads, timing, cores)
+}
+
+/// One point of a keyed contender, limitcore's or governor's, whose decision for a key is
+/// `check`: every thread on [`HOT_KEY`] (`hot`; refusing, its permit taken before the
+/// point), or on keys drawn by [`next_key`] from [`SPREAD_KEYS`], each present (and,
+/// refusing, its one permit taken) before the point. One code path for both libraries:
+/// they differ in `check` alone (a closure, so each call is inlined into the point's loop
+/// as the library's own call would be).
+///
+/// # Errors
+///
+/// As [`measure`]; a spread key that refused its first permit, or admitted a second under
+/// the refusing quota.
+fn keyed_point<F: Fn(&u64) -> bool + Sync>(
+    contender: Contender,
+    hot: bool,
+    kind: QuotaKind,
+    check: F,
+    threads: usize,
+    timing: Timing,
+    cores: &[core_affinity::CoreId],
+) -> Result<Sample, String> {
+    let refusing = kind == QuotaKind::Refusing;
+    if hot {
+        if refusing {
+            exhaust(|| check(&HOT_KEY), contender)?;
         }
-        _ => {
-            for k in 0..SPREAD_KEYS {
-                let admitted = keyed.try_acquire(&k).is_ok();
-                if refusing && (!admitted || keyed.try_acquire(&k).is_ok()) {
-                    return Err(format!(
-                        "{contender}: key {k} refused its first permit or admitted a second"
-                    ));
-                }
-            }
-            Ok(run_point(
-                &|_, key: &mut u64| keyed.try_acquire(&next_key(key)).is_ok(),
-                threads,
-                timing,
-                cores,
-            ))
+        return Ok(run_point(
+            &|_, _: &mut u64| check(&HOT_KEY),
+            threads,
+            timing,
+            cores,
+        ));
+    }
+    for k in 0..SPREAD_KEYS {
+        let admitted = check(&k);
+        if refusing && (!admitted || check(&k)) {
+            return Err(format!(
+                "{contender}: key {k} refused its first permit or admitted a second"
+            ));
         }
     }
+    Ok(run_point(
+        &|_, key: &mut u64| check(&next_key(key)),
+        threads,
+        timing,
+        cores,
+    ))
 }
 
 /// One point: `contender` under `kind` on `threads` threads.
@@ -391,32 +411,9 @@ pub(super) fn measure(
         Contender::GovernorKeyedHot | Contender::GovernorKeyedSpread => {
             let gov: governor::RateLimiter<u64, DefaultKeyedStateStore<u64>, GovClock> =
                 governor::RateLimiter::keyed(governor_quota(kind));
-            if contender == Contender::GovernorKeyedHot {
-                if refusing {
-                    exhaust(|| gov.check_key(&HOT_KEY).is_ok(), contender)?;
-                }
-                Ok(run_point(
-                    &|_, _: &mut u64| gov.check_key(&HOT_KEY).is_ok(),
-                    threads,
-                    timing,
-                    cores,
-                ))
-            } else {
-                for k in 0..SPREAD_KEYS {
-                    let admitted = gov.check_key(&k).is_ok();
-                    if refusing && (!admitted || gov.check_key(&k).is_ok()) {
-                        return Err(format!(
-                            "{contender}: key {k} refused its first permit or admitted a second"
-                        ));
-                    }
-                }
-                Ok(run_point(
-                    &|_, key: &mut u64| gov.check_key(&next_key(key)).is_ok(),
-                    threads,
-                    timing,
-                    cores,
-                ))
-            }
+            let hot = contender == Contender::GovernorKeyedHot;
+            let check = |key: &u64| gov.check_key(key).is_ok();
+            keyed_point(contender, hot, kind, check, threads, timing, cores)
         }
         Contender::TokioSemaphore => {
             let semaphore = Semaphore::new(if refusing { 1 } else { MANY_PERMITS as usize });
